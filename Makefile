@@ -1,0 +1,33 @@
+# Penstock's two commands: `make demo` and `make test`. Both bootstrap (install Debian
+# packages if missing) and build first.
+BUILD ?= build
+JOBS ?= 2
+PYTHON ?= /usr/bin/python3
+
+.PHONY: all bootstrap build test unit e2e demo bench clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+build: bootstrap
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@ninja -C $(BUILD) -j$(JOBS)
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+e2e: build
+	PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock $(PYTHON) -m pytest -v tests/e2e
+
+test: unit e2e
+
+demo: build
+	@PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock scripts/demo.sh
+
+bench: build
+	PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock $(PYTHON) bench/put_get_vs_fio.py
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,105 @@
+// client.h — the Penstock client library: named objects in containers.
+//
+// A Client connects to mgmt once, caches the cluster map and computes placement itself: data
+// moves directly between the application and the targets over the UCX data plane, with no
+// metadata server on the data path. Objects are split into stripe units (the container's,
+// 1 MiB by default) and the stripes move in parallel, a bounded window at a time, so objects
+// larger than memory stream through.
+//
+// Thread safety: a Client may be used from many threads at once.
+// Errors (see status.h for which are retryable):
+//   kNotFound         unknown container or object
+//   kAlreadyExists    container name taken
+//   kInvalidArgument  bad name or option
+//   kUnavailable      mgmt or a target cannot be reached (already retried for `timeout`)
+//   kDataLoss         a shard failed its checksum or is missing (no wrong bytes are returned)
+//   kFailedPrecondition  e.g. removing a container that still holds objects without force
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock {
+
+struct ClientOptions {
+  std::string mgmt_address = "127.0.0.1:7000";
+  // Per-request timeout on the data plane and the time spent retrying an unreachable target.
+  std::chrono::milliseconds timeout{30000};
+  // Stripes in flight per put/get.
+  unsigned max_inflight_stripes = 16;
+};
+
+struct ContainerProps {
+  std::string redundancy = "none";
+  uint64_t stripe_unit = 1 << 20;
+};
+
+struct ContainerInfo {
+  uint64_t id = 0;
+  std::string name;
+  std::string redundancy;
+  uint64_t stripe_unit = 0;
+  int64_t created_ms = 0;
+};
+
+struct ObjectInfo {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t stripe_unit = 0;
+  int64_t mtime_ms = 0;
+};
+
+// Called with (bytes done, bytes total) as a transfer progresses, from the calling thread.
+using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+
+class Client {
+ public:
+  // Connects to mgmt and loads the cluster map. Errors: kUnavailable naming the address.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+
+  Result<ContainerInfo> CreateContainer(const std::string& name, const ContainerProps& props = {});
+  Result<ContainerInfo> GetContainer(const std::string& name);
+  Result<std::vector<ContainerInfo>> ListContainers();
+  // Without `force`, refuses (kFailedPrecondition) while the container holds objects;
+  // with it, deletes the objects first.
+  Status DeleteContainer(const std::string& name, bool force = false);
+
+  // Stores the file at `local_path` as object `name`, replacing any object of that name
+  // atomically: readers see the old object or the new one, and a failed put leaves the old
+  // one (or none) in place.
+  Status PutFile(const std::string& container, const std::string& name,
+                 const std::string& local_path, const ProgressFn& progress = {});
+  Status Put(const std::string& container, const std::string& name,
+             std::span<const std::byte> data);
+
+  // Writes object `name` to `local_path` (via a temporary file renamed at the end, so a
+  // failed get leaves no partial file).
+  Status GetFile(const std::string& container, const std::string& name,
+                 const std::string& local_path, const ProgressFn& progress = {});
+  Result<std::vector<std::byte>> Get(const std::string& container, const std::string& name);
+
+  Result<ObjectInfo> Stat(const std::string& container, const std::string& name);
+  // Objects of a container sorted by name. kUnavailable if a target cannot be asked (the
+  // listing would be incomplete).
+  Result<std::vector<ObjectInfo>> List(const std::string& container);
+  Status Delete(const std::string& container, const std::string& name);
+
+  // Cluster map epoch the client currently holds.
+  uint64_t map_epoch() const;
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace penstock

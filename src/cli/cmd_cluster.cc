@@ -1,0 +1,284 @@
+// `penstock up`, `penstock down`, `penstock status`: a local cluster's life cycle and view.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/local_cluster.h"
+#include "common/config.h"
+#include "mgmt/mgmt_client.h"
+
+namespace penstock::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "penstock";
+  buf[n] = '\0';
+  return buf;
+}
+
+struct UpFlags {
+  int targets = 3;
+  std::string data_dir;
+  std::string host = "127.0.0.1";
+  int base_port = 7000;
+  std::string capacity = "1G";
+  std::string segment_size = "64M";
+  int heartbeat_timeout_ms = 5000;
+  int wait_ms = 30000;
+  std::string log_level = "info";
+};
+
+// Ports for mgmt, mgmt metrics, then (data, metrics) per target.
+Result<std::vector<uint16_t>> ChoosePorts(const UpFlags& f) {
+  std::vector<uint16_t> ports;
+  const size_t n = 2 + 2 * static_cast<size_t>(f.targets);
+  if (f.base_port == 0) {
+    while (ports.size() < n) {
+      uint16_t p = PickFreePort(f.host);
+      if (p == 0) return Unavailable("no free TCP port on " + f.host);
+      if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+    }
+    return ports;
+  }
+  ports = {static_cast<uint16_t>(f.base_port), static_cast<uint16_t>(f.base_port + 1)};
+  for (int i = 0; i < f.targets; ++i) {
+    ports.push_back(static_cast<uint16_t>(f.base_port + 10 + 2 * i));
+    ports.push_back(static_cast<uint16_t>(f.base_port + 11 + 2 * i));
+  }
+  for (uint16_t p : ports) {
+    if (p == 0 || !PortIsFree(f.host, p)) {
+      return Unavailable("port " + f.host + ":" + std::to_string(p) +
+                         " is in use; choose other ports with --base-port (0 picks free ones)");
+    }
+  }
+  return ports;
+}
+
+void KillAll(const ClusterRecord& r) {
+  for (auto it = r.daemons.rbegin(); it != r.daemons.rend(); ++it) StopProcess(it->pid, 2000);
+}
+
+// Fails with the daemon's log tail when a process we started has exited.
+Status CheckAlive(const ClusterRecord& r) {
+  for (const auto& d : r.daemons) {
+    if (::kill(d.pid, 0) != 0) {
+      return Unavailable(d.name + " (pid " + std::to_string(d.pid) + ") exited during start-up; " +
+                         "its log " + d.log + " ends with:\n" + TailFile(d.log, 8));
+    }
+  }
+  return OkStatus();
+}
+
+int RunUp(const UpFlags& f, bool json_out) {
+  if (f.data_dir.empty()) return ReportError(InvalidArgument("--data-dir is required"), json_out);
+  std::error_code ec;
+  fs::create_directories(f.data_dir + "/logs", ec);
+  if (ec || ::access(f.data_dir.c_str(), W_OK) != 0) {
+    return ReportError(PermissionDenied("data dir '" + f.data_dir + "' is not writable (" +
+                                        (ec ? ec.message() : std::string("permission denied")) +
+                                        "); choose another with --data-dir"),
+                       json_out);
+  }
+  std::string dir = fs::absolute(f.data_dir).lexically_normal().string();
+  std::string exe = SelfExe();
+  if (auto old = LoadClusterRecord(dir); old.ok()) {
+    for (const auto& d : old->daemons) {
+      if (IsOurProcess(d.pid, exe)) {
+        return ReportError(AlreadyExists("a cluster is already running in '" + dir + "' (" + d.name +
+                                         " pid " + std::to_string(d.pid) +
+                                         "); stop it with `penstock down --data-dir " + dir + "`"),
+                           json_out);
+      }
+    }
+  }
+  uint64_t capacity;
+  try {
+    capacity = ParseSize(f.capacity, "--capacity");
+    ParseSize(f.segment_size, "--segment-size");
+  } catch (const CLI::ValidationError& e) {
+    return ReportError(InvalidArgument(e.what()), json_out);
+  }
+  (void)capacity;
+  auto ports = ChoosePorts(f);
+  if (!ports.ok()) return ReportError(ports.status(), json_out);
+
+  ClusterRecord rec;
+  rec.data_dir = dir;
+  rec.mgmt = f.host + ":" + std::to_string((*ports)[0]);
+  DaemonRecord mgmt;
+  mgmt.name = "mgmt";
+  mgmt.address = rec.mgmt;
+  mgmt.metrics = f.host + ":" + std::to_string((*ports)[1]);
+  mgmt.log = dir + "/logs/mgmt.log";
+  mgmt.argv = {exe, "mgmt", "--listen", mgmt.address, "--metrics-listen", mgmt.metrics, "--data-dir",
+               dir + "/mgmt", "--heartbeat-timeout-ms", std::to_string(f.heartbeat_timeout_ms),
+               "--log-level", f.log_level};
+  for (int i = 0; i < f.targets; ++i) {
+    DaemonRecord t;
+    t.name = "target-" + std::to_string(i + 1);
+    uint16_t port = (*ports)[2 + 2 * i], mport = (*ports)[3 + 2 * i];
+    t.address = f.host + ":" + std::to_string(port);
+    t.metrics = f.host + ":" + std::to_string(mport);
+    t.log = dir + "/logs/" + t.name + ".log";
+    t.argv = {exe, "target", "--data-dir", dir + "/" + t.name, "--mgmt", rec.mgmt, "--listen-host",
+              f.host, "--port", std::to_string(port), "--metrics-port", std::to_string(mport),
+              "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level};
+    rec.daemons.push_back(t);
+  }
+  rec.daemons.insert(rec.daemons.begin(), mgmt);
+
+  auto fail = [&](const Status& s) {
+    KillAll(rec);
+    return ReportError(s, json_out);
+  };
+  // mgmt first; targets register with it as they start.
+  for (auto& d : rec.daemons) {
+    auto pid = SpawnDaemon(d.argv, d.log);
+    if (!pid.ok()) return fail(pid.status());
+    d.pid = *pid;
+    if (Status s = SaveClusterRecord(rec); !s.ok()) return fail(s);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.wait_ms);
+  Status last;
+  for (;;) {
+    if (Status s = CheckAlive(rec); !s.ok()) return fail(s);
+    auto mc = MgmtClient::Connect(rec.mgmt, std::chrono::milliseconds(1000));
+    if (mc.ok()) {
+      auto map = (*mc)->GetClusterMap();
+      if (map.ok()) {
+        int up = 0;
+        for (const auto& t : map->targets()) up += t.state() == v1::TARGET_STATE_UP;
+        if (up >= f.targets) break;
+        last = Unavailable(std::to_string(up) + " of " + std::to_string(f.targets) + " targets registered");
+      } else {
+        last = map.status();
+      }
+    } else {
+      last = mc.status();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return fail(DeadlineExceeded("the cluster did not come up within " + std::to_string(f.wait_ms) +
+                                   " ms (" + last.message() + "); see the logs in " + dir + "/logs"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (json_out) {
+    json j = {{"mgmt", rec.mgmt}, {"data_dir", dir}, {"daemons", json::array()}};
+    for (const auto& d : rec.daemons) {
+      j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address},
+                              {"metrics", d.metrics}, {"log", d.log}});
+    }
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::cout << rec.mgmt << std::endl;
+    std::cerr << "penstock: cluster up: mgmt " << rec.mgmt << " and " << f.targets
+              << " targets (data and logs in " << dir << "); stop it with `penstock down --data-dir "
+              << dir << "`\n";
+  }
+  return 0;
+}
+
+int RunDown(const std::string& data_dir, bool json_out) {
+  std::string dir = data_dir.empty() ? data_dir : fs::absolute(data_dir).lexically_normal().string();
+  auto rec = LoadClusterRecord(dir);
+  if (!rec.ok()) return ReportError(rec.status(), json_out);
+  std::string exe = SelfExe();
+  int stopped = 0, killed = 0;
+  // Targets first, then mgmt (recorded first).
+  for (auto it = rec->daemons.rbegin(); it != rec->daemons.rend(); ++it) {
+    if (!IsOurProcess(it->pid, exe)) continue;
+    killed += StopProcess(it->pid, 10000);
+    ++stopped;
+  }
+  std::remove(ClusterRecordPath(dir).c_str());
+  if (json_out) {
+    std::cout << json{{"stopped", stopped}, {"killed", killed}}.dump() << std::endl;
+  } else {
+    std::cerr << "penstock: stopped " << stopped << " processes" << (killed ? " (" + std::to_string(killed) + " killed after 10 s)" : "")
+              << "; data kept in " << dir << "\n";
+  }
+  return 0;
+}
+
+int RunStatus(const GlobalOptions& g) {
+  auto mc = MgmtClient::Connect(g.mgmt);
+  if (!mc.ok()) return ReportError(mc.status(), g.json);
+  auto st = (*mc)->GetStatus();
+  if (!st.ok()) return ReportError(st.status(), g.json);
+  auto map = (*mc)->GetClusterMap();
+  if (!map.ok()) return ReportError(map.status(), g.json);
+  int up = 0, down = 0;
+  for (const auto& t : map->targets()) (t.state() == v1::TARGET_STATE_UP ? up : down)++;
+  if (g.json) {
+    json j = {{"mgmt", g.mgmt}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
+              {"containers", st->containers()}, {"targets", json::array()}};
+    for (const auto& t : map->targets()) {
+      j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
+                              {"state", t.state() == v1::TARGET_STATE_UP ? "up" : "down"},
+                              {"address", t.address()}, {"metrics", t.metrics_address()},
+                              {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
+                              {"used_bytes", t.used_bytes()}});
+    }
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::printf("mgmt %s  epoch %llu  targets %d up, %d down  containers %llu\n", g.mgmt.c_str(),
+              static_cast<unsigned long long>(map->epoch()), up, down,
+              static_cast<unsigned long long>(st->containers()));
+  std::printf("%-4s %-5s %-22s %-22s %10s %10s\n", "ID", "STATE", "ADDRESS", "METRICS", "CAPACITY", "USED");
+  for (const auto& t : map->targets()) {
+    std::printf("%-4u %-5s %-22s %-22s %10s %10s\n", t.id(), t.state() == v1::TARGET_STATE_UP ? "up" : "down",
+                t.address().c_str(), t.metrics_address().c_str(),
+                HumanBytes(static_cast<double>(t.capacity_bytes())).c_str(),
+                HumanBytes(static_cast<double>(t.used_bytes())).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddClusterCommands(CLI::App& root, GlobalOptions& g, std::vector<Command>& out) {
+  auto uf = std::make_shared<UpFlags>();
+  CLI::App* up = root.add_subcommand("up", "start a local cluster (mgmt + N targets on files) in the background");
+  AddSetting(*up, "targets", &uf->targets, "number of targets")->check(CLI::Range(1, 64));
+  AddSetting(*up, "data-dir", &uf->data_dir, "directory for all data, logs and PIDs")->required();
+  AddSetting(*up, "host", &uf->host, "address every daemon listens on");
+  AddSetting(*up, "base-port", &uf->base_port,
+             "mgmt port; metrics base+1, target i data base+10+2i, metrics base+11+2i (0 picks free ports)")
+      ->check(CLI::Range(0, 65000));
+  AddSetting(*up, "capacity", &uf->capacity, "size of each target's data file (e.g. 1G)");
+  AddSetting(*up, "segment-size", &uf->segment_size, "engine segment size of each target");
+  AddSetting(*up, "heartbeat-timeout-ms", &uf->heartbeat_timeout_ms, "mark a silent target down after this long")
+      ->check(CLI::Range(100, 3600000));
+  AddSetting(*up, "wait-ms", &uf->wait_ms, "how long to wait for every target to register")
+      ->check(CLI::Range(100, 600000));
+  AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");
+  up->add_flag("--json", g.json, "print the result as JSON");
+  out.push_back({up, [uf, &g] { return RunUp(*uf, g.json); }});
+
+  auto down_dir = std::make_shared<std::string>();
+  CLI::App* down = root.add_subcommand("down", "stop the local cluster recorded in a data dir");
+  AddSetting(*down, "data-dir", down_dir.get(), "the data dir given to `penstock up`")->required();
+  down->add_flag("--json", g.json, "print the result as JSON");
+  out.push_back({down, [down_dir, &g] { return RunDown(*down_dir, g.json); }});
+
+  CLI::App* status = root.add_subcommand("status", "show mgmt, the cluster map and every target");
+  AddSetting(*status, "mgmt", &g.mgmt, "mgmt address (host:port)");
+  status->add_flag("--json", g.json, "print as JSON");
+  out.push_back({status, [&g] { return RunStatus(g); }});
+}
+
+}  // namespace penstock::cli

@@ -1,0 +1,126 @@
+// `penstock mgmt` and `penstock target`: run a daemon in the foreground until SIGINT/SIGTERM.
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "mgmt/mgmt_server.h"
+#include "target/target_server.h"
+
+namespace penstock::cli {
+
+namespace {
+
+struct MgmtFlags {
+  std::string config;
+  std::string listen = "127.0.0.1:7000";
+  std::string metrics_listen = "127.0.0.1:7001";
+  std::string data_dir;
+  int heartbeat_timeout_ms = 5000;
+  std::string log_level = "info";
+};
+
+struct TargetFlags {
+  std::string config;
+  std::string data_dir;
+  std::string device;
+  std::string mgmt = "127.0.0.1:7000";
+  std::string listen_host = "127.0.0.1";
+  int port = 7010;
+  int metrics_port = 7011;
+  std::string capacity = "1G";
+  std::string segment_size = "64M";
+  std::string fault_domain;
+  unsigned io_threads = 4;
+  int heartbeat_ms = 1000;
+  std::string log_level = "info";
+};
+
+int RunMgmt(CLI::App* app, MgmtFlags& f) {
+  try {
+    ApplyConfigFile(*app, f.config);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "penstock mgmt: error: " << e.what() << "\n";
+    return 2;
+  }
+  if (Status s = InitLogging("mgmt", f.log_level); !s.ok()) return ReportError(s, false);
+  BlockTerminationSignals();
+  MgmtServerOptions o;
+  o.listen = f.listen;
+  o.metrics_listen = f.metrics_listen;
+  o.data_dir = f.data_dir;
+  o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+  auto server = MgmtServer::Start(o);
+  if (!server.ok()) return ReportError(server.status(), false);
+  PS_LOG_INFO("mgmt serving on {} (metrics on port {})", (*server)->address(), (*server)->metrics_port());
+  int sig = WaitForTerminationSignal();
+  PS_LOG_INFO("signal {} received; shutting down", sig);
+  (*server)->Shutdown();
+  return 0;
+}
+
+int RunTarget(CLI::App* app, TargetFlags& f) {
+  TargetOptions o;
+  try {
+    ApplyConfigFile(*app, f.config);
+    o.capacity_bytes = ParseSize(f.capacity, "--capacity");
+    o.segment_bytes = ParseSize(f.segment_size, "--segment-size");
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "penstock target: error: " << e.what() << "\n";
+    return 2;
+  }
+  if (Status s = InitLogging("target", f.log_level); !s.ok()) return ReportError(s, false);
+  BlockTerminationSignals();
+  o.data_dir = f.data_dir;
+  o.device = f.device;
+  o.mgmt = f.mgmt;
+  o.listen_host = f.listen_host;
+  o.port = static_cast<uint16_t>(f.port);
+  o.metrics_port = static_cast<uint16_t>(f.metrics_port);
+  o.fault_domain = f.fault_domain;
+  o.io_threads = f.io_threads;
+  o.heartbeat_ms = f.heartbeat_ms;
+  auto server = TargetServer::Start(o);
+  if (!server.ok()) return ReportError(server.status(), false);
+  int sig = WaitForTerminationSignal();
+  PS_LOG_INFO("signal {} received; shutting down", sig);
+  server->reset();
+  return 0;
+}
+
+}  // namespace
+
+void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
+  auto mf = std::make_shared<MgmtFlags>();
+  CLI::App* m = root.add_subcommand("mgmt", "run the control-plane daemon (gRPC) in the foreground");
+  EnableConfigFile(*m, &mf->config);
+  AddSetting(*m, "listen", &mf->listen, "gRPC address to serve on (host:port)");
+  AddSetting(*m, "metrics-listen", &mf->metrics_listen, "Prometheus /metrics address (host:port)");
+  AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB)")->required();
+  AddSetting(*m, "heartbeat-timeout-ms", &mf->heartbeat_timeout_ms,
+             "mark a target down after this long without a heartbeat")
+      ->check(CLI::Range(100, 3600000));
+  AddSetting(*m, "log-level", &mf->log_level, "trace|debug|info|warn|error");
+  out.push_back({m, [m, mf] { return RunMgmt(m, *mf); }});
+
+  auto tf = std::make_shared<TargetFlags>();
+  CLI::App* t = root.add_subcommand("target", "run a storage target daemon in the foreground");
+  EnableConfigFile(*t, &tf->config);
+  AddSetting(*t, "data-dir", &tf->data_dir, "directory for the target's data file and index")->required();
+  AddSetting(*t, "device", &tf->device, "block device or file to store data on (default DATA_DIR/data.img)");
+  AddSetting(*t, "mgmt", &tf->mgmt, "mgmt address (host:port)");
+  AddSetting(*t, "listen-host", &tf->listen_host, "address to serve the data plane on");
+  AddSetting(*t, "port", &tf->port, "data-plane (UCX) port; 0 picks a free one")->check(CLI::Range(0, 65535));
+  AddSetting(*t, "metrics-port", &tf->metrics_port, "Prometheus /metrics port; 0 picks a free one")
+      ->check(CLI::Range(0, 65535));
+  AddSetting(*t, "capacity", &tf->capacity, "size of a new data file (e.g. 1G)");
+  AddSetting(*t, "segment-size", &tf->segment_size, "engine segment size (e.g. 64M)");
+  AddSetting(*t, "fault-domain", &tf->fault_domain, "fault-domain label (default: the target's uuid)");
+  AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
+  AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));
+  AddSetting(*t, "log-level", &tf->log_level, "trace|debug|info|warn|error");
+  out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});
+}
+
+}  // namespace penstock::cli

@@ -1,0 +1,45 @@
+// commands.h — the subcommands of the `penstock` binary. Each Add*Commands() declares its
+// subcommands on the root app and returns handlers that main() runs after parsing.
+// Handlers return the process exit code: 0 success, 1 runtime error (already printed),
+// 2 bad usage. Only used from main's thread.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock::cli {
+
+struct Command {
+  CLI::App* app;                 // the (sub)subcommand that selects this handler
+  std::function<int()> run;
+};
+
+// Options every client-side command shares.
+struct GlobalOptions {
+  std::string mgmt = "127.0.0.1:7000";
+  bool json = false;
+  std::string log_level = "warn";
+};
+
+void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
+void AddClusterCommands(CLI::App& root, GlobalOptions& global, std::vector<Command>& out);
+void AddObjectCommands(CLI::App& root, GlobalOptions& global, std::vector<Command>& out);
+
+// Prints `s` as one line on stderr ("penstock: error: ..."), or as JSON on stdout with
+// --json, and returns the exit code 1.
+int ReportError(const Status& s, bool json);
+
+// "1.5 GiB"
+std::string HumanBytes(double bytes);
+
+// Blocks SIGINT/SIGTERM in the calling thread (call before starting threads so they inherit
+// the mask) and returns once one arrives. Used by daemons.
+void BlockTerminationSignals();
+int WaitForTerminationSignal();
+
+}  // namespace penstock::cli

@@ -1,0 +1,183 @@
+#include "cli/local_cluster.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace penstock::cli {
+
+using nlohmann::json;
+
+std::string ClusterRecordPath(const std::string& data_dir) { return data_dir + "/cluster.json"; }
+
+Status SaveClusterRecord(const ClusterRecord& r) {
+  json j;
+  j["data_dir"] = r.data_dir;
+  j["mgmt"] = r.mgmt;
+  j["daemons"] = json::array();
+  for (const auto& d : r.daemons) {
+    j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"argv", d.argv}, {"log", d.log},
+                            {"address", d.address}, {"metrics", d.metrics}});
+  }
+  std::string path = ClusterRecordPath(r.data_dir);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out) return ErrnoStatus(errno, "cannot write '" + tmp + "'");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoStatus(errno, "cannot write '" + path + "'");
+  return OkStatus();
+}
+
+Result<ClusterRecord> LoadClusterRecord(const std::string& data_dir) {
+  std::string path = ClusterRecordPath(data_dir);
+  std::ifstream in(path);
+  if (!in) {
+    return NotFound("no cluster is recorded in '" + data_dir + "' (" + path +
+                    " is missing); start one with `penstock up --data-dir " + data_dir + "`");
+  }
+  try {
+    json j = json::parse(in);
+    ClusterRecord r;
+    r.data_dir = j.at("data_dir").get<std::string>();
+    r.mgmt = j.at("mgmt").get<std::string>();
+    for (const auto& d : j.at("daemons")) {
+      DaemonRecord rec;
+      rec.name = d.at("name").get<std::string>();
+      rec.pid = d.at("pid").get<pid_t>();
+      rec.argv = d.at("argv").get<std::vector<std::string>>();
+      rec.log = d.at("log").get<std::string>();
+      rec.address = d.value("address", "");
+      rec.metrics = d.value("metrics", "");
+      r.daemons.push_back(std::move(rec));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    return DataLoss("'" + path + "' is not a valid cluster record (" + e.what() +
+                    "); stop the processes by hand and remove it");
+  }
+}
+
+bool IsOurProcess(pid_t pid, const std::string& exe) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (cmdline.empty()) return false;  // zombie or gone
+  std::string argv0 = cmdline.substr(0, cmdline.find('\0'));
+  return argv0 == exe || cmdline.find("penstock") != std::string::npos;
+}
+
+Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log) {
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return ErrnoStatus(errno, "cannot open log file '" + log + "'");
+  // Double fork so the daemon is reparented to init and never becomes our zombie.
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "pipe");
+  pid_t child = ::fork();
+  if (child < 0) return ErrnoStatus(errno, "fork");
+  if (child == 0) {
+    ::setsid();
+    pid_t grandchild = ::fork();
+    if (grandchild != 0) {
+      ::write(pipefd[1], &grandchild, sizeof(grandchild));
+      ::_exit(grandchild < 0 ? 1 : 0);
+    }
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  ::close(log_fd);
+  pid_t daemon_pid = -1;
+  ssize_t n = ::read(pipefd[0], &daemon_pid, sizeof(daemon_pid));
+  ::close(pipefd[0]);
+  int st;
+  ::waitpid(child, &st, 0);
+  if (n != sizeof(daemon_pid) || daemon_pid <= 0) return Internal("could not start " + argv[0]);
+  return daemon_pid;
+}
+
+bool StopProcess(pid_t pid, int grace_ms) {
+  if (::kill(pid, SIGTERM) != 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::kill(pid, 0) != 0) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::string TailFile(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(in, line)) {
+    tail.push_back(line);
+    if (static_cast<int>(tail.size()) > lines) tail.pop_front();
+  }
+  std::ostringstream out;
+  for (const auto& l : tail) out << "  | " << l << "\n";
+  return out.str();
+}
+
+namespace {
+
+int BindSocket(const std::string& host, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+uint16_t PickFreePort(const std::string& host) {
+  int fd = BindSocket(host, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool PortIsFree(const std::string& host, uint16_t port) {
+  int fd = BindSocket(host, port);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+}  // namespace penstock::cli

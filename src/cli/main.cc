@@ -1,0 +1,32 @@
+// penstock — one binary for every role: daemons (mgmt, target), the local cluster launcher
+// (up, down, status) and the client tools (container, put, get, ls, stat, rm).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App root{"penstock: distributed storage that feeds GPUs"};
+  root.require_subcommand(1);
+  root.set_version_flag("--version", "penstock 0.1.0");
+  penstock::cli::GlobalOptions global;
+  std::vector<penstock::cli::Command> commands;
+  penstock::cli::AddDaemonCommands(root, commands);
+  penstock::cli::AddClusterCommands(root, global, commands);
+  penstock::cli::AddObjectCommands(root, global, commands);
+  try {
+    root.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      std::cerr << "penstock: error: " << e.what() << " (see --help)\n";
+      return 2;
+    }
+    return root.exit(e);
+  }
+  for (auto& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
+  std::cerr << "penstock: error: a subcommand is needed (see --help)\n";
+  return 2;
+}

@@ -1,0 +1,339 @@
+#include "penstock/client.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "client/cluster_view.h"
+#include "client/object_ids.h"
+#include "client/shard_client.h"
+#include "client/stripe_pipeline.h"
+#include "common/log.h"
+#include "mgmt/mgmt_client.h"
+#include "protocol/object_head.h"
+#include "transport/rpc_client.h"
+
+namespace penstock {
+
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+ContainerInfo FromProto(const v1::Container& c) {
+  return {c.id(), c.name(), c.redundancy(), c.stripe_unit(), c.created_ms()};
+}
+
+class MemorySource : public ObjectSource {
+ public:
+  explicit MemorySource(std::span<const std::byte> data) : data_(data) {}
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) override {
+    std::memcpy(out.data(), data_.data() + offset, out.size());
+    return OkStatus();
+  }
+
+ private:
+  std::span<const std::byte> data_;
+};
+
+class MemorySink : public ObjectSink {
+ public:
+  explicit MemorySink(std::vector<std::byte>* out) : out_(out) {}
+  Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+    std::memcpy(out_->data() + offset, data.data(), data.size());
+    return OkStatus();
+  }
+
+ private:
+  std::vector<std::byte>* out_;
+};
+
+class FileSource : public ObjectSource {
+ public:
+  FileSource(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) override {
+    size_t done = 0;
+    while (done < out.size()) {
+      ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus(errno, "reading '" + path_ + "'");
+      if (n == 0) return Aborted("'" + path_ + "' shrank while it was being stored");
+      done += static_cast<size_t>(n);
+    }
+    return OkStatus();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class FileSink : public ObjectSink {
+ public:
+  FileSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Status WriteAt(uint64_t offset, std::span<const std::byte> data) override {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus(errno, "writing '" + path_ + "'");
+      done += static_cast<size_t>(n);
+    }
+    return OkStatus();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  ClientOptions options;
+  std::unique_ptr<MgmtClient> mgmt;
+  std::unique_ptr<RpcClient> rpc;
+  std::unique_ptr<ClusterView> view;
+  std::unique_ptr<ShardClient> shards;
+
+  Result<ContainerInfo> Container(const std::string& name) {
+    v1::GetContainerRequest req;
+    req.set_name(name);
+    PS_ASSIGN_OR_RETURN(v1::Container c, mgmt->GetContainer(req));
+    return FromProto(c);
+  }
+
+  static std::string What(const std::string& container, const std::string& name) {
+    return "object '" + name + "' in container '" + container + "'";
+  }
+
+  WireShardKey HeadKey(const ContainerInfo& c, const std::string& name) {
+    auto [hi, lo] = HeadObjectId(c.id, name);
+    return {c.id, hi, lo, UINT64_MAX, 0, 0};
+  }
+
+  // The head of `name`, or kNotFound naming the object.
+  Result<ObjectHead> ReadHead(const ContainerInfo& c, const std::string& name) {
+    auto data = shards->Read(HeadKey(c, name));
+    if (!data.ok()) {
+      if (data.status().code() == StatusCode::kNotFound) {
+        return NotFound(What(c.name, name) + " does not exist; see `penstock ls --container " +
+                        c.name + "`");
+      }
+      return data.status().WithContext("reading the head of " + What(c.name, name));
+    }
+    auto head = DecodeObjectHead(data->span());
+    if (!head.ok()) return head.status().WithContext(What(c.name, name));
+    return head;
+  }
+
+  static StripeLayout Layout(const ContainerInfo& c, const ObjectHead& h) {
+    return {c.id, h.data_hi, h.data_lo, h.size, h.stripe_unit};
+  }
+
+  Status PutFrom(const std::string& container, const std::string& name, ObjectSource& source,
+                 uint64_t size, const ProgressFn& progress) {
+    PS_RETURN_IF_ERROR(ValidateObjectName(name));
+    PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
+    auto old = ReadHead(c, name);
+    if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
+
+    ObjectHead head;
+    head.name = name;
+    head.size = size;
+    head.stripe_unit = c.stripe_unit;
+    std::tie(head.data_hi, head.data_lo) = NewDataId();
+    head.mtime_ms = NowMs();
+    const StripeLayout layout = Layout(c, head);
+    const std::string what = What(container, name);
+    const uint64_t version = static_cast<uint64_t>(head.mtime_ms);
+
+    Status s = WriteStripes(*shards, layout, source, options.max_inflight_stripes, version, progress, what);
+    if (s.ok()) {
+      // The head is the commit point: until it is written the new data is invisible.
+      s = shards->Write(HeadKey(c, name), EncodeObjectHead(head), version);
+      if (!s.ok()) s = s.WithContext("committing " + what);
+    }
+    if (!s.ok()) {
+      DeleteStripes(*shards, layout, layout.stripe_count());
+      return s;
+    }
+    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*shards, Layout(c, *old), old->stripe_count());
+    return OkStatus();
+  }
+
+  // Reads object `name` into `sink`; `prepare(size)` runs once the head is known.
+  Status GetInto(const std::string& container, const std::string& name, ObjectSink& sink,
+                 const std::function<Status(uint64_t)>& prepare, const ProgressFn& progress) {
+    PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
+    PS_ASSIGN_OR_RETURN(ObjectHead head, ReadHead(c, name));
+    if (prepare) PS_RETURN_IF_ERROR(prepare(head.size));
+    return ReadStripes(*shards, Layout(c, head), sink, options.max_inflight_stripes, progress,
+                       What(container, name));
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  PS_ASSIGN_OR_RETURN(impl->mgmt, MgmtClient::Connect(options.mgmt_address));
+  RpcClientOptions ro;
+  ro.timeout = options.timeout;
+  PS_ASSIGN_OR_RETURN(impl->rpc, RpcClient::Create(ro));
+  impl->view = std::make_unique<ClusterView>(impl->mgmt.get());
+  PS_RETURN_IF_ERROR(impl->view->Refresh());
+  impl->shards = std::make_unique<ShardClient>(impl->rpc.get(), impl->view.get(), options.timeout);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Result<ContainerInfo> Client::CreateContainer(const std::string& name, const ContainerProps& props) {
+  v1::CreateContainerRequest req;
+  req.set_name(name);
+  req.set_redundancy(props.redundancy);
+  req.set_stripe_unit(props.stripe_unit);
+  PS_ASSIGN_OR_RETURN(v1::Container c, impl_->mgmt->CreateContainer(req));
+  return FromProto(c);
+}
+
+Result<ContainerInfo> Client::GetContainer(const std::string& name) { return impl_->Container(name); }
+
+Result<std::vector<ContainerInfo>> Client::ListContainers() {
+  PS_ASSIGN_OR_RETURN(v1::ListContainersResponse r, impl_->mgmt->ListContainers(v1::ListContainersRequest()));
+  std::vector<ContainerInfo> out;
+  for (const auto& c : r.containers()) out.push_back(FromProto(c));
+  return out;
+}
+
+Status Client::DeleteContainer(const std::string& name, bool force) {
+  PS_ASSIGN_OR_RETURN(auto objects, List(name));
+  if (!objects.empty()) {
+    if (!force) {
+      return FailedPrecondition("container '" + name + "' holds " + std::to_string(objects.size()) +
+                                " objects; remove them first or pass --force");
+    }
+    for (const auto& o : objects) PS_RETURN_IF_ERROR(Delete(name, o.name));
+  }
+  v1::DeleteContainerRequest req;
+  req.set_name(name);
+  return impl_->mgmt->DeleteContainer(req).status();
+}
+
+Status Client::PutFile(const std::string& container, const std::string& name,
+                       const std::string& local_path, const ProgressFn& progress) {
+  Fd f;
+  f.fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return ErrnoStatus(errno, "cannot open '" + local_path + "'");
+  struct stat st;
+  if (::fstat(f.fd, &st) != 0) return ErrnoStatus(errno, "cannot stat '" + local_path + "'");
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("'" + local_path + "' is not a regular file");
+  FileSource source(f.fd, local_path);
+  return impl_->PutFrom(container, name, source, static_cast<uint64_t>(st.st_size), progress);
+}
+
+Status Client::Put(const std::string& container, const std::string& name,
+                   std::span<const std::byte> data) {
+  MemorySource source(data);
+  return impl_->PutFrom(container, name, source, data.size(), {});
+}
+
+Status Client::GetFile(const std::string& container, const std::string& name,
+                       const std::string& local_path, const ProgressFn& progress) {
+  std::string tmp = local_path + ".penstock-partial";
+  Fd f;
+  auto prepare = [&](uint64_t size) -> Status {
+    f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f.fd < 0) return ErrnoStatus(errno, "cannot create '" + tmp + "'");
+    if (::ftruncate(f.fd, static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus(errno, "cannot size '" + tmp + "'");
+    }
+    return OkStatus();
+  };
+  // The file is created once the head says how large the object is.
+  struct LazyFileSink : ObjectSink {
+    const Fd* f;
+    std::string path;
+    Status WriteAt(uint64_t off, std::span<const std::byte> d) override {
+      return FileSink(f->fd, path).WriteAt(off, d);
+    }
+  } sink;
+  sink.f = &f;
+  sink.path = tmp;
+  Status s = impl_->GetInto(container, name, sink, prepare, progress);
+  if (s.ok() && ::fsync(f.fd) != 0) s = ErrnoStatus(errno, "cannot flush '" + tmp + "'");
+  if (s.ok() && ::rename(tmp.c_str(), local_path.c_str()) != 0) {
+    s = ErrnoStatus(errno, "cannot rename '" + tmp + "' to '" + local_path + "'");
+  }
+  if (!s.ok() && f.fd >= 0) ::unlink(tmp.c_str());
+  return s;
+}
+
+Result<std::vector<std::byte>> Client::Get(const std::string& container, const std::string& name) {
+  std::vector<std::byte> out;
+  MemorySink sink(&out);
+  PS_RETURN_IF_ERROR(impl_->GetInto(container, name, sink,
+                                    [&](uint64_t size) {
+                                      out.resize(size);
+                                      return OkStatus();
+                                    },
+                                    {}));
+  return out;
+}
+
+Result<ObjectInfo> Client::Stat(const std::string& container, const std::string& name) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  PS_ASSIGN_OR_RETURN(ObjectHead h, impl_->ReadHead(c, name));
+  return ObjectInfo{h.name, h.size, h.stripe_unit, h.mtime_ms};
+}
+
+Result<std::vector<ObjectInfo>> Client::List(const std::string& container) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  PS_RETURN_IF_ERROR(impl_->view->Refresh());
+  std::map<std::string, ObjectInfo> by_name;
+  for (const TargetRef& t : impl_->view->targets()) {
+    PS_ASSIGN_OR_RETURN(auto entries, impl_->shards->List(t, c.id, kListHeadsOnly | kListWithData));
+    for (const auto& e : entries) {
+      auto h = DecodeObjectHead(e.data);
+      if (!h.ok()) {
+        PS_LOG_WARN("skipping an unreadable object head on target {}: {}", t.id, h.status().ToString());
+        continue;
+      }
+      by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms};
+    }
+  }
+  std::vector<ObjectInfo> out;
+  for (auto& [n, info] : by_name) out.push_back(std::move(info));
+  return out;
+}
+
+Status Client::Delete(const std::string& container, const std::string& name) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  PS_ASSIGN_OR_RETURN(ObjectHead head, impl_->ReadHead(c, name));
+  // Head first: the object disappears at once; its stripes are then removed.
+  PS_RETURN_IF_ERROR(impl_->shards->Delete(impl_->HeadKey(c, name)));
+  DeleteStripes(*impl_->shards, Impl::Layout(c, head), head.stripe_count());
+  return OkStatus();
+}
+
+uint64_t Client::map_epoch() const { return impl_->view->epoch(); }
+
+}  // namespace penstock

@@ -1,0 +1,48 @@
+#include "client/cluster_view.h"
+
+#include "mgmt/mgmt_client.h"
+
+namespace penstock {
+
+Status ClusterView::Refresh() {
+  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
+  std::vector<TargetRef> targets;
+  std::vector<PlacementTarget> placement;
+  for (const auto& t : map.targets()) {
+    targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP});
+    placement.push_back({t.id(), t.uuid(), 1});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch_ = map.epoch();
+  targets_ = std::move(targets);
+  placement_ = std::move(placement);
+  return OkStatus();
+}
+
+Result<TargetRef> ClusterView::Locate(const PlacementKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (placement_.empty()) {
+    return Unavailable("the cluster has no targets; start some with `penstock target` or `penstock up`");
+  }
+  return targets_[PlaceShard(key, placement_)];
+}
+
+std::vector<TargetRef> ClusterView::targets() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return targets_;
+}
+
+bool ClusterView::IsUp(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& t : targets_) {
+    if (t.id == id) return t.up;
+  }
+  return false;
+}
+
+uint64_t ClusterView::epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return epoch_;
+}
+
+}  // namespace penstock

@@ -1,0 +1,52 @@
+// cluster_view.h — the client's cached copy of the cluster map and the placement over it.
+//
+// Loaded from mgmt at connect and refreshed on demand (after a target error or when a reply
+// reports a newer epoch). Lookups return copies, so a refresh never invalidates what a caller
+// holds. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "client/placement.h"
+#include "penstock/status.h"
+
+namespace penstock {
+
+class MgmtClient;
+
+struct TargetRef {
+  uint32_t id = 0;
+  std::string uuid;
+  std::string address;  // data plane host:port
+  bool up = false;
+};
+
+class ClusterView {
+ public:
+  // `mgmt` is borrowed and must outlive the view.
+  explicit ClusterView(MgmtClient* mgmt) : mgmt_(mgmt) {}
+
+  // Fetches the current map from mgmt.
+  Status Refresh();
+
+  // Target holding `key` (rendezvous over all member targets).
+  // Errors: kUnavailable when the map has no targets.
+  Result<TargetRef> Locate(const PlacementKey& key) const;
+
+  std::vector<TargetRef> targets() const;
+  // Whether the map marks target `id` up (false for an unknown id).
+  bool IsUp(uint32_t id) const;
+  uint64_t epoch() const;
+
+ private:
+  MgmtClient* mgmt_;
+  mutable std::mutex mu_;
+  uint64_t epoch_ = 0;
+  std::vector<TargetRef> targets_;
+  std::vector<PlacementTarget> placement_;
+};
+
+}  // namespace penstock

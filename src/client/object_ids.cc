@@ -1,0 +1,30 @@
+#include "client/object_ids.h"
+
+#include <openssl/sha.h>
+
+#include <cstring>
+#include <random>
+
+namespace penstock {
+
+std::pair<uint64_t, uint64_t> HeadObjectId(uint64_t container_id, const std::string& name) {
+  std::string input(sizeof(container_id), '\0');
+  std::memcpy(input.data(), &container_id, sizeof(container_id));
+  input += name;
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(input.data()), input.size(), digest);
+  uint64_t hi, lo;
+  std::memcpy(&hi, digest, 8);
+  std::memcpy(&lo, digest + 8, 8);
+  return {hi, lo};
+}
+
+std::pair<uint64_t, uint64_t> NewDataId() {
+  thread_local std::mt19937_64 rng([] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }());
+  return {rng(), rng()};
+}
+
+}  // namespace penstock

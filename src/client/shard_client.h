@@ -1,0 +1,65 @@
+// shard_client.h — shard operations against the targets that placement picks, with the
+// retry policy of the client: a retryable failure (target unreachable, restarting, timing
+// out) refreshes the cluster map and tries again with backoff until the client's timeout.
+//
+// Two forms: blocking calls for single shards (heads, deletes, lists), and StartWrite/StartRead
+// for the windowed stripe pipelines, whose completions arrive on a transport thread.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/cluster_view.h"
+#include "common/buffer.h"
+#include "protocol/shard_protocol.h"
+#include "transport/rpc_client.h"
+
+namespace penstock {
+
+class ShardClient {
+ public:
+  // `rpc` and `view` are borrowed and must outlive this object.
+  ShardClient(RpcClient* rpc, ClusterView* view, std::chrono::milliseconds retry_budget)
+      : rpc_(rpc), view_(view), retry_budget_(retry_budget) {}
+
+  Status Write(const WireShardKey& key, std::span<const std::byte> data, uint64_t version);
+  // The shard's bytes. kNotFound when the target has no such shard.
+  Result<AlignedBuffer> Read(const WireShardKey& key);
+  Status Delete(const WireShardKey& key);
+  // List of one target (all pages), filtered by `flags` (ListFlags).
+  Result<std::vector<ListEntry>> List(const TargetRef& target, uint64_t container, uint8_t flags);
+
+  // Asynchronous single attempt; `done` runs on a transport thread. `data` must stay valid
+  // until then. The caller retries (see ShouldRetry) from its own thread.
+  void StartWrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version,
+                  std::function<void(Status)> done);
+  void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
+
+  // For pipelines: true when `s` is worth another attempt at `key` and time remains since
+  // `first_try`. Sleeps a backoff step and refreshes the map first; false at once when mgmt
+  // has marked the target holding `key` down (its data is unavailable until it returns).
+  bool ShouldRetry(const Status& s, const WireShardKey& key,
+                   std::chrono::steady_clock::time_point first_try, int attempt);
+
+  // "target 2 (127.0.0.1:7012)" for `key`, with ", down" when mgmt marks it so.
+  std::string Describe(const WireShardKey& key) const;
+
+ private:
+  Result<TargetRef> Locate(const WireShardKey& key) const;
+  // False when `s` is not retryable or the retry budget is spent; else sleeps a backoff step,
+  // refreshes the map and returns true.
+  bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
+  std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version) const;
+  RpcReply CallWithRetry(const WireShardKey& key, ShardOp op, std::span<const std::byte> payload,
+                         uint64_t version);
+
+  RpcClient* rpc_;
+  ClusterView* view_;
+  std::chrono::milliseconds retry_budget_;
+};
+
+}  // namespace penstock

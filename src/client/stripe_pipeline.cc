@@ -1,0 +1,183 @@
+#include "client/stripe_pipeline.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "common/log.h"
+
+namespace penstock {
+
+namespace {
+
+// Completions posted by transport threads, consumed by the pipeline's thread.
+template <typename T>
+class CompletionQueue {
+ public:
+  void Post(T item) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      items_.push_back(std::move(item));
+    }
+    cv_.notify_one();
+  }
+  T Take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !items_.empty(); });
+    T item = std::move(items_.front());
+    items_.pop_front();
+    return item;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+};
+
+struct WriteDone {
+  size_t slot;
+  uint64_t stripe;
+  Status status;
+};
+
+struct ReadDone {
+  uint64_t stripe;
+  Result<AlignedBuffer> data;
+};
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSource& source,
+                    unsigned window, uint64_t version, const ProgressFn& progress,
+                    const std::string& what) {
+  const uint64_t n = layout.stripe_count();
+  if (n == 0) return OkStatus();
+  window = static_cast<unsigned>(std::min<uint64_t>(std::max(window, 1u), n));
+  std::vector<AlignedBuffer> slots;
+  std::vector<size_t> free_slots;
+  for (size_t i = 0; i < window; ++i) {
+    slots.emplace_back(layout.stripe_unit);
+    free_slots.push_back(window - 1 - i);
+  }
+  CompletionQueue<WriteDone> done_q;
+  std::vector<std::pair<Clock::time_point, int>> tries(n);  // first attempt, attempts
+  auto issue = [&](size_t slot, uint64_t stripe) {
+    shards.StartWrite(layout.key(stripe), slots[slot].span(), version,
+                      [&done_q, slot, stripe](Status s) { done_q.Post({slot, stripe, std::move(s)}); });
+  };
+
+  Status first_error;
+  uint64_t next = 0, inflight = 0, bytes_done = 0;
+  while (next < n || inflight > 0) {
+    while (first_error.ok() && next < n && !free_slots.empty()) {
+      size_t slot = free_slots.back();
+      free_slots.pop_back();
+      slots[slot].resize_within_capacity(layout.stripe_length(next));
+      Status s = source.ReadAt(next * layout.stripe_unit, slots[slot].span());
+      if (!s.ok()) {
+        first_error = s.WithContext("reading the data of " + what);
+        free_slots.push_back(slot);
+        break;
+      }
+      tries[next] = {Clock::now(), 0};
+      issue(slot, next);
+      ++inflight;
+      ++next;
+    }
+    if (inflight == 0) break;
+    WriteDone d = done_q.Take();
+    --inflight;
+    if (!d.status.ok()) {
+      auto& [first, attempts] = tries[d.stripe];
+      if (first_error.ok() && shards.ShouldRetry(d.status, layout.key(d.stripe), first, attempts++)) {
+        issue(d.slot, d.stripe);
+        ++inflight;
+        continue;
+      }
+      if (first_error.ok()) {
+        first_error = d.status.WithContext("writing stripe " + std::to_string(d.stripe) + " of " +
+                                           what + " to " + shards.Describe(layout.key(d.stripe)));
+      }
+    } else {
+      bytes_done += slots[d.slot].size();
+      if (progress) progress(bytes_done, layout.size);
+    }
+    free_slots.push_back(d.slot);
+  }
+  return first_error;
+}
+
+Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& sink,
+                   unsigned window, const ProgressFn& progress, const std::string& what) {
+  const uint64_t n = layout.stripe_count();
+  if (n == 0) return OkStatus();
+  window = static_cast<unsigned>(std::min<uint64_t>(std::max(window, 1u), n));
+  CompletionQueue<ReadDone> done_q;
+  std::vector<std::pair<Clock::time_point, int>> tries(n);
+  auto issue = [&](uint64_t stripe) {
+    shards.StartRead(layout.key(stripe), [&done_q, stripe](Result<AlignedBuffer> r) {
+      done_q.Post({stripe, std::move(r)});
+    });
+  };
+
+  Status first_error;
+  uint64_t next = 0, inflight = 0, bytes_done = 0;
+  while (next < n || inflight > 0) {
+    while (first_error.ok() && next < n && inflight < window) {
+      tries[next] = {Clock::now(), 0};
+      issue(next++);
+      ++inflight;
+    }
+    if (inflight == 0) break;
+    ReadDone d = done_q.Take();
+    --inflight;
+    const std::string where = "stripe " + std::to_string(d.stripe) + " of " + what + " on " +
+                              shards.Describe(layout.key(d.stripe));
+    if (!d.data.ok()) {
+      Status s = d.data.status();
+      auto& [first, attempts] = tries[d.stripe];
+      if (first_error.ok() && shards.ShouldRetry(s, layout.key(d.stripe), first, attempts++)) {
+        issue(d.stripe);
+        ++inflight;
+        continue;
+      }
+      if (s.code() == StatusCode::kNotFound) {
+        s = DataLoss(where + " is missing: " + s.message());
+      } else {
+        s = s.WithContext("reading " + where);
+      }
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    if (!first_error.ok()) continue;  // draining after an error
+    const uint64_t expect = layout.stripe_length(d.stripe);
+    if (d.data->size() != expect) {
+      first_error = DataLoss(where + " has " + std::to_string(d.data->size()) + " bytes, expected " +
+                             std::to_string(expect));
+      continue;
+    }
+    Status s = sink.WriteAt(d.stripe * layout.stripe_unit, d.data->span());
+    if (!s.ok()) {
+      first_error = s;
+      continue;
+    }
+    bytes_done += expect;
+    if (progress) progress(bytes_done, layout.size);
+  }
+  return first_error;
+}
+
+void DeleteStripes(ShardClient& shards, const StripeLayout& layout, uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) {
+    Status s = shards.Delete(layout.key(i));
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      PS_LOG_WARN("could not remove stripe {} (left as garbage): {}", i, s.ToString());
+    }
+  }
+}
+
+}  // namespace penstock

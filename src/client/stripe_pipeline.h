@@ -1,0 +1,60 @@
+// stripe_pipeline.h — moves an object's stripes between a source/sink and the targets, a
+// bounded window of stripes in flight at once, each stripe to the target placement picks.
+//
+// The calling thread drives the pipeline: it reads the source, issues asynchronous shard
+// requests and consumes their completions (which the transport threads only queue), so the
+// source and sink are only ever touched by the caller. Memory in use is window * stripe unit,
+// whatever the object size.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "client/shard_client.h"
+#include "penstock/client.h"
+
+namespace penstock {
+
+// Where a put reads from / a get writes to, by offset. Implementations need not be thread-safe.
+class ObjectSource {
+ public:
+  virtual ~ObjectSource() = default;
+  virtual Status ReadAt(uint64_t offset, std::span<std::byte> out) = 0;
+};
+
+class ObjectSink {
+ public:
+  virtual ~ObjectSink() = default;
+  virtual Status WriteAt(uint64_t offset, std::span<const std::byte> data) = 0;
+};
+
+struct StripeLayout {
+  uint64_t container = 0;
+  uint64_t data_hi = 0;  // object id the stripes are stored under
+  uint64_t data_lo = 0;
+  uint64_t size = 0;
+  uint64_t stripe_unit = 0;
+
+  uint64_t stripe_count() const { return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit; }
+  uint64_t stripe_length(uint64_t i) const {
+    uint64_t off = i * stripe_unit;
+    return size - off < stripe_unit ? size - off : stripe_unit;
+  }
+  WireShardKey key(uint64_t stripe) const { return {container, data_hi, data_lo, stripe, 0, 0}; }
+};
+
+// Writes every stripe of `layout` from `source`. `what` names the object in errors.
+Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSource& source,
+                    unsigned window, uint64_t version, const ProgressFn& progress,
+                    const std::string& what);
+
+// Reads every stripe of `layout` into `sink`. A stripe that is missing or has the wrong
+// length is kDataLoss naming the object, the stripe and the target.
+Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& sink,
+                   unsigned window, const ProgressFn& progress, const std::string& what);
+
+// Best-effort removal of stripes [0, count) (cleanup after a failed or replaced put).
+void DeleteStripes(ShardClient& shards, const StripeLayout& layout, uint64_t count);
+
+}  // namespace penstock

@@ -1,0 +1,38 @@
+// thread_pool.h — a fixed set of worker threads running queued tasks in FIFO order.
+// Used where a non-blocking caller (a transport thread) must hand blocking work (device
+// I/O) to other threads. Submit() is thread-safe; the destructor runs the tasks already
+// queued, then joins the workers.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace penstock {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(unsigned threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void Submit(std::function<void()> task);
+  // Tasks queued and not yet started.
+  size_t queued() const;
+
+ private:
+  void Run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace penstock

@@ -1,0 +1,47 @@
+// device.h — the block store under the engine: a flat range of bytes read and written in
+// 4 KiB units.
+//
+// The engine reaches the disk only through this interface, so tests can substitute a device
+// that fails on demand and later work can add a null device or a multi-queue one.
+// Contract for every implementation:
+//   * offsets and lengths are multiples of kDeviceBlockSize; buffers are 4 KiB aligned
+//     (AlignedBuffer); a call outside [0, size()) is kInvalidArgument.
+//   * Write is durable when it returns OK (as if followed by Sync).
+//   * Read returns the bytes last durably written (or garbage if never written).
+// Thread safety: every method may be called from any number of threads at once; calls on
+// overlapping ranges are not ordered against each other (the engine never issues them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "penstock/status.h"
+
+namespace penstock::engine {
+
+inline constexpr uint64_t kDeviceBlockSize = 4096;
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // Capacity in bytes (a multiple of kDeviceBlockSize).
+  virtual uint64_t size() const = 0;
+  // Path or name, for messages.
+  virtual const std::string& name() const = 0;
+
+  // Writes `data` at `offset`, durably. Errors: kInvalidArgument (misaligned, out of range),
+  // device errors (kResourceExhausted for ENOSPC, kInternal for EIO, ...).
+  virtual Status Write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Fills `out` from `offset`. Errors as Write.
+  virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
+  // Makes every completed Write durable (a no-op for devices whose writes already are).
+  virtual Status Sync() = 0;
+};
+
+// Checks the alignment and range rules above; used by implementations.
+Status CheckDeviceRange(const Device& device, uint64_t offset, size_t length, const void* buffer);
+
+}  // namespace penstock::engine

@@ -1,0 +1,230 @@
+// engine.cc — Engine construction: options, device/index pairing (the superblock), and
+// recovery of the segment table from the index. The data path is in engine_ops.cc.
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "common/log.h"
+#include "engine/device.h"
+#include "engine/file_device.h"
+#include "engine/format.h"
+#include "engine/index.h"
+#include "engine/segment_table.h"
+
+namespace penstock {
+
+using engine::DeviceHeader;
+using engine::kBlockSize;
+using engine::kDeviceHeaderBytes;
+
+std::string ShardKey::ToString() const {
+  std::string stripe_text = stripe == kHeadStripe ? "head" : std::to_string(stripe);
+  return fmt::format("c={} obj={:016x}:{:016x} stripe={} shard={}", container, object.hi,
+                     object.lo, stripe_text, shard);
+}
+
+namespace {
+
+constexpr uint64_t kMaxSegmentBytes = 1ull << 30;
+
+Status ValidateOptions(const EngineOptions& o) {
+  if (o.index_dir.empty()) return InvalidArgument("index_dir is empty; set it to a directory");
+  if (o.segment_bytes < kBlockSize || o.segment_bytes % kBlockSize != 0 ||
+      o.segment_bytes > kMaxSegmentBytes) {
+    return InvalidArgument(fmt::format("segment_bytes {} must be a multiple of 4096 between 4 KiB"
+                                       " and 1 GiB", o.segment_bytes));
+  }
+  if (o.queue_depth == 0) return InvalidArgument("queue_depth must be at least 1");
+  return OkStatus();
+}
+
+Status ReadHeaderBlock(engine::Device& device, std::optional<DeviceHeader>& out) {
+  AlignedBuffer block(kBlockSize);
+  PS_RETURN_IF_ERROR(device.Read(0, {block.data(), block.capacity()}));
+  auto header = engine::DecodeDeviceHeader(block.span());
+  if (!header.ok()) return header.status().WithContext(device.name());
+  out = *header;
+  return OkStatus();
+}
+
+Status WriteHeaderBlock(engine::Device& device, const DeviceHeader& header) {
+  std::string bytes = engine::EncodeDeviceHeader(header);
+  AlignedBuffer block(kBlockSize);
+  block.resize_within_capacity(0);
+  block.ZeroPadding();
+  std::memcpy(block.data(), bytes.data(), bytes.size());
+  return device.Write(0, {block.data(), block.capacity()});
+}
+
+std::string UuidText(const uint8_t (&uuid)[16]) {
+  std::string out;
+  for (uint8_t b : uuid) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// Pairs the device with the index: formats both on first use, and otherwise checks that the
+// device header and the index's superblock are the same. Returns the layout to use.
+Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& device,
+                                        engine::Index& index) {
+  std::optional<DeviceHeader> on_device;
+  PS_RETURN_IF_ERROR(ReadHeaderBlock(device, on_device));
+  PS_ASSIGN_OR_RETURN(std::optional<DeviceHeader> in_index, index.GetSuperblock());
+
+  if (!in_index) {
+    if (on_device) {
+      return FailedPrecondition(fmt::format(
+          "data path '{}' already holds a Penstock device (uuid {}) but index '{}' is empty; "
+          "point index_dir at that device's index, or wipe the device's first 4 KiB to reformat "
+          "it (destroys its data)", device.name(), UuidText(on_device->uuid), index.dir()));
+    }
+    if (device.size() < kDeviceHeaderBytes + o.segment_bytes) {
+      return InvalidArgument(fmt::format(
+          "data path '{}' has {} bytes, too small for the 1 MiB header plus one segment of {} "
+          "bytes; raise capacity_bytes or lower segment_bytes", device.name(), device.size(),
+          o.segment_bytes));
+    }
+    DeviceHeader header;
+    std::random_device rd;
+    for (uint8_t& b : header.uuid) b = static_cast<uint8_t>(rd());
+    header.segment_bytes = o.segment_bytes;
+    header.segment_count = (device.size() - kDeviceHeaderBytes) / o.segment_bytes;
+    // Index first: a crash before the device header is written is repaired on the next Open.
+    PS_RETURN_IF_ERROR(index.PutSuperblock(header));
+    PS_RETURN_IF_ERROR(WriteHeaderBlock(device, header));
+    PS_LOG_INFO("formatted {} ({} segments of {} bytes, uuid {}) with index {}", device.name(),
+                header.segment_count, header.segment_bytes, UuidText(header.uuid), index.dir());
+    return header;
+  }
+
+  const DeviceHeader& header = *in_index;
+  if (header.segment_bytes != o.segment_bytes) {
+    return InvalidArgument(fmt::format("index '{}' was formatted with segment_bytes={}, not {}; "
+                                       "open it with the original value", index.dir(),
+                                       header.segment_bytes, o.segment_bytes));
+  }
+  if (header.data_offset + header.segment_count * header.segment_bytes > device.size()) {
+    return FailedPrecondition(fmt::format("data path '{}' has {} bytes but index '{}' expects {} "
+                                          "segments of {} bytes; wrong device, or it shrank",
+                                          device.name(), device.size(), index.dir(),
+                                          header.segment_count, header.segment_bytes));
+  }
+  if (!on_device) {
+    bool has_shards = false;
+    PS_RETURN_IF_ERROR(index.Scan(engine::Index::AllShardsPrefix(), std::nullopt,
+                                  [&](const ShardKey&, const engine::ShardRecord&) {
+                                    has_shards = true;
+                                    return false;
+                                  }));
+    if (has_shards) {
+      return DataLoss(fmt::format("data path '{}' has no Penstock header but index '{}' maps "
+                                  "shards onto it; wrong data_path, or the device was wiped",
+                                  device.name(), index.dir()));
+    }
+    PS_RETURN_IF_ERROR(WriteHeaderBlock(device, header));  // finish an interrupted format
+    return header;
+  }
+  if (std::memcmp(on_device->uuid, header.uuid, sizeof(header.uuid)) != 0) {
+    return FailedPrecondition(fmt::format(
+        "data path '{}' (uuid {}) does not belong to index '{}' (uuid {}); pair each device "
+        "with its own index_dir", device.name(), UuidText(on_device->uuid), index.dir(),
+        UuidText(header.uuid)));
+  }
+  return header;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
+  PS_RETURN_IF_ERROR(ValidateOptions(options));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::FileDevice> device,
+                      engine::FileDevice::Open(options.data_path, options.capacity_bytes,
+                                               options.queue_depth));
+  return Open(options, std::move(device));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
+                                             std::unique_ptr<engine::Device> device) {
+  PS_RETURN_IF_ERROR(ValidateOptions(options));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Index> index, engine::Index::Open(options.index_dir));
+  PS_ASSIGN_OR_RETURN(DeviceHeader header, PairDeviceAndIndex(options, *device, *index));
+  auto table = std::make_unique<engine::SegmentTable>(
+      static_cast<uint32_t>(header.segment_count), header.segment_bytes);
+  std::unique_ptr<Engine> e(new Engine(options, std::move(device), std::move(index),
+                                       std::move(table), header.data_offset));
+  PS_RETURN_IF_ERROR(e->Recover());
+  return e;
+}
+
+Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
+               std::unique_ptr<engine::Index> index, std::unique_ptr<engine::SegmentTable> table,
+               uint64_t data_offset)
+    : options_(std::move(options)),
+      segment_bytes_(table->segment_bytes()),
+      data_offset_(data_offset),
+      device_(std::move(device)),
+      index_(std::move(index)),
+      table_(std::move(table)) {}
+
+Engine::~Engine() = default;
+
+Status Engine::Recover() {
+  uint64_t shards = 0;
+  Status bad;
+  PS_RETURN_IF_ERROR(index_->Scan(
+      engine::Index::AllShardsPrefix(), std::nullopt,
+      [&](const ShardKey& key, const engine::ShardRecord& record) {
+        ++shards;
+        if (record.segment == engine::kNoSegment) return true;
+        if (record.segment >= table_->segment_count() ||
+            record.offset + record.allocated_bytes() > segment_bytes_) {
+          bad = DataLoss(fmt::format("index '{}': shard {} points outside the device (segment "
+                                     "{}, offset {}); the index is corrupt, rebuild this target",
+                                     index_->dir(), key.ToString(), record.segment,
+                                     record.offset));
+          return false;
+        }
+        table_->RecoverExtent({record.segment, record.offset, record.allocated_bytes()});
+        return true;
+      }));
+  PS_RETURN_IF_ERROR(bad);
+  table_->FinishRecovery();
+  shards_ = shards;
+  auto stats = table_->Stats();
+  PS_LOG_INFO("engine open: {} shards, {} live bytes, {}/{} segments free", shards,
+              stats.live_bytes, stats.free_segments, stats.total_segments);
+  return OkStatus();
+}
+
+EngineStats Engine::Stats() const {
+  engine::SegmentTableStats t = table_->Stats();
+  EngineStats s;
+  s.capacity_bytes = t.total_segments * segment_bytes_;
+  s.used_bytes = t.used_bytes;
+  s.live_bytes = t.live_bytes;
+  s.dead_bytes = t.dead_bytes;
+  s.free_segments = t.free_segments;
+  s.total_segments = t.total_segments;
+  s.shards = shards_.load();
+  s.reads = reads_.load();
+  s.writes = writes_.load();
+  s.deletes = deletes_.load();
+  s.checksum_errors = checksum_errors_.load();
+  s.bytes_read = bytes_read_.load();
+  s.bytes_written = bytes_written_.load();
+  return s;
+}
+
+std::shared_mutex& Engine::KeyLock(const ShardKey& key) {
+  uint64_t h = key.container * 0x9E3779B97F4A7C15ull;
+  h ^= key.object.hi + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+  h ^= key.object.lo + 0x85157AF5ull + (h << 6) + (h >> 2);
+  h ^= key.stripe * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+  h ^= key.shard + (h << 6) + (h >> 2);
+  return key_locks_[h % kKeyLockStripes];
+}
+
+}  // namespace penstock

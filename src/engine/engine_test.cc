@@ -1,0 +1,231 @@
+// Engine basics: round trips, overwrite, delete, stat, list, reopen, corruption, pairing.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
+#include "engine/test_util.h"
+
+namespace penstock::engine {
+namespace {
+
+using testing::Key;
+using testing::Pattern;
+using testing::SameBytes;
+using testing::ScratchDir;
+using testing::SmallOptions;
+
+std::unique_ptr<Engine> MustOpen(const EngineOptions& o) {
+  auto e = Engine::Open(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+TEST(EngineTest, RoundTripsEverySize) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  const uint64_t seg = e->segment_bytes();
+  std::vector<size_t> sizes = {0, 1, 4095, 4096, 4097, 1000000, 65536, seg};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto data = Pattern(sizes[i], i);
+    ASSERT_TRUE(e->Write(Key(1, i), data, 7).ok()) << sizes[i];
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto got = e->Read(Key(1, i));
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(SameBytes(*got, Pattern(sizes[i], i))) << sizes[i];
+    EXPECT_EQ(e->Stat(Key(1, i)).value(), (ShardInfo{sizes[i], 7}));
+  }
+  auto too_big = Pattern(seg + 1, 0);
+  EXPECT_EQ(e->Write(Key(1, 99), too_big, 1).code(), StatusCode::kInvalidArgument);
+  EngineStats s = e->Stats();
+  EXPECT_EQ(s.shards, sizes.size());
+  EXPECT_EQ(s.writes, sizes.size());
+  EXPECT_EQ(s.reads, sizes.size());
+}
+
+TEST(EngineTest, OneMiBPlusOneInLargerSegments) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir, 4, 4 << 20));
+  for (size_t n : {size_t(1 << 20) + 1, size_t(4 << 20)}) {
+    auto data = Pattern(n, n);
+    ASSERT_TRUE(e->Write(Key(1, n), data, 1).ok());
+    auto got = e->Read(Key(1, n));
+    ASSERT_TRUE(got.ok());
+    EXPECT_TRUE(SameBytes(*got, data));
+  }
+}
+
+TEST(EngineTest, OverwriteDeleteStat) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  ShardKey k = Key(5, 1, ShardKey::kHeadStripe);
+  EXPECT_EQ(e->Read(k).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(e->Stat(k).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(e->Delete(k).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(e->Write(k, Pattern(10000, 1), 1).ok());
+  ASSERT_TRUE(e->Write(k, Pattern(300, 2), 2).ok());
+  EXPECT_TRUE(SameBytes(*e->Read(k), Pattern(300, 2)));
+  EXPECT_EQ(e->Stat(k).value(), (ShardInfo{300, 2}));
+  EngineStats s = e->Stats();
+  EXPECT_EQ(s.shards, 1u);
+  EXPECT_EQ(s.live_bytes, 4096u);
+  EXPECT_EQ(s.dead_bytes, 12288u);
+  ASSERT_TRUE(e->Delete(k).ok());
+  auto gone = e->Read(k);
+  EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(gone.status().message().find(k.ToString()), std::string::npos);
+  EXPECT_EQ(e->Stats().shards, 0u);
+  EXPECT_EQ(e->Stats().live_bytes, 0u);
+}
+
+TEST(EngineTest, ListOrdersFiltersAndPaginates) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  std::vector<ShardKey> keys;
+  for (uint64_t c : {2, 1, 3}) {
+    for (uint64_t obj : {9, 4}) {
+      for (uint64_t stripe : {ShardKey::kHeadStripe, uint64_t{1}, uint64_t{0}}) {
+        for (uint32_t shard : {1u, 0u}) {
+          ShardKey k = Key(c, obj, stripe, shard);
+          ASSERT_TRUE(e->Write(k, Pattern(c * 10 + shard, 0), stripe).ok());
+          if (c == 2) keys.push_back(k);
+        }
+      }
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  auto all = e->List(2, std::nullopt, std::nullopt, 1000);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_EQ((*all)[i].first, keys[i]);
+    EXPECT_EQ((*all)[i].second, (ShardInfo{20 + keys[i].shard, keys[i].stripe}));
+  }
+  auto one = e->List(2, Key(2, 4).object, std::nullopt, 1000);
+  ASSERT_EQ(one->size(), 6u);
+  for (auto& [k, info] : *one) EXPECT_EQ(k.object, Key(2, 4).object);
+
+  std::vector<ShardKey> paged;
+  std::optional<ShardKey> after;
+  for (;;) {
+    auto page = e->List(2, std::nullopt, after, 5);
+    ASSERT_TRUE(page.ok());
+    ASSERT_LE(page->size(), 5u);
+    if (page->empty()) break;
+    for (auto& [k, info] : *page) paged.push_back(k);
+    after = page->back().first;
+  }
+  EXPECT_EQ(paged, keys);
+  EXPECT_TRUE(e->List(7, std::nullopt, std::nullopt, 10)->empty());
+  EXPECT_TRUE(e->List(2, std::nullopt, std::nullopt, 0)->empty());
+  // start_after from another container: a key before this container starts at its beginning.
+  EXPECT_EQ(e->List(2, std::nullopt, Key(1, 100), 1)->front().first, keys.front());
+}
+
+TEST(EngineTest, ReopenReadsEverythingBackWithConsistentStats) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  EngineStats before;
+  {
+    auto e = MustOpen(o);
+    for (uint64_t i = 0; i < 40; ++i) ASSERT_TRUE(e->Write(Key(1, i), Pattern(i * 5000, i), i).ok());
+    for (uint64_t i = 0; i < 40; i += 3) ASSERT_TRUE(e->Delete(Key(1, i)).ok());
+    for (uint64_t i = 1; i < 40; i += 5) ASSERT_TRUE(e->Write(Key(1, i), Pattern(777, i), 100).ok());
+    before = e->Stats();
+  }
+  auto e = MustOpen(o);
+  for (uint64_t i = 0; i < 40; ++i) {
+    auto got = e->Read(Key(1, i));
+    if (i % 5 == 1) {  // rewritten after the deletes
+      EXPECT_TRUE(SameBytes(*got, Pattern(777, i))) << i;
+    } else if (i % 3 == 0) {
+      EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << i;
+    } else {
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_TRUE(SameBytes(*got, Pattern(i * 5000, i))) << i;
+    }
+  }
+  EngineStats after = e->Stats();
+  EXPECT_EQ(after.shards, before.shards);
+  EXPECT_EQ(after.live_bytes, before.live_bytes);
+  EXPECT_EQ(after.total_segments, before.total_segments);
+  EXPECT_EQ(after.capacity_bytes, 16u << 20);
+  // Appends resume after the recovered data and do not disturb it.
+  ASSERT_TRUE(e->Write(Key(9, 9), Pattern(50000, 9), 1).ok());
+  EXPECT_TRUE(SameBytes(*e->Read(Key(1, 2)), Pattern(10000, 2)));
+  EXPECT_TRUE(SameBytes(*e->Read(Key(9, 9)), Pattern(50000, 9)));
+}
+
+TEST(EngineTest, CorruptedBlockIsDataLossNeverWrongBytes) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  auto e = MustOpen(o);
+  ShardKey k = Key(4, 2, 3, 1);
+  auto data = Pattern(3 * 4096 + 10, 42);
+  ASSERT_TRUE(e->Write(k, data, 1).ok());
+  ASSERT_TRUE(e->Write(Key(4, 3), Pattern(5000, 43), 1).ok());
+
+  // Find the shard's second block in the data file and flip one byte of it.
+  std::fstream f(o.data_path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string needle(reinterpret_cast<const char*>(data.data()) + 4096, 64);
+  size_t pos = file.find(needle);
+  ASSERT_NE(pos, std::string::npos);
+  f.seekp(static_cast<std::streamoff>(pos + 100));
+  f.put(static_cast<char>(file[pos + 100] ^ 0x01));
+  f.close();
+
+  auto got = e->Read(k);
+  ASSERT_EQ(got.status().code(), StatusCode::kDataLoss) << got.status().ToString();
+  EXPECT_NE(got.status().message().find(k.ToString()), std::string::npos);
+  EXPECT_NE(got.status().message().find("shard offset 4096"), std::string::npos)
+      << got.status().message();
+  EXPECT_EQ(e->Stats().checksum_errors, 1u);
+  EXPECT_TRUE(SameBytes(*e->Read(Key(4, 3)), Pattern(5000, 43)));  // neighbours unharmed
+}
+
+TEST(EngineTest, PairingOfDeviceAndIndexIsChecked) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  {
+    auto e = MustOpen(o);
+    ASSERT_TRUE(e->Write(Key(1, 1), Pattern(100, 1), 1).ok());
+  }
+  EngineOptions other_seg = o;
+  other_seg.segment_bytes = 2 << 20;
+  EXPECT_EQ(Engine::Open(other_seg).status().code(), StatusCode::kInvalidArgument);
+
+  EngineOptions fresh_index = o;
+  fresh_index.index_dir = dir.path() + "/index2";
+  auto s = Engine::Open(fresh_index).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find(o.data_path), std::string::npos);
+
+  EngineOptions other_dev = SmallOptions(dir);
+  other_dev.data_path = dir.path() + "/data2";
+  other_dev.index_dir = dir.path() + "/index3";
+  ASSERT_TRUE(Engine::Open(other_dev).ok());
+  other_dev.index_dir = o.index_dir;
+  EXPECT_EQ(Engine::Open(other_dev).status().code(), StatusCode::kFailedPrecondition);
+
+  auto e = MustOpen(o);  // the right pair still opens
+  EXPECT_TRUE(SameBytes(*e->Read(Key(1, 1)), Pattern(100, 1)));
+  EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kUnavailable);  // already open
+}
+
+TEST(EngineTest, BadOptionsAreInvalidArgument) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  o.segment_bytes = 5000;
+  EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kInvalidArgument);
+  o = SmallOptions(dir);
+  o.capacity_bytes = 1 << 20;  // only room for the header
+  EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace penstock::engine

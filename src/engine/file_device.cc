@@ -1,0 +1,184 @@
+#include "engine/file_device.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace penstock::engine {
+namespace {
+
+constexpr size_t kMaxIoBytes = 1u << 30;  // one SQE moves at most this much
+
+std::string ParentDir(const std::string& path) {
+  std::string parent = std::filesystem::path(path).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+// open(2) with O_DIRECT, retried without it where the filesystem refuses (EINVAL).
+int OpenMaybeDirect(const std::string& path, int flags, bool& direct) {
+  int fd = ::open(path.c_str(), flags | O_DIRECT | O_CLOEXEC, 0644);
+  direct = true;
+  if (fd < 0 && errno == EINVAL) {
+    PS_LOG_WARN("{}: the filesystem does not support O_DIRECT; using buffered I/O with "
+                "RWF_DSYNC (slower, and data passes through the page cache)", path);
+    direct = false;
+    // An older kernel may have created the file before refusing O_DIRECT: drop O_EXCL.
+    fd = ::open(path.c_str(), (flags & ~O_EXCL) | O_CLOEXEC, 0644);
+  }
+  return fd;
+}
+
+}  // namespace
+
+Status CheckDeviceRange(const Device& device, uint64_t offset, size_t length, const void* buffer) {
+  if (offset % kDeviceBlockSize != 0 || length % kDeviceBlockSize != 0 ||
+      reinterpret_cast<uintptr_t>(buffer) % kDeviceBlockSize != 0) {
+    return InvalidArgument(fmt::format("{}: I/O at offset {} length {} is not 4 KiB aligned "
+                                       "(engine bug)", device.name(), offset, length));
+  }
+  if (offset > device.size() || length > device.size() - offset) {
+    return InvalidArgument(fmt::format("{}: I/O at offset {} length {} is beyond the device "
+                                       "size {} (engine bug)", device.name(), offset, length,
+                                       device.size()));
+  }
+  return OkStatus();
+}
+
+Result<std::unique_ptr<FileDevice>> FileDevice::Open(const std::string& path,
+                                                     uint64_t create_bytes,
+                                                     unsigned queue_depth) {
+  if (path.empty()) return InvalidArgument("data_path is empty; set it to a file or block device");
+  bool direct = true;
+  int fd = OpenMaybeDirect(path, O_RDWR, direct);
+  bool created = false;
+  if (fd < 0 && errno == ENOENT) {
+    fd = OpenMaybeDirect(path, O_RDWR | O_CREAT | O_EXCL, direct);
+    if (fd < 0) {
+      int err = errno;
+      return ErrnoStatus(err, fmt::format("cannot create data file '{}' (directory '{}' must "
+                                          "exist and be writable by this user; create it or "
+                                          "point data_path elsewhere)", path, ParentDir(path)));
+    }
+    created = true;
+  } else if (fd < 0) {
+    int err = errno;
+    return ErrnoStatus(err, fmt::format("cannot open data path '{}' read-write (check it exists "
+                                        "and this user may write it)", path));
+  }
+  auto fail = [&](Status s) {
+    ::close(fd);
+    if (created) ::unlink(path.c_str());
+    return s;
+  };
+
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    if (err == EWOULDBLOCK) {
+      return fail(Unavailable(fmt::format("data path '{}' is in use by another engine; stop it "
+                                          "first", path)));
+    }
+    return fail(ErrnoStatus(err, fmt::format("flock '{}'", path)));
+  }
+
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return fail(ErrnoStatus(errno, fmt::format("fstat '{}'", path)));
+  uint64_t size = 0;
+  if (S_ISBLK(st.st_mode)) {
+    if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+      return fail(ErrnoStatus(errno, fmt::format("ioctl BLKGETSIZE64 on '{}'", path)));
+    }
+  } else if (S_ISREG(st.st_mode)) {
+    if (created) {
+      size = create_bytes / kDeviceBlockSize * kDeviceBlockSize;
+      if (size == 0) return fail(InvalidArgument("capacity_bytes must be at least 4 KiB"));
+      int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
+      if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+        rc = ::ftruncate(fd, static_cast<off_t>(size));  // sparse, but usable
+      }
+      if (rc != 0) {
+        int err = errno;
+        return fail(ErrnoStatus(err, fmt::format("cannot preallocate {} bytes for data file '{}'"
+                                                 " (free space on its filesystem or lower "
+                                                 "capacity_bytes)", size, path)));
+      }
+      if (::fsync(fd) != 0) return fail(ErrnoStatus(errno, fmt::format("fsync '{}'", path)));
+      // Make the new directory entry durable too.
+      int dir = ::open(ParentDir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dir >= 0) {
+        (void)::fsync(dir);
+        ::close(dir);
+      }
+    } else {
+      size = static_cast<uint64_t>(st.st_size);
+    }
+  } else {
+    return fail(InvalidArgument(fmt::format("data path '{}' is neither a regular file nor a "
+                                            "block device", path)));
+  }
+  size = size / kDeviceBlockSize * kDeviceBlockSize;
+
+  auto ring = IoRing::Create(queue_depth);
+  if (!ring.ok()) return fail(ring.status().WithContext(path));
+  return std::unique_ptr<FileDevice>(new FileDevice(path, fd, size, direct, std::move(*ring)));
+}
+
+FileDevice::~FileDevice() {
+  ring_.reset();  // before the fd it uses
+  ::close(fd_);
+}
+
+Status FileDevice::Write(uint64_t offset, std::span<const std::byte> data) {
+  PS_RETURN_IF_ERROR(CheckDeviceRange(*this, offset, data.size(), data.data()));
+  size_t done = 0;
+  while (done < data.size()) {
+    size_t chunk = std::min(data.size() - done, kMaxIoBytes);
+    int64_t rc = ring_->WriteAt(fd_, offset + done, data.data() + done, chunk, RWF_DSYNC);
+    if (rc < 0) {
+      return ErrnoStatus(static_cast<int>(-rc),
+                         fmt::format("write {} bytes at offset {} of '{}'", chunk, offset + done,
+                                     path_));
+    }
+    if (rc == 0) return Internal(fmt::format("write at offset {} of '{}' made no progress",
+                                             offset + done, path_));
+    done += static_cast<size_t>(rc);
+  }
+  return OkStatus();
+}
+
+Status FileDevice::Read(uint64_t offset, std::span<std::byte> out) {
+  PS_RETURN_IF_ERROR(CheckDeviceRange(*this, offset, out.size(), out.data()));
+  size_t done = 0;
+  while (done < out.size()) {
+    size_t chunk = std::min(out.size() - done, kMaxIoBytes);
+    int64_t rc = ring_->ReadAt(fd_, offset + done, out.data() + done, chunk);
+    if (rc < 0) {
+      return ErrnoStatus(static_cast<int>(-rc),
+                         fmt::format("read {} bytes at offset {} of '{}'", chunk, offset + done,
+                                     path_));
+    }
+    if (rc == 0) {
+      return DataLoss(fmt::format("'{}' ends at offset {}, before its expected size {}; was the "
+                                  "file truncated?", path_, offset + done, size_));
+    }
+    done += static_cast<size_t>(rc);
+  }
+  return OkStatus();
+}
+
+Status FileDevice::Sync() {
+  if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, fmt::format("fdatasync '{}'", path_));
+  return OkStatus();
+}
+
+}  // namespace penstock::engine

@@ -1,0 +1,94 @@
+#include "engine/file_device.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "common/buffer.h"
+#include "engine/test_util.h"
+
+namespace penstock::engine {
+namespace {
+
+using testing::ScratchDir;
+
+TEST(FileDeviceTest, CreatesPreallocatedFileAndRoundTrips) {
+  ScratchDir dir;
+  std::string path = dir.path() + "/dev";
+  auto dev = FileDevice::Open(path, (8 << 20) + 100, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  EXPECT_EQ((*dev)->size(), 8u << 20);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 8 << 20);
+  EXPECT_GE(uint64_t(st.st_blocks) * 512, 8u << 20);  // preallocated, not sparse
+
+  AlignedBuffer w(3 * 4096);
+  std::memset(w.data(), 0xab, w.size());
+  ASSERT_TRUE((*dev)->Write(4096, w.span()).ok());
+  AlignedBuffer r(3 * 4096);
+  ASSERT_TRUE((*dev)->Read(4096, r.span()).ok());
+  EXPECT_EQ(std::memcmp(w.data(), r.data(), w.size()), 0);
+
+  EXPECT_EQ((*dev)->Write(100, w.span()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*dev)->Write(8 << 20, w.span()).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*dev)->Sync().ok());
+}
+
+TEST(FileDeviceTest, SecondOpenOfALockedFileIsUnavailable) {
+  ScratchDir dir;
+  auto a = FileDevice::Open(dir.path() + "/dev", 1 << 20, 4);
+  ASSERT_TRUE(a.ok());
+  auto b = FileDevice::Open(dir.path() + "/dev", 1 << 20, 4);
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  a->reset();
+  EXPECT_TRUE(FileDevice::Open(dir.path() + "/dev", 1 << 20, 4).ok());
+}
+
+TEST(FileDeviceTest, UnwritableDirectoryErrorNamesThePath) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write anywhere";
+  ScratchDir dir;
+  std::string ro = dir.path() + "/ro";
+  ASSERT_EQ(::mkdir(ro.c_str(), 0555), 0);
+  auto dev = FileDevice::Open(ro + "/dev", 1 << 20, 4);
+  EXPECT_EQ(dev.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(dev.status().message().find(ro), std::string::npos) << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("writable"), std::string::npos);
+}
+
+TEST(FileDeviceTest, MissingDirectoryErrorNamesThePath) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/nope/dev", 1 << 20, 4);
+  EXPECT_FALSE(dev.ok());
+  EXPECT_NE(dev.status().message().find(dir.path() + "/nope"), std::string::npos);
+}
+
+TEST(FileDeviceTest, ManyThreadsInFlightAtOnce) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 16 << 20, 4);  // fewer slots than threads
+  ASSERT_TRUE(dev.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      AlignedBuffer w(64 * 1024), r(64 * 1024);
+      for (int i = 0; i < 20; ++i) {
+        std::memset(w.data(), t * 31 + i, w.size());
+        uint64_t off = (uint64_t(t) * 20 + i) * w.size();
+        if (!(*dev)->Write(off, w.span()).ok() || !(*dev)->Read(off, r.span()).ok() ||
+            std::memcmp(w.data(), r.data(), w.size()) != 0) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace penstock::engine

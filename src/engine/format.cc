@@ -1,0 +1,149 @@
+#include "engine/format.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "common/crc32c.h"
+
+namespace penstock::engine {
+namespace {
+
+void PutBigEndian64(std::string& out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+void PutBigEndian32(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+uint64_t GetBigEndian(std::string_view bytes, size_t pos, size_t width) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < width; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[pos + i]);
+  return v;
+}
+
+uint32_t HeaderCrc(DeviceHeader header) {
+  header.header_crc = 0;
+  return Crc32c(std::as_bytes(std::span(&header, 1)));
+}
+
+}  // namespace
+
+std::string ContainerPrefix(uint64_t container) {
+  std::string out;
+  out.reserve(kShardKeyBytes);
+  out.push_back(kShardTag);
+  PutBigEndian64(out, container);
+  return out;
+}
+
+std::string ObjectPrefix(uint64_t container, const ObjectId& object) {
+  std::string out = ContainerPrefix(container);
+  PutBigEndian64(out, object.hi);
+  PutBigEndian64(out, object.lo);
+  return out;
+}
+
+std::string EncodeShardKey(const ShardKey& key) {
+  std::string out = ObjectPrefix(key.container, key.object);
+  PutBigEndian64(out, key.stripe);
+  PutBigEndian32(out, key.shard);
+  return out;
+}
+
+std::optional<ShardKey> DecodeShardKey(std::string_view bytes) {
+  if (bytes.size() != kShardKeyBytes || bytes[0] != kShardTag) return std::nullopt;
+  ShardKey key;
+  key.container = GetBigEndian(bytes, 1, 8);
+  key.object.hi = GetBigEndian(bytes, 9, 8);
+  key.object.lo = GetBigEndian(bytes, 17, 8);
+  key.stripe = GetBigEndian(bytes, 25, 8);
+  key.shard = static_cast<uint32_t>(GetBigEndian(bytes, 33, 4));
+  return key;
+}
+
+std::string EncodeShardRecord(const ShardRecord& record) {
+  ShardRecordHeader header;
+  header.segment = record.segment;
+  header.offset = record.offset;
+  header.length = record.length;
+  header.version = record.version;
+  header.block_count = static_cast<uint32_t>(record.block_crcs.size());
+  std::string out(sizeof(header) + record.block_crcs.size() * sizeof(uint32_t), '\0');
+  std::memcpy(out.data(), &header, sizeof(header));
+  if (!record.block_crcs.empty()) {
+    std::memcpy(out.data() + sizeof(header), record.block_crcs.data(),
+                record.block_crcs.size() * sizeof(uint32_t));
+  }
+  return out;
+}
+
+Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view bytes) {
+  ShardRecordHeader header;
+  if (bytes.size() < sizeof(header)) {
+    return DataLoss(fmt::format("index record of shard {} is truncated ({} bytes); the index is "
+                                "corrupt, rebuild this target",
+                                key.ToString(), bytes.size()));
+  }
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (header.format_version != kShardRecordVersion) {
+    return DataLoss(fmt::format("index record of shard {} has format version {}, this build "
+                                "reads version {}; run a newer penstock",
+                                key.ToString(), header.format_version, kShardRecordVersion));
+  }
+  const bool consistent =
+      header.flags == 0 && header.block_count == BlocksFor(header.length) &&
+      bytes.size() == sizeof(header) + uint64_t{header.block_count} * sizeof(uint32_t) &&
+      (header.length == 0) == (header.segment == kNoSegment) && header.offset % kBlockSize == 0;
+  if (!consistent) {
+    return DataLoss(fmt::format("index record of shard {} is inconsistent (length {}, {} "
+                                "checksums, {} bytes); the index is corrupt, rebuild this target",
+                                key.ToString(), header.length, header.block_count, bytes.size()));
+  }
+  ShardRecord record;
+  record.segment = header.segment;
+  record.offset = header.offset;
+  record.length = header.length;
+  record.version = header.version;
+  record.block_crcs.resize(header.block_count);
+  if (header.block_count > 0) {
+    std::memcpy(record.block_crcs.data(), bytes.data() + sizeof(header),
+                header.block_count * sizeof(uint32_t));
+  }
+  return record;
+}
+
+std::string EncodeDeviceHeader(DeviceHeader header) {
+  header.header_crc = HeaderCrc(header);
+  std::string out(sizeof(header), '\0');
+  std::memcpy(out.data(), &header, sizeof(header));
+  return out;
+}
+
+Result<std::optional<DeviceHeader>> DecodeDeviceHeader(std::span<const std::byte> bytes) {
+  DeviceHeader header;
+  if (bytes.size() < sizeof(header)) return std::optional<DeviceHeader>();
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (header.magic != kDeviceMagic) return std::optional<DeviceHeader>();
+  if (header.header_crc != HeaderCrc(header)) {
+    return DataLoss("Penstock device header fails its crc32c check; the header block is corrupt");
+  }
+  if (header.format_version != kDeviceFormatVersion) {
+    return DataLoss(fmt::format("Penstock device format version {} is not supported by this "
+                                "build (reads version {}); run a newer penstock",
+                                header.format_version, kDeviceFormatVersion));
+  }
+  return std::optional<DeviceHeader>(header);
+}
+
+std::vector<uint32_t> BlockChecksums(std::span<const std::byte> padded) {
+  std::vector<uint32_t> crcs;
+  crcs.reserve(padded.size() / kBlockSize);
+  for (size_t pos = 0; pos + kBlockSize <= padded.size(); pos += kBlockSize) {
+    crcs.push_back(Crc32c(padded.subspan(pos, kBlockSize)));
+  }
+  return crcs;
+}
+
+}  // namespace penstock::engine

@@ -1,0 +1,96 @@
+#include "engine/format.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace penstock::engine {
+namespace {
+
+TEST(FormatTest, ShardKeyRoundTripsAndSortsLikeTheKey) {
+  std::vector<ShardKey> keys = {
+      {1, {0, 0}, 0, 0},          {1, {0, 0}, 0, 1},
+      {1, {0, 0}, 1, 0},          {1, {0, 0}, ShardKey::kHeadStripe, 0},
+      {1, {0, 1}, 0, 0},          {1, {1, 0}, 0, 0},
+      {2, {0, 0}, 0, 0},          {256, {0, 0}, 0, 0},
+      {UINT64_MAX, {UINT64_MAX, UINT64_MAX}, UINT64_MAX, UINT32_MAX},
+  };
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::string enc = EncodeShardKey(keys[i]);
+    ASSERT_EQ(enc.size(), kShardKeyBytes);
+    EXPECT_EQ(DecodeShardKey(enc), keys[i]);
+    if (i > 0) {
+      EXPECT_LT(EncodeShardKey(keys[i - 1]), enc) << i;
+    }
+  }
+  EXPECT_TRUE(EncodeShardKey(keys[0]).starts_with(ContainerPrefix(1)));
+  EXPECT_TRUE(EncodeShardKey(keys[4]).starts_with(ObjectPrefix(1, {0, 1})));
+  EXPECT_FALSE(EncodeShardKey(keys[5]).starts_with(ObjectPrefix(1, {0, 1})));
+  EXPECT_EQ(DecodeShardKey("short"), std::nullopt);
+}
+
+TEST(FormatTest, ShardRecordRoundTrips) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r{.segment = 7, .offset = 8192, .length = 4097, .version = 42,
+                .block_crcs = {0xdeadbeef, 0x12345678}};
+  auto back = DecodeShardRecord(key, EncodeShardRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->segment, 7u);
+  EXPECT_EQ(back->offset, 8192u);
+  EXPECT_EQ(back->length, 4097u);
+  EXPECT_EQ(back->version, 42u);
+  EXPECT_EQ(back->block_crcs, r.block_crcs);
+  EXPECT_EQ(back->allocated_bytes(), 8192u);
+
+  ShardRecord empty{.length = 0, .version = 1, .block_crcs = {}};
+  auto e = DecodeShardRecord(key, EncodeShardRecord(empty));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->segment, kNoSegment);
+  EXPECT_EQ(e->allocated_bytes(), 0u);
+}
+
+TEST(FormatTest, CorruptShardRecordIsDataLossNamingTheKey) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r{.segment = 0, .offset = 0, .length = 10, .version = 1, .block_crcs = {1}};
+  std::string enc = EncodeShardRecord(r);
+  auto truncated = DecodeShardRecord(key, enc.substr(0, 20));
+  EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(truncated.status().message().find(key.ToString()), std::string::npos);
+  std::string future = enc;
+  future[0] = 9;  // format_version
+  EXPECT_EQ(DecodeShardRecord(key, future).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeShardRecord(key, enc + "xxxx").status().code(), StatusCode::kDataLoss);
+}
+
+TEST(FormatTest, DeviceHeaderRoundTripsAndDetectsCorruption) {
+  DeviceHeader h;
+  h.segment_bytes = 1 << 20;
+  h.segment_count = 12;
+  h.uuid[3] = 9;
+  std::string enc = EncodeDeviceHeader(h);
+  auto back = DecodeDeviceHeader(std::as_bytes(std::span(enc.data(), enc.size())));
+  ASSERT_TRUE(back.ok());
+  ASSERT_TRUE(back->has_value());
+  EXPECT_EQ((*back)->segment_count, 12u);
+  EXPECT_EQ((*back)->uuid[3], 9);
+
+  std::string zeros(4096, '\0');
+  auto none = DecodeDeviceHeader(std::as_bytes(std::span(zeros.data(), zeros.size())));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  enc[30] ^= 1;
+  auto bad = DecodeDeviceHeader(std::as_bytes(std::span(enc.data(), enc.size())));
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+}
+
+TEST(FormatTest, ShardKeyToString) {
+  ShardKey k{3, {0x0123456789abcdefull, 0x89ab}, 2, 0};
+  EXPECT_EQ(k.ToString(), "c=3 obj=0123456789abcdef:00000000000089ab stripe=2 shard=0");
+  k.stripe = ShardKey::kHeadStripe;
+  EXPECT_EQ(k.ToString(), "c=3 obj=0123456789abcdef:00000000000089ab stripe=head shard=0");
+}
+
+}  // namespace
+}  // namespace penstock::engine

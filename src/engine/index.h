@@ -1,0 +1,63 @@
+// index.h — the engine's page mapping table: ShardKey -> ShardRecord, kept in RocksDB.
+//
+// The index is the truth about which shards exist and where their bytes are. Every mutation is
+// a synced RocksDB write (WriteOptions.sync), so it is durable when the call returns; RocksDB
+// groups concurrent synced writers into one WAL sync (group commit). Keys and values are
+// encoded by format.h. Also holds the superblock, the index's copy of the device header.
+//
+// Thread safety: every method may be called from any number of threads at once. The Index does
+// not order a Get against a concurrent Put of the same key; the engine's key locks do.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/format.h"
+#include "penstock/status.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace penstock::engine {
+
+class Index {
+ public:
+  // Opens the RocksDB directory `dir`, creating it (and its parents) if absent.
+  // Errors name the directory: kPermissionDenied, kUnavailable (locked by another engine).
+  static Result<std::unique_ptr<Index>> Open(const std::string& dir);
+  ~Index();
+  Index(const Index&) = delete;
+  Index& operator=(const Index&) = delete;
+
+  // nullopt when the key has no record. Errors: kDataLoss (corrupt record), RocksDB errors.
+  Result<std::optional<ShardRecord>> Get(const ShardKey& key) const;
+  // Durable on return.
+  Status Put(const ShardKey& key, const ShardRecord& record);
+  Status Delete(const ShardKey& key);
+
+  // Visits shard records whose key starts with `prefix` (ContainerPrefix, ObjectPrefix, or the
+  // one-byte shard tag for all shards), in key order, beginning after `start_after` if given,
+  // until `visit` returns false. Reads a consistent snapshot.
+  using Visitor = std::function<bool(const ShardKey&, const ShardRecord&)>;
+  Status Scan(std::string_view prefix, const std::optional<ShardKey>& start_after,
+              const Visitor& visit) const;
+  // Prefix matching every shard key.
+  static std::string AllShardsPrefix() { return std::string(1, kShardTag); }
+
+  Result<std::optional<DeviceHeader>> GetSuperblock() const;
+  Status PutSuperblock(const DeviceHeader& header);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Index(std::string dir, std::unique_ptr<rocksdb::DB> db);
+
+  const std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+}  // namespace penstock::engine

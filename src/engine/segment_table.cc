@@ -1,0 +1,156 @@
+#include "engine/segment_table.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+namespace penstock::engine {
+
+SegmentTable::SegmentTable(uint32_t segment_count, uint64_t segment_bytes)
+    : segment_bytes_(segment_bytes), segments_(segment_count) {
+  for (uint32_t i = 0; i < segment_count; ++i) free_.insert(i);
+}
+
+void SegmentTable::RecoverExtent(const Extent& extent) {
+  if (extent.segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  Segment& s = segments_.at(extent.segment);
+  s.live += extent.length;
+  s.fill = std::max(s.fill, extent.offset + extent.length);
+}
+
+void SegmentTable::FinishRecovery() {
+  std::lock_guard lock(mu_);
+  uint32_t best = kNoOpen;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    Segment& s = segments_[i];
+    if (s.live == 0) {
+      s = Segment{};
+      continue;
+    }
+    free_.erase(i);
+    s.state = SegmentState::kSealed;
+    if (s.fill < segment_bytes_ && (best == kNoOpen || s.fill < segments_[best].fill)) best = i;
+  }
+  if (best != kNoOpen) {
+    segments_[best].state = SegmentState::kOpen;
+    open_ = best;
+  }
+}
+
+Result<Extent> SegmentTable::Allocate(uint64_t bytes) {
+  if (bytes == 0) return Extent{};
+  if (bytes > segment_bytes_ || bytes % kBlockSize != 0) {
+    return InvalidArgument(fmt::format("cannot allocate {} bytes: must be a multiple of 4 KiB and "
+                                       "at most the segment size {}", bytes, segment_bytes_));
+  }
+  std::lock_guard lock(mu_);
+  if (open_ != kNoOpen) {
+    Segment& s = segments_[open_];
+    if (s.fill + bytes > segment_bytes_ && ReclaimableLocked(s)) s.fill = 0;  // all of it died
+    if (s.fill + bytes > segment_bytes_) {
+      if (free_.empty()) {
+        return ResourceExhausted(fmt::format(
+            "no space: all {} segments of {} bytes are in use and the open one has {} bytes left "
+            "({} requested); delete shards (or wait for GC), then retry",
+            segments_.size(), segment_bytes_, segment_bytes_ - s.fill, bytes));
+      }
+      s.state = SegmentState::kSealed;
+      uint32_t sealed = open_;
+      open_ = kNoOpen;
+      MaybeFreeLocked(sealed);
+    }
+  }
+  if (open_ == kNoOpen) {
+    if (free_.empty()) {
+      return ResourceExhausted(fmt::format("no space: all {} segments of {} bytes are in use; "
+                                           "delete shards (or wait for GC), then retry",
+                                           segments_.size(), segment_bytes_));
+    }
+    open_ = *free_.begin();
+    free_.erase(free_.begin());
+    segments_[open_] = Segment{.state = SegmentState::kOpen};
+  }
+  Segment& s = segments_[open_];
+  Extent extent{.segment = open_, .offset = s.fill, .length = bytes};
+  s.fill += bytes;
+  s.pending += bytes;
+  return extent;
+}
+
+void SegmentTable::Commit(const Extent& extent) {
+  if (extent.segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  Segment& s = segments_.at(extent.segment);
+  assert(s.pending >= extent.length);
+  s.pending -= extent.length;
+  s.live += extent.length;
+}
+
+void SegmentTable::Abandon(const Extent& extent) {
+  if (extent.segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  Segment& s = segments_.at(extent.segment);
+  assert(s.pending >= extent.length);
+  s.pending -= extent.length;
+  MaybeFreeLocked(extent.segment);
+}
+
+void SegmentTable::Release(const Extent& extent) {
+  if (extent.segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  Segment& s = segments_.at(extent.segment);
+  assert(s.live >= extent.length);
+  s.live -= extent.length;
+  MaybeFreeLocked(extent.segment);
+}
+
+void SegmentTable::Pin(uint32_t segment) {
+  if (segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  ++segments_.at(segment).pins;
+}
+
+void SegmentTable::Unpin(uint32_t segment) {
+  if (segment == kNoSegment) return;
+  std::lock_guard lock(mu_);
+  Segment& s = segments_.at(segment);
+  assert(s.pins > 0);
+  --s.pins;
+  MaybeFreeLocked(segment);
+}
+
+void SegmentTable::MaybeFreeLocked(uint32_t segment) {
+  Segment& s = segments_[segment];
+  if (s.state != SegmentState::kSealed || !ReclaimableLocked(s)) return;
+  s = Segment{};
+  free_.insert(segment);
+}
+
+SegmentTableStats SegmentTable::Stats() const {
+  std::lock_guard lock(mu_);
+  SegmentTableStats stats;
+  stats.total_segments = segments_.size();
+  stats.free_segments = free_.size();
+  stats.used_bytes = (segments_.size() - free_.size()) * segment_bytes_;
+  uint64_t open_tail = 0;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    stats.live_bytes += segments_[i].live;
+    stats.pending_bytes += segments_[i].pending;
+  }
+  if (open_ != kNoOpen) open_tail = segment_bytes_ - segments_[open_].fill;
+  stats.dead_bytes = stats.used_bytes - stats.live_bytes - stats.pending_bytes - open_tail;
+  return stats;
+}
+
+SegmentState SegmentTable::state(uint32_t segment) const {
+  std::lock_guard lock(mu_);
+  return segments_.at(segment).state;
+}
+
+uint64_t SegmentTable::live_bytes(uint32_t segment) const {
+  std::lock_guard lock(mu_);
+  return segments_.at(segment).live;
+}
+
+}  // namespace penstock::engine

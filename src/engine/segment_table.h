@@ -1,0 +1,96 @@
+// segment_table.h — which segments are free, which one is open for appends, and how many live
+// bytes each holds.
+//
+// The space allocator of the engine, in memory only: rebuilt from the index at Open
+// (RecoverExtent for every indexed shard, then FinishRecovery). No I/O.
+//
+// Segment life cycle: kFree -> kOpen (appends at its fill pointer) -> kSealed (full) -> kFree
+// when it holds no live bytes, no pending (written but not yet indexed) extent, and no reader
+// pins it. The open segment is rewound in place when everything in it has died.
+// An extent moves: Allocate (pending) -> Commit (live, after its index record is synced) or
+// Abandon (garbage, after a failed write) -> Release (dead, after the index record that named it
+// was replaced or deleted). Because a segment is freed only when none of its bytes are live or
+// pending, reusing it can never overwrite data a live index record names; pins keep a segment
+// from being reused while a reader that already looked its key up is still reading it.
+//
+// Thread safety: every method may be called from any thread; one mutex guards the table.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "engine/format.h"
+#include "penstock/status.h"
+
+namespace penstock::engine {
+
+// A run of bytes inside one segment. segment == kNoSegment for a zero-length shard.
+struct Extent {
+  uint32_t segment = kNoSegment;
+  uint64_t offset = 0;  // inside the segment, multiple of kBlockSize
+  uint64_t length = 0;  // allocated bytes, multiple of kBlockSize
+  friend bool operator==(const Extent&, const Extent&) = default;
+};
+
+enum class SegmentState : uint8_t { kFree, kOpen, kSealed };
+
+struct SegmentTableStats {
+  uint64_t total_segments = 0;
+  uint64_t free_segments = 0;
+  uint64_t used_bytes = 0;     // non-free segments * segment_bytes
+  uint64_t live_bytes = 0;     // committed extents
+  uint64_t pending_bytes = 0;  // allocated, not yet committed or abandoned
+  uint64_t dead_bytes = 0;     // used - live - pending - unwritten tail of the open segment
+};
+
+class SegmentTable {
+ public:
+  SegmentTable(uint32_t segment_count, uint64_t segment_bytes);
+
+  // Recovery, before any other call: count an indexed shard's extent as live.
+  void RecoverExtent(const Extent& extent);
+  // Ends recovery: segments holding live bytes are sealed, except that the one with the most
+  // room left is reopened for appends after its last live byte (what lies beyond is garbage).
+  void FinishRecovery();
+
+  // Reserves `bytes` (a multiple of kBlockSize, at most segment_bytes) at the open segment's
+  // fill pointer, opening a free segment when it does not fit. bytes == 0 gives an empty
+  // extent. Errors: kResourceExhausted when no segment has room (delete shards, then retry).
+  Result<Extent> Allocate(uint64_t bytes);
+  void Commit(const Extent& extent);   // pending -> live
+  void Abandon(const Extent& extent);  // pending -> dead
+  void Release(const Extent& extent);  // live -> dead
+
+  // A reader pins the segment of the extent it is about to read.
+  void Pin(uint32_t segment);
+  void Unpin(uint32_t segment);
+
+  SegmentTableStats Stats() const;
+  SegmentState state(uint32_t segment) const;
+  uint64_t live_bytes(uint32_t segment) const;
+  uint32_t segment_count() const { return static_cast<uint32_t>(segments_.size()); }
+  uint64_t segment_bytes() const { return segment_bytes_; }
+
+ private:
+  struct Segment {
+    SegmentState state = SegmentState::kFree;
+    uint64_t fill = 0;     // bytes appended (open) or the end of the last live extent (recovered)
+    uint64_t live = 0;     // bytes of committed extents
+    uint64_t pending = 0;  // bytes of allocated, uncommitted extents
+    uint32_t pins = 0;
+  };
+  static constexpr uint32_t kNoOpen = UINT32_MAX;
+
+  void MaybeFreeLocked(uint32_t segment);
+  bool ReclaimableLocked(const Segment& s) const { return s.live == 0 && s.pending == 0 && s.pins == 0; }
+
+  const uint64_t segment_bytes_;
+  mutable std::mutex mu_;
+  std::vector<Segment> segments_;  // guarded by mu_
+  std::set<uint32_t> free_;        // guarded by mu_; lowest index reused first
+  uint32_t open_ = kNoOpen;        // guarded by mu_
+};
+
+}  // namespace penstock::engine

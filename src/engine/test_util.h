@@ -1,0 +1,70 @@
+// test_util.h — helpers shared by the engine's tests: a scratch directory and engine options.
+// Test-only; not thread-safe.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace penstock::engine::testing {
+
+// A fresh directory under ::testing::TempDir(), removed with everything in it at destruction.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = ::testing::TempDir() + "penstock_engine_XXXXXX";
+    char* p = ::mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Options for a small engine inside `dir`: `segments` segments of `segment_bytes`.
+inline EngineOptions SmallOptions(const ScratchDir& dir, uint64_t segments = 16,
+                                  uint64_t segment_bytes = 1 << 20) {
+  EngineOptions o;
+  o.data_path = dir.path() + "/data";
+  o.index_dir = dir.path() + "/index";
+  o.segment_bytes = segment_bytes;
+  o.capacity_bytes = (1 << 20) + segments * segment_bytes;  // + the 1 MiB header
+  o.queue_depth = 32;
+  return o;
+}
+
+// Deterministic pseudo-random bytes.
+inline std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t x = rng();
+    for (size_t j = 0; j < 8 && i + j < n; ++j) v[i + j] = static_cast<std::byte>(x >> (8 * j));
+  }
+  return v;
+}
+
+inline ShardKey Key(uint64_t container, uint64_t object, uint64_t stripe = 0, uint32_t shard = 0) {
+  return ShardKey{container, ObjectId{object, ~object}, stripe, shard};
+}
+
+inline bool SameBytes(const AlignedBuffer& got, const std::vector<std::byte>& want) {
+  return got.size() == want.size() &&
+         (want.empty() || std::memcmp(got.data(), want.data(), want.size()) == 0);
+}
+
+}  // namespace penstock::engine::testing

@@ -1,0 +1,318 @@
+#include "mgmt/cluster_state.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/log.h"
+#include "mgmt/container_rules.h"
+
+namespace penstock::mgmt {
+namespace {
+
+// MetaStore layout (version 1). Values of records are serialized protobuf messages.
+//   mgmt/v1/epoch                  decimal uint64
+//   mgmt/v1/next_target_id         decimal uint32
+//   mgmt/v1/next_container_id      decimal uint64
+//   mgmt/v1/target/<id, 10 digits> v1::Target
+//   mgmt/v1/container/<name>       v1::Container
+constexpr const char* kEpochKey = "mgmt/v1/epoch";
+constexpr const char* kNextTargetIdKey = "mgmt/v1/next_target_id";
+constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
+constexpr const char* kTargetPrefix = "mgmt/v1/target/";
+constexpr const char* kContainerPrefix = "mgmt/v1/container/";
+
+std::string TargetKey(uint32_t id) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%010u", id);
+  return kTargetPrefix + std::string(buf);
+}
+
+std::string ContainerKey(const std::string& name) { return kContainerPrefix + name; }
+
+Result<uint64_t> LoadCounter(MetaStore* store, const char* key, uint64_t fallback) {
+  PS_ASSIGN_OR_RETURN(std::optional<std::string> v, store->Get(key));
+  if (!v) return fallback;
+  try {
+    size_t used = 0;
+    uint64_t n = std::stoull(*v, &used);
+    if (used == v->size()) return n;
+  } catch (const std::exception&) {
+  }
+  return DataLoss(std::string("mgmt metadata key '") + key + "' holds '" + *v +
+                  "', not a number; restore the mgmt data dir from a backup");
+}
+
+// "host:port" with a non-empty host and a port in 1..65535.
+bool IsHostPort(const std::string& a) {
+  size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) return false;
+  std::string port = a.substr(colon + 1);
+  if (port.size() > 5) return false;
+  for (char c : port) {
+    if (c < '0' || c > '9') return false;
+  }
+  int p = std::stoi(port);
+  return p >= 1 && p <= 65535;
+}
+
+bool SameMapFields(const v1::Target& a, const v1::Target& b) {
+  return a.address() == b.address() && a.metrics_address() == b.metrics_address() &&
+         a.fault_domain() == b.fault_domain() && a.capacity_bytes() == b.capacity_bytes() &&
+         a.state() == b.state();
+}
+
+}  // namespace
+
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+ClusterState::ClusterState(MetaStore* store, ClusterStateOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+Result<std::unique_ptr<ClusterState>> ClusterState::Load(MetaStore* store,
+                                                         ClusterStateOptions options) {
+  if (!options.now_ms) options.now_ms = SystemNowMs;
+  std::unique_ptr<ClusterState> s(new ClusterState(store, std::move(options)));
+  std::lock_guard<std::mutex> lock(s->mu_);
+  PS_RETURN_IF_ERROR(s->LoadLocked());
+  return s;
+}
+
+Status ClusterState::LoadLocked() {
+  PS_ASSIGN_OR_RETURN(epoch_, LoadCounter(store_, kEpochKey, 0));
+  PS_ASSIGN_OR_RETURN(uint64_t next_target, LoadCounter(store_, kNextTargetIdKey, 1));
+  next_target_id_ = static_cast<uint32_t>(next_target);
+  PS_ASSIGN_OR_RETURN(next_container_id_, LoadCounter(store_, kNextContainerIdKey, 1));
+
+  const int64_t now = options_.now_ms();
+  PS_ASSIGN_OR_RETURN(auto target_rows, store_->Scan(kTargetPrefix));
+  for (const auto& [key, value] : target_rows) {
+    v1::Target t;
+    if (!t.ParseFromString(value)) {
+      return DataLoss("mgmt metadata record '" + key +
+                      "' cannot be parsed; restore the mgmt data dir from a backup");
+    }
+    // Grace period: a target UP before the restart has one timeout to heartbeat again.
+    if (t.state() == v1::TARGET_STATE_UP) t.set_last_heartbeat_ms(now);
+    target_by_uuid_[t.uuid()] = t.id();
+    if (t.id() >= next_target_id_) next_target_id_ = t.id() + 1;
+    targets_[t.id()] = std::move(t);
+  }
+  PS_ASSIGN_OR_RETURN(auto container_rows, store_->Scan(kContainerPrefix));
+  for (const auto& [key, value] : container_rows) {
+    v1::Container c;
+    if (!c.ParseFromString(value)) {
+      return DataLoss("mgmt metadata record '" + key +
+                      "' cannot be parsed; restore the mgmt data dir from a backup");
+    }
+    if (c.id() >= next_container_id_) next_container_id_ = c.id() + 1;
+    containers_[c.name()] = std::move(c);
+  }
+  return OkStatus();
+}
+
+Status ClusterState::CommitLocked(WriteBatch& batch, uint64_t epoch) {
+  batch.Put(kEpochKey, std::to_string(epoch));
+  return store_->Commit(batch);
+}
+
+Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetRequest& req) {
+  if (req.uuid().empty()) {
+    return InvalidArgument("target registration has an empty uuid; the target must send the "
+                           "uuid stored in its data dir");
+  }
+  if (!IsHostPort(req.address())) {
+    return InvalidArgument("target " + req.uuid() + " registered data address '" +
+                           req.address() + "', which is not host:port; check its --listen");
+  }
+  if (!req.metrics_address().empty() && !IsHostPort(req.metrics_address())) {
+    return InvalidArgument("target " + req.uuid() + " registered metrics address '" +
+                           req.metrics_address() + "', which is not host:port");
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = options_.now_ms();
+  auto known = target_by_uuid_.find(req.uuid());
+  const bool is_new = known == target_by_uuid_.end();
+
+  v1::Target t;
+  if (!is_new) t = targets_.at(known->second);
+  const v1::Target before = t;
+  if (is_new) {
+    t.set_id(next_target_id_);
+    t.set_uuid(req.uuid());
+  }
+  t.set_address(req.address());
+  t.set_metrics_address(req.metrics_address());
+  t.set_fault_domain(req.fault_domain());
+  t.set_capacity_bytes(req.capacity_bytes());
+  t.set_state(v1::TARGET_STATE_UP);
+  t.set_last_heartbeat_ms(now);
+
+  const bool changed = is_new || !SameMapFields(before, t);
+  const uint64_t epoch = changed ? epoch_ + 1 : epoch_;
+  WriteBatch batch;
+  batch.Put(TargetKey(t.id()), t.SerializeAsString());
+  if (is_new) batch.Put(kNextTargetIdKey, std::to_string(next_target_id_ + 1));
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch));
+
+  if (is_new) {
+    ++next_target_id_;
+    target_by_uuid_[t.uuid()] = t.id();
+    PS_LOG_INFO("target {} registered as id {} at {} (epoch {})", t.uuid(), t.id(), t.address(),
+                epoch);
+  } else if (changed) {
+    PS_LOG_INFO("target {} (id {}) re-registered at {} (epoch {})", t.uuid(), t.id(),
+                t.address(), epoch);
+  }
+  epoch_ = epoch;
+  const uint32_t id = t.id();
+  targets_[id] = std::move(t);
+  return Registration{id, epoch_};
+}
+
+Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = targets_.find(req.target_id());
+  if (it == targets_.end() || it->second.uuid() != req.uuid()) {
+    return NotFound("target " + std::to_string(req.target_id()) + " (uuid " + req.uuid() +
+                    ") is not registered with this mgmt; the target must register again");
+  }
+  v1::Target& t = it->second;
+  const int64_t now = options_.now_ms();
+  const bool revived = t.state() != v1::TARGET_STATE_UP;
+  const bool capacity_changed =
+      req.capacity_bytes() != 0 && req.capacity_bytes() != t.capacity_bytes();
+  if (revived || capacity_changed) {
+    v1::Target next = t;
+    next.set_state(v1::TARGET_STATE_UP);
+    if (capacity_changed) next.set_capacity_bytes(req.capacity_bytes());
+    next.set_used_bytes(req.used_bytes());
+    next.set_live_bytes(req.live_bytes());
+    next.set_shards(req.shards());
+    next.set_last_heartbeat_ms(now);
+    WriteBatch batch;
+    batch.Put(TargetKey(next.id()), next.SerializeAsString());
+    PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+    ++epoch_;
+    if (revived) PS_LOG_INFO("target {} is UP again (epoch {})", next.id(), epoch_);
+    t = std::move(next);
+    return epoch_;
+  }
+  t.set_used_bytes(req.used_bytes());
+  t.set_live_bytes(req.live_bytes());
+  t.set_shards(req.shards());
+  t.set_last_heartbeat_ms(now);
+  return epoch_;
+}
+
+Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteBatch batch;
+  std::vector<uint32_t> down;
+  for (const auto& [id, t] : targets_) {
+    if (t.state() == v1::TARGET_STATE_UP && now_ms - t.last_heartbeat_ms() > options_.heartbeat_timeout_ms) {
+      v1::Target next = t;
+      next.set_state(v1::TARGET_STATE_DOWN);
+      batch.Put(TargetKey(id), next.SerializeAsString());
+      down.push_back(id);
+    }
+  }
+  if (down.empty()) return 0;
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  for (uint32_t id : down) {
+    v1::Target& t = targets_[id];
+    PS_LOG_WARN("target {} ({}) missed heartbeats for {} ms; marked DOWN (epoch {})", id,
+                t.address(), now_ms - t.last_heartbeat_ms(), epoch_);
+    t.set_state(v1::TARGET_STATE_DOWN);
+  }
+  return static_cast<int>(down.size());
+}
+
+v1::ClusterMap ClusterState::GetClusterMap() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ClusterMap map;
+  map.set_epoch(epoch_);
+  for (const auto& [id, t] : targets_) *map.add_targets() = t;
+  return map;
+}
+
+ClusterSummary ClusterState::Summary() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClusterSummary s;
+  s.epoch = epoch_;
+  for (const auto& [id, t] : targets_) {
+    if (t.state() == v1::TARGET_STATE_UP) {
+      ++s.targets_up;
+    } else {
+      ++s.targets_down;
+    }
+  }
+  s.containers = static_cast<uint32_t>(containers_.size());
+  return s;
+}
+
+Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
+                                                    const std::string& redundancy,
+                                                    uint64_t stripe_unit) {
+  PS_RETURN_IF_ERROR(ValidateContainerName(name));
+  PS_ASSIGN_OR_RETURN(std::string red, NormalizeRedundancy(redundancy));
+  PS_ASSIGN_OR_RETURN(uint64_t unit, NormalizeStripeUnit(stripe_unit));
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (containers_.count(name) != 0) {
+    return AlreadyExists("container '" + name + "' already exists");
+  }
+  v1::Container c;
+  c.set_id(next_container_id_);
+  c.set_name(name);
+  c.set_redundancy(red);
+  c.set_stripe_unit(unit);
+  c.set_created_ms(options_.now_ms());
+  WriteBatch batch;
+  batch.Put(ContainerKey(name), c.SerializeAsString());
+  batch.Put(kNextContainerIdKey, std::to_string(next_container_id_ + 1));
+  PS_RETURN_IF_ERROR(store_->Commit(batch));
+  ++next_container_id_;
+  containers_[name] = c;
+  PS_LOG_INFO("container '{}' created (id {}, redundancy {}, stripe unit {})", name, c.id(), red,
+              unit);
+  return c;
+}
+
+Result<v1::Container> ClusterState::GetContainer(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = containers_.find(name);
+  if (it == containers_.end()) {
+    return NotFound("container '" + name + "' does not exist; create it with `penstock container create " +
+                    name + "`");
+  }
+  return it->second;
+}
+
+std::vector<v1::Container> ClusterState::ListContainers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::Container> out;
+  out.reserve(containers_.size());
+  for (const auto& [name, c] : containers_) out.push_back(c);
+  return out;
+}
+
+Status ClusterState::DeleteContainer(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = containers_.find(name);
+  if (it == containers_.end()) {
+    return NotFound("container '" + name + "' does not exist; create it with `penstock container create " +
+                    name + "`");
+  }
+  PS_RETURN_IF_ERROR(store_->Delete(ContainerKey(name)));
+  containers_.erase(it);
+  PS_LOG_INFO("container '{}' deleted", name);
+  return OkStatus();
+}
+
+}  // namespace penstock::mgmt

@@ -1,0 +1,114 @@
+// cluster_state.h — the mgmt state machine: target registry, map epoch, containers, and
+// failure detection from heartbeats. No gRPC here; MgmtService is a thin adapter over it.
+//
+// Durability: every change that matters after a restart (a target's identity, addresses and
+// UP/DOWN state, the epoch, containers, id counters) is committed to the MetaStore *before*
+// it becomes visible in memory, in one atomic WriteBatch; a failed commit leaves the state
+// unchanged. Heartbeat usage figures (used/live bytes, shards, last heartbeat time) are kept
+// in memory only, to keep heartbeats free of synced writes; they are persisted whenever the
+// target's record is written for another reason. On Load, targets recorded UP get a grace
+// period of one heartbeat timeout (their last heartbeat is set to "now") before
+// CheckLiveness may mark them DOWN.
+//
+// Epoch: bumped by every change to the cluster map — a new target, a known target whose
+// address, metrics address, fault domain, capacity or state changed, and UP<->DOWN.
+// Containers are not part of the cluster map and do not bump it.
+//
+// Thread safety: all methods are thread-safe (one mutex; MetaStore commits happen under it).
+// Ownership: the MetaStore is borrowed and must outlive the ClusterState.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "mgmt/meta_store.h"
+#include "penstock/mgmt.pb.h"
+#include "penstock/status.h"
+
+namespace penstock::mgmt {
+
+// Wall-clock time in ms since the Unix epoch; injected so tests control time.
+using NowMsFn = std::function<int64_t()>;
+int64_t SystemNowMs();
+
+struct ClusterStateOptions {
+  // A target silent for longer than this is marked DOWN by CheckLiveness.
+  int64_t heartbeat_timeout_ms = 5000;
+  NowMsFn now_ms = SystemNowMs;
+};
+
+// Result of RegisterTarget.
+struct Registration {
+  uint32_t target_id = 0;
+  uint64_t epoch = 0;
+};
+
+// Counts for `penstock status` and the mgmt metrics.
+struct ClusterSummary {
+  uint64_t epoch = 0;
+  uint32_t targets_up = 0;
+  uint32_t targets_down = 0;
+  uint32_t containers = 0;
+};
+
+class ClusterState {
+ public:
+  // Loads the state recorded in `store` (an empty store is a new cluster at epoch 0).
+  // Errors: those of the store; kDataLoss when a record cannot be parsed.
+  static Result<std::unique_ptr<ClusterState>> Load(MetaStore* store, ClusterStateOptions options);
+
+  // A new uuid gets the next id (from 1) and bumps the epoch; a known uuid keeps its id, takes
+  // the new addresses, capacity and fault domain, becomes UP, and bumps the epoch if anything
+  // in the map changed.
+  // Errors: kInvalidArgument for an empty uuid or an address that is not "host:port".
+  Result<Registration> RegisterTarget(const v1::RegisterTargetRequest& req);
+
+  // Records usage and liveness; a DOWN target becomes UP (epoch bump). Returns the epoch.
+  // Errors: kNotFound when the id is unknown or belongs to another uuid (re-register).
+  Result<uint64_t> Heartbeat(const v1::HeartbeatRequest& req);
+
+  // Marks DOWN every UP target whose last heartbeat is older than the timeout at `now_ms`,
+  // with one epoch bump for all of them. Returns how many were marked DOWN.
+  Result<int> CheckLiveness(int64_t now_ms);
+
+  v1::ClusterMap GetClusterMap() const;
+  ClusterSummary Summary() const;
+  int64_t heartbeat_timeout_ms() const { return options_.heartbeat_timeout_ms; }
+
+  // Creates a container; redundancy "" means "none", stripe_unit 0 means 1 MiB.
+  // Errors: kInvalidArgument (name, redundancy, stripe unit — see container_rules.h);
+  // kAlreadyExists "container 'x' already exists".
+  Result<v1::Container> CreateContainer(const std::string& name, const std::string& redundancy,
+                                        uint64_t stripe_unit);
+  // Errors: kNotFound "container 'x' does not exist; create it with `penstock container create x`".
+  Result<v1::Container> GetContainer(const std::string& name) const;
+  // All containers, ordered by name.
+  std::vector<v1::Container> ListContainers() const;
+  // Errors: kNotFound as GetContainer.
+  Status DeleteContainer(const std::string& name);
+
+ private:
+  ClusterState(MetaStore* store, ClusterStateOptions options);
+  Status LoadLocked();
+  // Adds `epoch` to `batch` and commits it; callers apply the in-memory change only after
+  // this returns OK.
+  Status CommitLocked(WriteBatch& batch, uint64_t epoch);
+
+  MetaStore* const store_;
+  const ClusterStateOptions options_;
+
+  mutable std::mutex mu_;
+  uint64_t epoch_ = 0;                             // guarded by mu_
+  uint32_t next_target_id_ = 1;                    // guarded by mu_
+  uint64_t next_container_id_ = 1;                 // guarded by mu_
+  std::map<uint32_t, v1::Target> targets_;         // by id; guarded by mu_
+  std::map<std::string, uint32_t> target_by_uuid_; // guarded by mu_
+  std::map<std::string, v1::Container> containers_;  // by name; guarded by mu_
+};
+
+}  // namespace penstock::mgmt

@@ -1,0 +1,313 @@
+#include "mgmt/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include "mgmt/fake_meta_store.h"
+
+namespace penstock::mgmt {
+namespace {
+
+constexpr int64_t kTimeout = 5000;
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reload(); }
+
+  void Reload() {
+    state_.reset();
+    ClusterStateOptions o;
+    o.heartbeat_timeout_ms = kTimeout;
+    o.now_ms = [this] { return now_; };
+    Result<std::unique_ptr<ClusterState>> s = ClusterState::Load(&store_, o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    state_ = std::move(s).value();
+  }
+
+  static v1::RegisterTargetRequest Reg(const std::string& uuid, const std::string& addr,
+                                       const std::string& domain = "host-a") {
+    v1::RegisterTargetRequest r;
+    r.set_uuid(uuid);
+    r.set_address(addr);
+    r.set_metrics_address("127.0.0.1:9100");
+    r.set_capacity_bytes(1 << 30);
+    r.set_fault_domain(domain);
+    return r;
+  }
+
+  static v1::HeartbeatRequest Hb(uint32_t id, const std::string& uuid, uint64_t used = 0) {
+    v1::HeartbeatRequest h;
+    h.set_target_id(id);
+    h.set_uuid(uuid);
+    h.set_used_bytes(used);
+    h.set_live_bytes(used / 2);
+    h.set_shards(7);
+    return h;
+  }
+
+  const v1::Target& TargetAt(const v1::ClusterMap& m, int i) { return m.targets(i); }
+
+  FakeMetaStore store_;
+  int64_t now_ = 1'000'000;
+  std::unique_ptr<ClusterState> state_;
+};
+
+TEST_F(ClusterStateTest, NewTargetsGetSequentialIdsAndBumpEpoch) {
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 0u);
+  Result<Registration> a = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->target_id, 1u);
+  EXPECT_EQ(a->epoch, 1u);
+  Result<Registration> b = state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->target_id, 2u);
+  EXPECT_EQ(b->epoch, 2u);
+
+  v1::ClusterMap m = state_->GetClusterMap();
+  EXPECT_EQ(m.epoch(), 2u);
+  ASSERT_EQ(m.targets_size(), 2);
+  EXPECT_EQ(m.targets(0).id(), 1u);
+  EXPECT_EQ(m.targets(0).uuid(), "uuid-a");
+  EXPECT_EQ(m.targets(0).address(), "10.0.0.1:5000");
+  EXPECT_EQ(m.targets(0).metrics_address(), "127.0.0.1:9100");
+  EXPECT_EQ(m.targets(0).state(), v1::TARGET_STATE_UP);
+  EXPECT_EQ(m.targets(0).fault_domain(), "host-a");
+  EXPECT_EQ(m.targets(0).capacity_bytes(), 1u << 30);
+  EXPECT_EQ(m.targets(0).last_heartbeat_ms(), now_);
+  EXPECT_EQ(m.targets(1).fault_domain(), "host-b");
+}
+
+TEST_F(ClusterStateTest, KnownUuidKeepsIdAndBumpsOnlyOnChange) {
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000")).ok());
+
+  // Same registration again (a restart with the same config): same id, no bump.
+  Result<Registration> same = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->target_id, 1u);
+  EXPECT_EQ(same->epoch, 2u);
+
+  // New port after restart: same id, address updated, bump.
+  Result<Registration> moved = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(moved->target_id, 1u);
+  EXPECT_EQ(moved->epoch, 3u);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).address(), "10.0.0.1:6000");
+  EXPECT_EQ(state_->GetClusterMap().targets_size(), 2);
+
+  // A third target still gets the next id.
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-c", "10.0.0.3:5000"))->target_id, 3u);
+}
+
+TEST_F(ClusterStateTest, RegistrationValidation) {
+  for (const char* bad : {"", "nohost", ":5000", "host:", "host:99999", "host:50x0"}) {
+    Result<Registration> r = state_->RegisterTarget(Reg("uuid-a", bad));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("host:port"), std::string::npos);
+  }
+  EXPECT_EQ(state_->RegisterTarget(Reg("", "h:1")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(state_->RegisterTarget(Reg("u", "[::1]:5000")).ok());
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 1u);
+}
+
+TEST_F(ClusterStateTest, HeartbeatUpdatesUsageWithoutBump) {
+  Registration r = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  now_ += 1000;
+  Result<uint64_t> e = state_->Heartbeat(Hb(r.target_id, "uuid-a", 4096));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(*e, 1u);
+  v1::Target t = state_->GetClusterMap().targets(0);
+  EXPECT_EQ(t.used_bytes(), 4096u);
+  EXPECT_EQ(t.live_bytes(), 2048u);
+  EXPECT_EQ(t.shards(), 7u);
+  EXPECT_EQ(t.last_heartbeat_ms(), now_);
+}
+
+TEST_F(ClusterStateTest, HeartbeatFromUnknownTargetIsNotFound) {
+  Registration r = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  Result<uint64_t> wrong_id = state_->Heartbeat(Hb(99, "uuid-a"));
+  EXPECT_EQ(wrong_id.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(wrong_id.status().message().find("register again"), std::string::npos);
+  EXPECT_EQ(state_->Heartbeat(Hb(r.target_id, "uuid-other")).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(ClusterStateTest, SilentTargetGoesDownAndComesBack) {
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000"));
+  ASSERT_EQ(b.epoch, 2u);
+
+  // Within the timeout nothing changes.
+  now_ += kTimeout;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 0);
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 2u);
+
+  // b heartbeats; a stays silent past the timeout.
+  ASSERT_TRUE(state_->Heartbeat(Hb(b.target_id, "uuid-b")).ok());
+  now_ += 1;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);
+  v1::ClusterMap m = state_->GetClusterMap();
+  EXPECT_EQ(m.epoch(), 3u);
+  EXPECT_EQ(m.targets(0).state(), v1::TARGET_STATE_DOWN);
+  EXPECT_EQ(m.targets(1).state(), v1::TARGET_STATE_UP);
+  ClusterSummary s = state_->Summary();
+  EXPECT_EQ(s.targets_up, 1u);
+  EXPECT_EQ(s.targets_down, 1u);
+
+  // Already DOWN: no further bump.
+  now_ += kTimeout / 2;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 0);
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 3u);
+
+  // a heartbeats again: UP, bump.
+  Result<uint64_t> e = state_->Heartbeat(Hb(a.target_id, "uuid-a"));
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(*e, 4u);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).state(), v1::TARGET_STATE_UP);
+
+  // Both silent: both DOWN with a single bump.
+  now_ += 10 * kTimeout;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 2);
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 5u);
+  EXPECT_EQ(state_->Summary().targets_down, 2u);
+
+  // Re-registration of a DOWN target also brings it UP with a bump.
+  Result<Registration> again = state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000"));
+  EXPECT_EQ(again->target_id, b.target_id);
+  EXPECT_EQ(again->epoch, 6u);
+  EXPECT_EQ(state_->GetClusterMap().targets(1).state(), v1::TARGET_STATE_UP);
+}
+
+TEST_F(ClusterStateTest, CapacityChangeInHeartbeatBumps) {
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  v1::HeartbeatRequest h = Hb(a.target_id, "uuid-a");
+  h.set_capacity_bytes(2ull << 30);
+  EXPECT_EQ(*state_->Heartbeat(h), 2u);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).capacity_bytes(), 2ull << 30);
+  EXPECT_EQ(*state_->Heartbeat(h), 2u);
+}
+
+TEST_F(ClusterStateTest, Containers) {
+  Result<v1::Container> c = state_->CreateContainer("ckpt", "", 0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->id(), 1u);
+  EXPECT_EQ(c->name(), "ckpt");
+  EXPECT_EQ(c->redundancy(), "none");
+  EXPECT_EQ(c->stripe_unit(), 1u << 20);
+  EXPECT_EQ(c->created_ms(), now_);
+
+  Result<v1::Container> d = state_->CreateContainer("data.set-1", "none", 65536);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->id(), 2u);
+  EXPECT_EQ(d->stripe_unit(), 65536u);
+
+  EXPECT_EQ(state_->GetContainer("ckpt")->id(), 1u);
+  std::vector<v1::Container> all = state_->ListContainers();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].name(), "ckpt");
+  EXPECT_EQ(all[1].name(), "data.set-1");
+  EXPECT_EQ(state_->Summary().containers, 2u);
+  // Containers are not part of the cluster map.
+  EXPECT_EQ(state_->GetClusterMap().epoch(), 0u);
+
+  ASSERT_TRUE(state_->DeleteContainer("ckpt").ok());
+  EXPECT_EQ(state_->ListContainers().size(), 1u);
+  // A re-created container gets a new id, never a reused one.
+  EXPECT_EQ(state_->CreateContainer("ckpt", "none", 0)->id(), 3u);
+}
+
+TEST_F(ClusterStateTest, ContainerErrors) {
+  ASSERT_TRUE(state_->CreateContainer("x", "none", 0).ok());
+  Result<v1::Container> dup = state_->CreateContainer("x", "none", 0);
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(dup.status().message(), "container 'x' already exists");
+
+  Result<v1::Container> missing = state_->GetContainer("y");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(),
+            "container 'y' does not exist; create it with `penstock container create y`");
+  Status del = state_->DeleteContainer("y");
+  EXPECT_EQ(del.code(), StatusCode::kNotFound);
+  EXPECT_EQ(del.message(), missing.status().message());
+
+  Result<v1::Container> rep = state_->CreateContainer("z", "rep:3", 0);
+  EXPECT_EQ(rep.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rep.status().message(), "redundancy 'rep:3' is not supported yet; use none");
+  EXPECT_EQ(state_->CreateContainer("bad/name", "none", 0).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->CreateContainer("z", "none", 1000).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->ListContainers().size(), 1u);
+}
+
+TEST_F(ClusterStateTest, FailedCommitChangesNothing) {
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  ASSERT_TRUE(state_->CreateContainer("keep", "none", 0).ok());
+  store_.set_fail_writes(true);
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000")).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(state_->CreateContainer("new", "none", 0).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(state_->DeleteContainer("keep").code(), StatusCode::kUnavailable);
+  now_ += 2 * kTimeout;
+  EXPECT_EQ(state_->CheckLiveness(now_).status().code(), StatusCode::kUnavailable);
+  v1::ClusterMap m = state_->GetClusterMap();
+  EXPECT_EQ(m.epoch(), 1u);
+  ASSERT_EQ(m.targets_size(), 1);
+  EXPECT_EQ(m.targets(0).state(), v1::TARGET_STATE_UP);
+  EXPECT_EQ(state_->ListContainers().size(), 1u);
+
+  store_.set_fail_writes(false);
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000"))->target_id, 2u);
+  EXPECT_EQ(state_->CreateContainer("new", "none", 0)->id(), 2u);
+}
+
+TEST_F(ClusterStateTest, StateSurvivesReload) {
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "rack-2"));
+  ASSERT_TRUE(state_->CreateContainer("c1", "none", 8192).ok());
+  ASSERT_TRUE(state_->CreateContainer("c2", "none", 0).ok());
+  ASSERT_TRUE(state_->DeleteContainer("c2").ok());
+  // b heartbeats, a goes DOWN.
+  now_ += kTimeout;
+  ASSERT_TRUE(state_->Heartbeat(Hb(b.target_id, "uuid-b")).ok());
+  now_ += 1;
+  ASSERT_EQ(*state_->CheckLiveness(now_), 1);
+  const v1::ClusterMap before = state_->GetClusterMap();
+
+  now_ += 100;
+  Reload();
+  v1::ClusterMap after = state_->GetClusterMap();
+  EXPECT_EQ(after.epoch(), before.epoch());
+  ASSERT_EQ(after.targets_size(), 2);
+  EXPECT_EQ(after.targets(0).uuid(), "uuid-a");
+  EXPECT_EQ(after.targets(0).state(), v1::TARGET_STATE_DOWN);
+  EXPECT_EQ(after.targets(1).state(), v1::TARGET_STATE_UP);
+  EXPECT_EQ(after.targets(1).fault_domain(), "rack-2");
+  EXPECT_EQ(after.targets(1).address(), "10.0.0.2:5000");
+  // UP targets get a grace period from the reload.
+  EXPECT_EQ(after.targets(1).last_heartbeat_ms(), now_);
+  now_ += kTimeout;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 0);
+
+  ASSERT_EQ(state_->ListContainers().size(), 1u);
+  EXPECT_EQ(state_->GetContainer("c1")->stripe_unit(), 8192u);
+  // Counters survive: ids are not reused.
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-c", "10.0.0.3:5000"))->target_id, 3u);
+  EXPECT_EQ(state_->CreateContainer("c3", "none", 0)->id(), 3u);
+  // Known uuid keeps its id after reload.
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"))->target_id, 1u);
+}
+
+TEST_F(ClusterStateTest, CorruptRecordIsDataLoss) {
+  ASSERT_TRUE(store_.Put("mgmt/v1/target/0000000001", "\xff\xff garbage").ok());
+  ClusterStateOptions o;
+  o.now_ms = [this] { return now_; };
+  Result<std::unique_ptr<ClusterState>> s = ClusterState::Load(&store_, o);
+  EXPECT_EQ(s.status().code(), StatusCode::kDataLoss);
+  ASSERT_TRUE(store_.Put("mgmt/v1/target/0000000001", "").ok());
+  ASSERT_TRUE(store_.Put("mgmt/v1/epoch", "12abc").ok());
+  EXPECT_EQ(ClusterState::Load(&store_, o).status().code(), StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace penstock::mgmt

@@ -1,0 +1,32 @@
+// container_rules.h — validation of container properties given at creation: name, redundancy,
+// stripe unit. Pure functions over values (no I/O, no state), shared by mgmt and usable by the
+// CLI to fail early. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "penstock/status.h"
+
+namespace penstock::mgmt {
+
+inline constexpr size_t kMaxContainerNameLength = 128;
+inline constexpr uint64_t kDefaultStripeUnit = 1 << 20;  // 1 MiB
+inline constexpr uint64_t kMinStripeUnit = 4096;         // one checksum block
+inline constexpr uint64_t kMaxStripeUnit = 64ull << 20;  // 64 MiB
+
+// OK when `name` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
+// Errors: kInvalidArgument naming the name and the rule.
+Status ValidateContainerName(std::string_view name);
+
+// The canonical redundancy for `redundancy` ("" means "none"). v1 accepts only "none".
+// Errors: kInvalidArgument — "redundancy 'rep:3' is not supported yet; use none" for a
+// well-formed rep:N / ec:K+M, and a "not a redundancy scheme" message for anything else.
+Result<std::string> NormalizeRedundancy(std::string_view redundancy);
+
+// The stripe unit to use for `stripe_unit` (0 means kDefaultStripeUnit).
+// Errors: kInvalidArgument unless it is a multiple of 4 KiB within [4 KiB, 64 MiB].
+Result<uint64_t> NormalizeStripeUnit(uint64_t stripe_unit);
+
+}  // namespace penstock::mgmt

@@ -1,0 +1,168 @@
+#include "mgmt/mgmt_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/log.h"
+#include "mgmt/mgmt_service.h"
+#include "mgmt/rocksdb_meta_store.h"
+
+namespace penstock {
+
+using mgmt::ClusterState;
+using mgmt::ClusterStateOptions;
+using mgmt::MgmtService;
+using mgmt::RocksDbMetaStore;
+using mgmt::SystemNowMs;
+
+namespace {
+
+// Splits "host:port"; false when malformed.
+bool SplitHostPort(const std::string& a, std::string* host, uint16_t* port) {
+  size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) return false;
+  std::string p = a.substr(colon + 1);
+  if (p.size() > 5 || !std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  int n = std::stoi(p);
+  if (n > 65535) return false;
+  *host = a.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  *port = static_cast<uint16_t>(n);
+  return true;
+}
+
+}  // namespace
+
+MgmtServer::MgmtServer(const MgmtServerOptions& options) : options_(options) {}
+
+Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& options) {
+  std::string host;
+  uint16_t port = 0;
+  if (!SplitHostPort(options.listen, &host, &port)) {
+    return InvalidArgument("mgmt listen address '" + options.listen +
+                           "' is not host:port; fix --listen (e.g. 127.0.0.1:7000)");
+  }
+  if (options.heartbeat_timeout_ms <= 0) {
+    return InvalidArgument("heartbeat timeout " + std::to_string(options.heartbeat_timeout_ms) +
+                           " ms must be positive; fix --heartbeat-timeout-ms");
+  }
+  if (options.data_dir.empty()) {
+    return InvalidArgument("mgmt needs a data directory for its metadata; pass --data-dir");
+  }
+
+  std::unique_ptr<MgmtServer> s(new MgmtServer(options));
+  PS_ASSIGN_OR_RETURN(s->store_, RocksDbMetaStore::Open(options.data_dir));
+  ClusterStateOptions state_options;
+  state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  PS_ASSIGN_OR_RETURN(s->state_, ClusterState::Load(s->store_.get(), state_options));
+  s->service_ = std::make_unique<MgmtService>(s->state_.get(), &s->metrics_);
+
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int selected_port = 0;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &selected_port);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || selected_port == 0) {
+    if (s->server_) s->server_->Shutdown();
+    s->server_.reset();
+    return Unavailable("mgmt port " + options.listen +
+                       " is in use; choose another with --listen");
+  }
+  const bool bracket = host.find(':') != std::string::npos;
+  s->address_ = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(selected_port);
+  s->service_->set_address(s->address_);
+
+  if (!options.metrics_listen.empty()) {
+    std::string mhost;
+    uint16_t mport = 0;
+    if (!SplitHostPort(options.metrics_listen, &mhost, &mport)) {
+      s->Shutdown();
+      return InvalidArgument("mgmt metrics address '" + options.metrics_listen +
+                             "' is not host:port; fix --metrics-listen");
+    }
+    Result<std::unique_ptr<HttpServer>> http = HttpServer::Start(mhost, mport, &s->metrics_);
+    if (!http.ok()) {
+      s->Shutdown();
+      return http.status();
+    }
+    s->http_ = std::move(http).value();
+  }
+  s->RegisterMetrics();
+  s->liveness_ = std::thread([raw = s.get()] { raw->RunLivenessLoop(); });
+  PS_LOG_INFO("mgmt serving on {} (data dir {}, heartbeat timeout {} ms, metrics port {})",
+              s->address_, options.data_dir, options.heartbeat_timeout_ms, s->metrics_port());
+  return s;
+}
+
+MgmtServer::~MgmtServer() { Shutdown(); }
+
+uint16_t MgmtServer::metrics_port() const { return http_ ? http_->port() : 0; }
+
+void MgmtServer::RegisterMetrics() {
+  ClusterState* st = state_.get();
+  metrics_.AddCallbackGauge("penstock_mgmt_targets_up", "targets in state UP", {},
+                            [st] { return st->Summary().targets_up; });
+  metrics_.AddCallbackGauge("penstock_mgmt_targets_down", "targets in state DOWN", {},
+                            [st] { return st->Summary().targets_down; });
+  metrics_.AddCallbackGauge("penstock_mgmt_map_epoch", "current cluster map epoch", {},
+                            [st] { return static_cast<double>(st->Summary().epoch); });
+  metrics_.AddCallbackGauge("penstock_mgmt_containers", "number of containers", {},
+                            [st] { return st->Summary().containers; });
+}
+
+void MgmtServer::RunLivenessLoop() {
+  const auto period = std::chrono::milliseconds(
+      std::clamp(options_.heartbeat_timeout_ms / 5, 20, 1000));
+  Counter& marked = metrics_.GetCounter("penstock_mgmt_targets_marked_down_total",
+                                        "targets marked DOWN for missing heartbeats");
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    lock.unlock();
+    Result<int> n = state_->CheckLiveness(SystemNowMs());
+    if (!n.ok()) {
+      PS_LOG_ERROR("mgmt liveness check failed: {}", n.status().ToString());
+    } else if (*n > 0) {
+      marked.Inc(static_cast<uint64_t>(*n));
+    }
+    lock.lock();
+  }
+}
+
+void MgmtServer::Wait() {
+  if (server_) server_->Wait();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stopped_; });
+}
+
+void MgmtServer::Shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) {
+      // Another caller is stopping the server; return once it has.
+      cv_.wait(lock, [this] { return stopped_; });
+      return;
+    }
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (liveness_.joinable()) liveness_.join();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  if (http_) http_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  cv_.notify_all();
+  if (!address_.empty()) PS_LOG_INFO("mgmt on {} stopped", address_);
+}
+
+}  // namespace penstock

@@ -1,0 +1,93 @@
+// mgmt_server.h — the `penstock mgmt` daemon as a library: MetaStore + ClusterState + gRPC
+// service + failure detector + /metrics endpoint, started and stopped as one unit.
+//
+// Start() opens the RocksDB MetaStore in options.data_dir, loads the cluster state, serves the
+// penstock.v1.Mgmt gRPC service (insecure credentials in v1) on options.listen, runs a
+// liveness thread that marks silent targets DOWN, and serves Prometheus text on
+// options.metrics_listen. The daemon's main() is Start() + Wait() + Shutdown() from a
+// signal-handling thread.
+//
+// Thread safety: address(), metrics_port() and state() may be called from any thread;
+// Shutdown() may be called from any thread, more than once, and unblocks Wait(). The
+// destructor calls Shutdown().
+// Namespace: penstock (the component's public entry point); its parts live in penstock::mgmt.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/http_server.h"
+#include "common/metrics.h"
+#include "mgmt/cluster_state.h"
+#include "mgmt/meta_store.h"
+#include "penstock/status.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace penstock {
+
+namespace mgmt {
+class MgmtService;
+}  // namespace mgmt
+
+struct MgmtServerOptions {
+  // gRPC listen address "host:port"; port 0 picks a free one (see address()).
+  std::string listen = "127.0.0.1:0";
+  // Directory of the RocksDB MetaStore; required.
+  std::string data_dir;
+  // A target silent for longer than this is marked DOWN.
+  int heartbeat_timeout_ms = 5000;
+  // /metrics listen address "host:port"; port 0 picks a free one; empty disables it.
+  std::string metrics_listen = "127.0.0.1:0";
+};
+
+class MgmtServer {
+ public:
+  // Errors: kInvalidArgument (missing data dir, malformed address, bad timeout);
+  // kUnavailable "mgmt port H:P is in use; choose another with --listen", or the data dir is
+  // in use by another mgmt, or the metrics port is in use; MetaStore errors.
+  static Result<std::unique_ptr<MgmtServer>> Start(const MgmtServerOptions& options);
+  ~MgmtServer();
+  MgmtServer(const MgmtServer&) = delete;
+  MgmtServer& operator=(const MgmtServer&) = delete;
+
+  // The bound gRPC address, "host:port" with the real port.
+  std::string address() const { return address_; }
+  // The bound /metrics port, 0 when disabled.
+  uint16_t metrics_port() const;
+  // The state machine (for in-process tools and tests).
+  mgmt::ClusterState* state() const { return state_.get(); }
+
+  // Blocks until Shutdown() has been called and the server has stopped.
+  void Wait();
+  // Stops serving (in-flight RPCs get a short grace period), the liveness thread and /metrics.
+  void Shutdown();
+
+ private:
+  explicit MgmtServer(const MgmtServerOptions& options);
+  void RunLivenessLoop();
+  void RegisterMetrics();
+
+  const MgmtServerOptions options_;
+  std::unique_ptr<mgmt::MetaStore> store_;
+  std::unique_ptr<mgmt::ClusterState> state_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<mgmt::MgmtService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
+  std::string address_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  bool stopped_ = false;   // guarded by mu_
+  std::thread liveness_;
+};
+
+}  // namespace penstock

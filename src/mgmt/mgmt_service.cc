@@ -1,0 +1,109 @@
+#include "mgmt/mgmt_service.h"
+
+#include "common/log.h"
+
+#ifndef PENSTOCK_VERSION
+#define PENSTOCK_VERSION "unknown"
+#endif
+
+namespace penstock::mgmt {
+
+grpc::Status ToGrpcStatus(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), s.message());
+}
+
+Status FromGrpcStatus(const grpc::Status& s) {
+  if (s.ok()) return OkStatus();
+  return Status(static_cast<StatusCode>(s.error_code()), s.error_message());
+}
+
+MgmtService::MgmtService(ClusterState* state, MetricsRegistry* metrics)
+    : state_(state), metrics_(metrics) {}
+
+void MgmtService::set_address(std::string address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  address_ = std::move(address);
+}
+
+grpc::Status MgmtService::Done(const char* method, const Status& s) {
+  metrics_
+      ->GetCounter("penstock_mgmt_rpc_total", "mgmt RPCs served, by method and result code",
+                   {{"method", method}, {"code", std::string(StatusCodeName(s.code()))}})
+      .Inc();
+  if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kAlreadyExists &&
+      s.code() != StatusCode::kInvalidArgument) {
+    PS_LOG_WARN("mgmt {} failed: {}", method, s.ToString());
+  }
+  return ToGrpcStatus(s);
+}
+
+grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
+                                         const v1::RegisterTargetRequest* req,
+                                         v1::RegisterTargetResponse* resp) {
+  Result<Registration> r = state_->RegisterTarget(*req);
+  if (r.ok()) {
+    resp->set_target_id(r->target_id);
+    resp->set_epoch(r->epoch);
+  }
+  return Done("RegisterTarget", r.status());
+}
+
+grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+                                    v1::HeartbeatResponse* resp) {
+  Result<uint64_t> r = state_->Heartbeat(*req);
+  if (r.ok()) resp->set_epoch(*r);
+  return Done("Heartbeat", r.status());
+}
+
+grpc::Status MgmtService::GetClusterMap(grpc::ServerContext*, const v1::GetClusterMapRequest*,
+                                        v1::ClusterMap* resp) {
+  *resp = state_->GetClusterMap();
+  return Done("GetClusterMap", OkStatus());
+}
+
+grpc::Status MgmtService::CreateContainer(grpc::ServerContext*,
+                                          const v1::CreateContainerRequest* req,
+                                          v1::Container* resp) {
+  Result<v1::Container> r =
+      state_->CreateContainer(req->name(), req->redundancy(), req->stripe_unit());
+  if (r.ok()) *resp = std::move(r).value();
+  return Done("CreateContainer", r.status());
+}
+
+grpc::Status MgmtService::GetContainer(grpc::ServerContext*, const v1::GetContainerRequest* req,
+                                       v1::Container* resp) {
+  Result<v1::Container> r = state_->GetContainer(req->name());
+  if (r.ok()) *resp = std::move(r).value();
+  return Done("GetContainer", r.status());
+}
+
+grpc::Status MgmtService::ListContainers(grpc::ServerContext*, const v1::ListContainersRequest*,
+                                         v1::ListContainersResponse* resp) {
+  for (v1::Container& c : state_->ListContainers()) *resp->add_containers() = std::move(c);
+  return Done("ListContainers", OkStatus());
+}
+
+grpc::Status MgmtService::DeleteContainer(grpc::ServerContext*,
+                                          const v1::DeleteContainerRequest* req,
+                                          v1::DeleteContainerResponse*) {
+  return Done("DeleteContainer", state_->DeleteContainer(req->name()));
+}
+
+grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                                    v1::MgmtStatus* resp) {
+  ClusterSummary s = state_->Summary();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    resp->set_address(address_);
+  }
+  resp->set_epoch(s.epoch);
+  resp->set_targets_up(s.targets_up);
+  resp->set_targets_down(s.targets_down);
+  resp->set_containers(s.containers);
+  resp->set_version(PENSTOCK_VERSION);
+  resp->set_heartbeat_timeout_ms(state_->heartbeat_timeout_ms());
+  return Done("GetStatus", OkStatus());
+}
+
+}  // namespace penstock::mgmt

@@ -1,0 +1,59 @@
+// mgmt_service.h — the gRPC service penstock.v1.Mgmt over a ClusterState.
+//
+// A thin adapter: unpacks requests, calls ClusterState, converts penstock::Status to
+// grpc::Status (the codes are numerically equal) and counts RPCs by method and code in
+// `penstock_mgmt_rpc_total`. Holds no state of its own besides the advertised address.
+//
+// Thread safety: gRPC calls the handlers from its own thread pool; all of them are safe to run
+// concurrently. Ownership: `state` and `metrics` are borrowed and must outlive the service.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "common/metrics.h"
+#include "mgmt/cluster_state.h"
+#include "penstock/mgmt.grpc.pb.h"
+#include "penstock/status.h"
+
+namespace penstock::mgmt {
+
+// penstock::Status <-> grpc::Status, code and message unchanged.
+grpc::Status ToGrpcStatus(const Status& s);
+Status FromGrpcStatus(const grpc::Status& s);
+
+class MgmtService final : public v1::Mgmt::Service {
+ public:
+  MgmtService(ClusterState* state, MetricsRegistry* metrics);
+
+  // The "host:port" reported by GetStatus; set once the server has bound its port.
+  void set_address(std::string address);
+
+  grpc::Status RegisterTarget(grpc::ServerContext* ctx, const v1::RegisterTargetRequest* req,
+                              v1::RegisterTargetResponse* resp) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatResponse* resp) override;
+  grpc::Status GetClusterMap(grpc::ServerContext* ctx, const v1::GetClusterMapRequest* req,
+                             v1::ClusterMap* resp) override;
+  grpc::Status CreateContainer(grpc::ServerContext* ctx, const v1::CreateContainerRequest* req,
+                               v1::Container* resp) override;
+  grpc::Status GetContainer(grpc::ServerContext* ctx, const v1::GetContainerRequest* req,
+                            v1::Container* resp) override;
+  grpc::Status ListContainers(grpc::ServerContext* ctx, const v1::ListContainersRequest* req,
+                              v1::ListContainersResponse* resp) override;
+  grpc::Status DeleteContainer(grpc::ServerContext* ctx, const v1::DeleteContainerRequest* req,
+                               v1::DeleteContainerResponse* resp) override;
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* req,
+                         v1::MgmtStatus* resp) override;
+
+ private:
+  // Counts the call and converts its status.
+  grpc::Status Done(const char* method, const Status& s);
+
+  ClusterState* const state_;
+  MetricsRegistry* const metrics_;
+  mutable std::mutex mu_;
+  std::string address_;  // guarded by mu_
+};
+
+}  // namespace penstock::mgmt

@@ -1,0 +1,44 @@
+// object_head.h — the head record of a named object, stored by the client as a small shard
+// (stripe = kHeadStripe) on the target that placement picks for the object's name.
+//
+// A put writes every data stripe under a fresh random data id first and the head last: the
+// head is the commit point, so a failed put leaves no visible object, and an overwrite is
+// atomic (readers see the old head or the new one). Listing a container lists heads.
+// On-disk/wire format: little-endian, versioned. Pure values and functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock {
+
+inline constexpr uint32_t kObjectHeadMagic = 0x484f5350;  // "PSOH"
+inline constexpr uint16_t kObjectHeadVersion = 1;
+inline constexpr size_t kMaxObjectNameBytes = 1024;
+
+struct ObjectHead {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t stripe_unit = 0;
+  uint64_t data_hi = 0;  // data id: the object id the data stripes are stored under
+  uint64_t data_lo = 0;
+  int64_t mtime_ms = 0;
+
+  uint64_t stripe_count() const {
+    return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit;
+  }
+  bool operator==(const ObjectHead&) const = default;
+};
+
+std::vector<std::byte> EncodeObjectHead(const ObjectHead& head);
+// Errors: kDataLoss when the record is truncated or its magic/version is wrong.
+Result<ObjectHead> DecodeObjectHead(std::span<const std::byte> bytes);
+
+// Checks an object name: 1..1024 bytes, no NUL, not "." or "..".
+Status ValidateObjectName(const std::string& name);
+
+}  // namespace penstock

@@ -1,0 +1,41 @@
+#include "protocol/object_head.h"
+
+#include <gtest/gtest.h>
+
+namespace penstock {
+namespace {
+
+TEST(ObjectHeadTest, RoundTrip) {
+  ObjectHead h{"dir/file.bin", 3 * 1048576 + 1, 1048576, 0x1234, 0x5678, 1700000000000};
+  EXPECT_EQ(h.stripe_count(), 4u);
+  auto bytes = EncodeObjectHead(h);
+  auto back = DecodeObjectHead(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, h);
+}
+
+TEST(ObjectHeadTest, EmptyObjectHasNoStripes) {
+  ObjectHead h{"empty", 0, 1048576, 1, 2, 0};
+  EXPECT_EQ(h.stripe_count(), 0u);
+}
+
+TEST(ObjectHeadTest, CorruptRecordsAreDataLoss) {
+  ObjectHead h{"x", 10, 4096, 1, 2, 3};
+  auto bytes = EncodeObjectHead(h);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_EQ(DecodeObjectHead(std::span(bytes).first(n)).status().code(), StatusCode::kDataLoss);
+  }
+  bytes[0] ^= std::byte{1};
+  EXPECT_EQ(DecodeObjectHead(bytes).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(ObjectHeadTest, NameRules) {
+  EXPECT_TRUE(ValidateObjectName("a/b.c").ok());
+  EXPECT_FALSE(ValidateObjectName("").ok());
+  EXPECT_FALSE(ValidateObjectName("..").ok());
+  EXPECT_FALSE(ValidateObjectName(std::string(2000, 'a')).ok());
+  EXPECT_FALSE(ValidateObjectName(std::string("a\0b", 3)).ok());
+}
+
+}  // namespace
+}  // namespace penstock

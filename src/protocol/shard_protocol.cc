@@ -1,0 +1,67 @@
+#include "protocol/shard_protocol.h"
+
+namespace penstock {
+
+std::vector<std::byte> EncodeListEntries(const std::vector<ListEntry>& entries) {
+  size_t total = sizeof(uint32_t);
+  for (const auto& e : entries) total += sizeof(ListEntryHeader) + e.data.size();
+  std::vector<std::byte> out(total);
+  std::byte* p = out.data();
+  uint32_t count = static_cast<uint32_t>(entries.size());
+  std::memcpy(p, &count, sizeof(count));
+  p += sizeof(count);
+  for (const auto& e : entries) {
+    ListEntryHeader h{e.key, e.shard_version, e.length, static_cast<uint32_t>(e.data.size())};
+    std::memcpy(p, &h, sizeof(h));
+    p += sizeof(h);
+    if (!e.data.empty()) std::memcpy(p, e.data.data(), e.data.size());
+    p += e.data.size();
+  }
+  return out;
+}
+
+Result<std::vector<ListEntry>> DecodeListEntries(std::span<const std::byte> payload) {
+  if (payload.size() < sizeof(uint32_t)) return InvalidArgument("list reply truncated: no count");
+  uint32_t count;
+  std::memcpy(&count, payload.data(), sizeof(count));
+  size_t pos = sizeof(count);
+  if (count > (payload.size() - pos) / sizeof(ListEntryHeader)) {
+    return InvalidArgument("list reply claims " + std::to_string(count) + " entries in " +
+                           std::to_string(payload.size()) + " bytes");
+  }
+  std::vector<ListEntry> entries;
+  entries.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (payload.size() - pos < sizeof(ListEntryHeader)) {
+      return InvalidArgument("list reply truncated at entry " + std::to_string(i));
+    }
+    ListEntryHeader h;
+    std::memcpy(&h, payload.data() + pos, sizeof(h));
+    pos += sizeof(h);
+    if (h.data_bytes > kListMaxInlineBytes || payload.size() - pos < h.data_bytes) {
+      return InvalidArgument("list reply entry " + std::to_string(i) + " has a bad data length");
+    }
+    ListEntry e;
+    e.key = h.key;
+    e.shard_version = h.shard_version;
+    e.length = h.length;
+    e.data.assign(payload.begin() + static_cast<std::ptrdiff_t>(pos),
+                  payload.begin() + static_cast<std::ptrdiff_t>(pos + h.data_bytes));
+    pos += h.data_bytes;
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+std::string_view ShardOpName(uint16_t op) {
+  switch (static_cast<ShardOp>(op)) {
+    case ShardOp::kWrite: return "write";
+    case ShardOp::kRead: return "read";
+    case ShardOp::kDelete: return "delete";
+    case ShardOp::kStat: return "stat";
+    case ShardOp::kList: return "list";
+  }
+  return "unknown";
+}
+
+}  // namespace penstock

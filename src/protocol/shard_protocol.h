@@ -1,0 +1,134 @@
+// shard_protocol.h — the data-plane messages between clients and targets: opcodes and the
+// compact, versioned, little-endian binary headers carried in RpcRequest/RpcReply::header.
+// (The transport frames messages; this header defines what a target understands.)
+//
+// Every header starts with a one-byte format version (kShardProtocolVersion). Decoders check
+// sizes and versions and return kInvalidArgument on anything malformed: they never trust a peer.
+// Pure values and functions; thread-safe.
+#pragma once
+
+#include <bit>
+#include <cstring>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock {
+
+static_assert(std::endian::native == std::endian::little,
+              "the wire format is little-endian and encoded by memcpy of packed structs");
+
+inline constexpr uint8_t kShardProtocolVersion = 1;
+
+enum class ShardOp : uint16_t {
+  kWrite = 1,   // payload: shard bytes
+  kRead = 2,    // reply payload: shard bytes; reply header: ShardReplyHeader
+  kDelete = 3,
+  kStat = 4,    // reply header: ShardReplyHeader
+  kList = 5,    // header: ListRequestHeader; reply payload: encoded ListEntry array
+};
+
+#pragma pack(push, 1)
+struct WireShardKey {
+  uint64_t container;
+  uint64_t object_hi;
+  uint64_t object_lo;
+  uint64_t stripe;
+  uint32_t shard;
+  uint32_t reserved;
+};
+static_assert(sizeof(WireShardKey) == 40);
+
+struct ShardRequestHeader {
+  uint8_t version;
+  uint8_t flags;
+  uint16_t reserved0;
+  uint32_t reserved1;
+  uint64_t map_epoch;      // the client's cluster-map epoch (checked by later versions)
+  uint64_t shard_version;  // for writes: version stored with the shard
+  WireShardKey key;
+};
+static_assert(sizeof(ShardRequestHeader) == 64);
+
+struct ShardReplyHeader {
+  uint8_t version;
+  uint8_t reserved0[7];
+  uint64_t length;
+  uint64_t shard_version;
+};
+static_assert(sizeof(ShardReplyHeader) == 24);
+
+enum ListFlags : uint8_t {
+  kListHeadsOnly = 1,  // only shards with stripe == kHeadStripe (object head records)
+  kListWithData = 2,   // include each listed shard's bytes (for small records only)
+  kListHasStartAfter = 4,
+};
+
+struct ListRequestHeader {
+  uint8_t version;
+  uint8_t flags;  // ListFlags
+  uint16_t reserved0;
+  uint32_t limit;
+  uint64_t map_epoch;
+  uint64_t container;
+  WireShardKey start_after;
+};
+static_assert(sizeof(ListRequestHeader) == 64);
+
+struct ListEntryHeader {
+  WireShardKey key;
+  uint64_t shard_version;
+  uint32_t length;      // shard length
+  uint32_t data_bytes;  // bytes of shard data that follow (0 without kListWithData)
+};
+static_assert(sizeof(ListEntryHeader) == 56);
+#pragma pack(pop)
+
+// Largest shard a kListWithData reply carries inline.
+inline constexpr uint32_t kListMaxInlineBytes = 64 * 1024;
+
+struct ListEntry {
+  WireShardKey key{};
+  uint64_t shard_version = 0;
+  uint32_t length = 0;
+  std::vector<std::byte> data;
+};
+
+// Encodes a packed header struct as bytes.
+template <typename T>
+std::vector<std::byte> EncodeHeader(const T& h) {
+  std::vector<std::byte> out(sizeof(T));
+  std::memcpy(out.data(), &h, sizeof(T));
+  return out;
+}
+
+// Decodes a packed header: kInvalidArgument when `bytes` is shorter than T or the version
+// byte is not kShardProtocolVersion. Extra trailing bytes are allowed (newer minor fields).
+template <typename T>
+Result<T> DecodeHeader(std::span<const std::byte> bytes, const char* what) {
+  if (bytes.size() < sizeof(T)) {
+    return InvalidArgument(std::string(what) + " header truncated: " + std::to_string(bytes.size()) +
+                           " bytes, need " + std::to_string(sizeof(T)));
+  }
+  T h;
+  std::memcpy(&h, bytes.data(), sizeof(T));
+  uint8_t version;
+  std::memcpy(&version, bytes.data(), 1);
+  if (version != kShardProtocolVersion) {
+    return InvalidArgument(std::string(what) + " header has version " + std::to_string(version) +
+                           ", this build speaks " + std::to_string(kShardProtocolVersion));
+  }
+  return h;
+}
+
+// List reply payload: u32 count, then per entry a ListEntryHeader and data_bytes bytes.
+std::vector<std::byte> EncodeListEntries(const std::vector<ListEntry>& entries);
+Result<std::vector<ListEntry>> DecodeListEntries(std::span<const std::byte> payload);
+
+std::string_view ShardOpName(uint16_t op);
+
+}  // namespace penstock

@@ -1,0 +1,165 @@
+#include "target/shard_service.h"
+
+#include <chrono>
+
+#include "common/log.h"
+#include "protocol/shard_protocol.h"
+
+namespace penstock {
+
+namespace {
+
+ShardKey FromWire(const WireShardKey& k) {
+  ShardKey key;
+  key.container = k.container;
+  key.object = ObjectId{k.object_hi, k.object_lo};
+  key.stripe = k.stripe;
+  key.shard = k.shard;
+  return key;
+}
+
+WireShardKey ToWire(const ShardKey& k) {
+  return WireShardKey{k.container, k.object.hi, k.object.lo, k.stripe, k.shard, 0};
+}
+
+RpcReply ErrorReply(Status s) {
+  RpcReply r;
+  r.status = std::move(s);
+  return r;
+}
+
+}  // namespace
+
+ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
+    : engine_(engine), metrics_(metrics), pool_(io_threads) {}
+
+void ShardService::Handle(RpcRequest request, Responder respond) {
+  auto shared = std::make_shared<RpcRequest>(std::move(request));
+  pool_.Submit([this, shared, respond = std::move(respond)]() mutable {
+    respond(Execute(*shared));
+  });
+}
+
+RpcReply ShardService::Execute(const RpcRequest& request) {
+  auto start = std::chrono::steady_clock::now();
+  RpcReply reply;
+  switch (static_cast<ShardOp>(request.opcode)) {
+    case ShardOp::kWrite: reply = Write(request); break;
+    case ShardOp::kRead: reply = Read(request); break;
+    case ShardOp::kDelete: reply = Delete(request); break;
+    case ShardOp::kStat: reply = Stat(request); break;
+    case ShardOp::kList: reply = List(request); break;
+    default:
+      reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
+                                         "; client and target versions differ?"));
+  }
+  std::string op(ShardOpName(request.opcode));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", op}}).Inc();
+  metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", op}})
+      .Observe(secs);
+  if (!reply.status.ok()) {
+    metrics_
+        ->GetCounter("penstock_target_op_errors_total", "Shard operations that failed.",
+                     {{"op", op}, {"code", std::string(StatusCodeName(reply.status.code()))}})
+        .Inc();
+  }
+  return reply;
+}
+
+RpcReply ShardService::Write(const RpcRequest& request) {
+  auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
+  if (!h.ok()) return ErrorReply(h.status());
+  Status s = engine_->Write(FromWire(h->key), request.payload.span(), h->shard_version);
+  if (s.ok()) {
+    metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")
+        .Inc(request.payload.size());
+  }
+  return ErrorReply(std::move(s));
+}
+
+RpcReply ShardService::Read(const RpcRequest& request) {
+  auto h = DecodeHeader<ShardRequestHeader>(request.header, "read");
+  if (!h.ok()) return ErrorReply(h.status());
+  ShardKey key = FromWire(h->key);
+  auto info = engine_->Stat(key);
+  if (!info.ok()) return ErrorReply(info.status());
+  auto data = engine_->Read(key);
+  if (!data.ok()) {
+    if (data.status().code() == StatusCode::kDataLoss) {
+      PS_LOG_ERROR("checksum failure serving read: {}", data.status().message());
+    }
+    return ErrorReply(data.status());
+  }
+  RpcReply reply;
+  ShardReplyHeader rh{};
+  rh.version = kShardProtocolVersion;
+  rh.length = data->size();
+  rh.shard_version = info->version;
+  reply.header = EncodeHeader(rh);
+  metrics_->GetCounter("penstock_target_bytes_read_total", "Shard bytes read.").Inc(data->size());
+  reply.payload = std::move(*data);
+  return reply;
+}
+
+RpcReply ShardService::Delete(const RpcRequest& request) {
+  auto h = DecodeHeader<ShardRequestHeader>(request.header, "delete");
+  if (!h.ok()) return ErrorReply(h.status());
+  return ErrorReply(engine_->Delete(FromWire(h->key)));
+}
+
+RpcReply ShardService::Stat(const RpcRequest& request) {
+  auto h = DecodeHeader<ShardRequestHeader>(request.header, "stat");
+  if (!h.ok()) return ErrorReply(h.status());
+  auto info = engine_->Stat(FromWire(h->key));
+  if (!info.ok()) return ErrorReply(info.status());
+  RpcReply reply;
+  ShardReplyHeader rh{};
+  rh.version = kShardProtocolVersion;
+  rh.length = info->length;
+  rh.shard_version = info->version;
+  reply.header = EncodeHeader(rh);
+  return reply;
+}
+
+RpcReply ShardService::List(const RpcRequest& request) {
+  auto h = DecodeHeader<ListRequestHeader>(request.header, "list");
+  if (!h.ok()) return ErrorReply(h.status());
+  const uint32_t limit = h->limit == 0 || h->limit > 10000 ? 10000 : h->limit;
+  std::optional<ShardKey> after;
+  if (h->flags & kListHasStartAfter) after = FromWire(h->start_after);
+  std::vector<ListEntry> out;
+  // Page through the engine's index until `limit` matching entries are found.
+  while (out.size() < limit) {
+    auto page = engine_->List(h->container, std::nullopt, after, 1024);
+    if (!page.ok()) return ErrorReply(page.status());
+    if (page->empty()) break;
+    for (const auto& [key, info] : *page) {
+      after = key;
+      if ((h->flags & kListHeadsOnly) && key.stripe != ShardKey::kHeadStripe) continue;
+      ListEntry e;
+      e.key = ToWire(key);
+      e.shard_version = info.version;
+      e.length = static_cast<uint32_t>(info.length);
+      if ((h->flags & kListWithData) && info.length <= kListMaxInlineBytes) {
+        auto data = engine_->Read(key);
+        if (data.ok()) {
+          e.data.assign(data->data(), data->data() + data->size());
+        } else if (data.status().code() != StatusCode::kNotFound) {
+          return ErrorReply(data.status());
+        } else {
+          continue;  // deleted between list and read
+        }
+      }
+      out.push_back(std::move(e));
+      if (out.size() >= limit) break;
+    }
+    if (page->size() < 1024) break;
+  }
+  RpcReply reply;
+  auto bytes = EncodeListEntries(out);
+  reply.payload = AlignedBuffer::CopyOf(bytes);
+  return reply;
+}
+
+}  // namespace penstock

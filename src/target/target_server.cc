@@ -1,0 +1,198 @@
+#include "target/target_server.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/log.h"
+#include "mgmt/mgmt_client.h"
+#include "target/shard_service.h"
+#include "transport/rpc_server.h"
+
+namespace penstock {
+
+namespace fs = std::filesystem;
+
+Result<std::string> LoadOrCreateTargetUuid(const std::string& data_dir) {
+  std::error_code ec;
+  fs::create_directories(data_dir, ec);
+  if (ec) {
+    return PermissionDenied("data dir '" + data_dir + "' cannot be created: " + ec.message() +
+                            "; choose another with --data-dir or fix its permissions");
+  }
+  if (::access(data_dir.c_str(), W_OK) != 0) {
+    return PermissionDenied("data dir '" + data_dir +
+                            "' is not writable; choose another with --data-dir or fix its "
+                            "permissions");
+  }
+  std::string path = data_dir + "/target.uuid";
+  {
+    std::ifstream in(path);
+    std::string uuid;
+    if (in && std::getline(in, uuid) && uuid.size() == 36) return uuid;
+  }
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  uint64_t a = rng(), b = rng();
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(b & 0xffffffffffffull));
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << buf << "\n";
+    out.flush();
+    if (!out) return PermissionDenied("cannot write '" + tmp + "'; check the data dir permissions");
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return PermissionDenied("cannot create '" + path + "': " + ec.message());
+  return std::string(buf);
+}
+
+Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& options) {
+  if (options.mgmt.empty()) {
+    return InvalidArgument("no mgmt address; pass --mgmt HOST:PORT (or set PENSTOCK_MGMT)");
+  }
+  std::unique_ptr<TargetServer> t(new TargetServer());
+  t->options_ = options;
+  PS_ASSIGN_OR_RETURN(t->uuid_, LoadOrCreateTargetUuid(options.data_dir));
+  if (t->options_.fault_domain.empty()) t->options_.fault_domain = t->uuid_;
+
+  EngineOptions eo;
+  eo.data_path = options.device.empty() ? options.data_dir + "/data.img" : options.device;
+  eo.index_dir = options.data_dir + "/index";
+  eo.capacity_bytes = options.capacity_bytes;
+  eo.segment_bytes = options.segment_bytes;
+  PS_ASSIGN_OR_RETURN(t->engine_, Engine::Open(eo));
+
+  Engine* engine = t->engine_.get();
+  auto gauge = [&](const char* name, const char* help, auto field) {
+    t->metrics_.AddCallbackGauge(name, help, {}, [engine, field] {
+      return static_cast<double>(engine->Stats().*field);
+    });
+  };
+  gauge("penstock_target_capacity_bytes", "Device capacity.", &EngineStats::capacity_bytes);
+  gauge("penstock_target_used_bytes", "Bytes in segments that are not free.", &EngineStats::used_bytes);
+  gauge("penstock_target_live_bytes", "Bytes of live shard data.", &EngineStats::live_bytes);
+  gauge("penstock_target_dead_bytes", "Bytes of overwritten or deleted data not yet reclaimed.",
+        &EngineStats::dead_bytes);
+  gauge("penstock_target_shards", "Shards stored.", &EngineStats::shards);
+  gauge("penstock_engine_checksum_errors", "Blocks that failed their crc32c on read.",
+        &EngineStats::checksum_errors);
+
+  t->service_ = std::make_unique<ShardService>(engine, &t->metrics_, options.io_threads);
+  RpcServerOptions ro;
+  ro.host = options.listen_host;
+  ro.port = options.port;
+  ro.metrics = &t->metrics_;
+  ShardService* service = t->service_.get();
+  PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
+                        service->Handle(std::move(req), std::move(respond));
+                      }));
+  PS_ASSIGN_OR_RETURN(t->http_, HttpServer::Start(options.listen_host, options.metrics_port, &t->metrics_));
+
+  PS_RETURN_IF_ERROR(t->Register());
+  t->heartbeat_ = std::thread([raw = t.get()] { raw->HeartbeatLoop(); });
+  PS_LOG_INFO("target {} (uuid {}) serving on {} (metrics :{}), data {}", t->target_id(), t->uuid_,
+              t->address(), t->metrics_port(), eo.data_path);
+  return t;
+}
+
+std::string TargetServer::address() const { return rpc_->address(); }
+uint16_t TargetServer::metrics_port() const { return http_->port(); }
+
+Status TargetServer::Register() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.register_timeout_ms);
+  Status last;
+  for (;;) {
+    if (!mgmt_) {
+      auto c = MgmtClient::Connect(options_.mgmt);
+      if (c.ok()) mgmt_ = std::move(*c);
+      else last = c.status();
+    }
+    if (mgmt_) {
+      v1::RegisterTargetRequest req;
+      req.set_uuid(uuid_);
+      req.set_address(rpc_->address());
+      req.set_metrics_address(options_.listen_host + ":" + std::to_string(http_->port()));
+      req.set_capacity_bytes(engine_->Stats().capacity_bytes);
+      req.set_fault_domain(options_.fault_domain);
+      auto r = mgmt_->RegisterTarget(req);
+      if (r.ok()) {
+        target_id_ = r->target_id();
+        return OkStatus();
+      }
+      last = r.status();
+      if (!last.retryable()) return last.WithContext("registering with mgmt at " + options_.mgmt);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Unavailable("cannot register with mgmt at " + options_.mgmt + " (" + last.message() +
+                         "); is `penstock mgmt` running there? check --mgmt");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+void TargetServer::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.heartbeat_ms));
+    if (stopping_) break;
+    lock.unlock();
+    EngineStats st = engine_->Stats();
+    v1::HeartbeatRequest req;
+    req.set_target_id(target_id_);
+    req.set_uuid(uuid_);
+    req.set_used_bytes(st.used_bytes);
+    req.set_live_bytes(st.live_bytes);
+    req.set_capacity_bytes(st.capacity_bytes);
+    req.set_shards(st.shards);
+    auto r = mgmt_->Heartbeat(req);
+    if (!r.ok()) {
+      if (r.status().code() == StatusCode::kNotFound) {
+        PS_LOG_WARN("mgmt does not know this target any more; registering again");
+        Status s = Register();
+        if (!s.ok()) PS_LOG_WARN("re-registration failed: {}", s.ToString());
+      } else {
+        PS_LOG_WARN("heartbeat to mgmt at {} failed: {}", options_.mgmt, r.status().ToString());
+      }
+    }
+    lock.lock();
+  }
+}
+
+void TargetServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+void TargetServer::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return stopping_; });
+}
+
+TargetServer::~TargetServer() {
+  Shutdown();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (rpc_) rpc_->Stop();  // no new requests; then the service drains its queue
+  service_.reset();
+  if (http_) http_->Stop();
+}
+
+}  // namespace penstock

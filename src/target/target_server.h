@@ -1,0 +1,85 @@
+// target_server.h — one `penstock target`: a storage engine over one data file or device,
+// served on the UCX data plane, registered with mgmt and kept alive there by heartbeats,
+// with Prometheus /metrics.
+//
+// Layout of the data dir: target.uuid (stable identity across restarts), data.img (the data
+// file, unless --device names a block device), index/ (RocksDB).
+// Start() returns once the target serves I/O and mgmt has accepted its registration.
+// Shutdown() is idempotent and thread-safe; the destructor calls it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/http_server.h"
+#include "common/metrics.h"
+#include "engine/engine.h"
+#include "penstock/status.h"
+
+namespace penstock {
+
+class MgmtClient;
+class RpcServer;
+class ShardService;
+
+struct TargetOptions {
+  std::string data_dir;
+  std::string device;           // block device or file to use instead of <data_dir>/data.img
+  std::string mgmt;             // mgmt address host:port
+  std::string listen_host = "127.0.0.1";
+  uint16_t port = 0;            // data-plane (UCX) port; 0 picks a free one
+  uint16_t metrics_port = 0;    // /metrics port; 0 picks a free one
+  uint64_t capacity_bytes = 1ull << 30;
+  uint64_t segment_bytes = 64ull << 20;
+  std::string fault_domain;     // defaults to the target's uuid (every target its own domain)
+  unsigned io_threads = 4;
+  int heartbeat_ms = 1000;
+  int register_timeout_ms = 10000;  // how long to retry the first registration with mgmt
+};
+
+class TargetServer {
+ public:
+  // Errors name the failing thing: data dir not writable, port in use, mgmt unreachable.
+  static Result<std::unique_ptr<TargetServer>> Start(const TargetOptions& options);
+  ~TargetServer();
+
+  void Shutdown();
+  // Blocks until Shutdown() is called from another thread (or a signal handler's thread).
+  void Wait();
+
+  uint32_t target_id() const { return target_id_.load(); }
+  const std::string& uuid() const { return uuid_; }
+  std::string address() const;
+  uint16_t metrics_port() const;
+
+ private:
+  TargetServer() = default;
+  Status Register();
+  void HeartbeatLoop();
+
+  TargetOptions options_;
+  std::string uuid_;
+  std::atomic<uint32_t> target_id_{0};
+  MetricsRegistry metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ShardService> service_;
+  std::unique_ptr<RpcServer> rpc_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<MgmtClient> mgmt_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread heartbeat_;
+};
+
+// Reads <data_dir>/target.uuid, creating it with a fresh random uuid the first time.
+// Errors: kPermissionDenied naming the dir when it cannot be created or written.
+Result<std::string> LoadOrCreateTargetUuid(const std::string& data_dir);
+
+}  // namespace penstock

@@ -1,0 +1,358 @@
+#include "transport/rpc_client.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/log.h"
+#include "transport/am_message.h"
+#include "transport/socket_address.h"
+#include "transport/ucx_worker.h"
+#include "transport/wire.h"
+
+namespace penstock {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+RpcReply ErrorReply(Status status) { return RpcReply{std::move(status), {}, AlignedBuffer()}; }
+
+}  // namespace
+
+class RpcClient::Impl {
+ public:
+  explicit Impl(const RpcClientOptions& options) : options_(options) {
+    if (options.metrics != nullptr) {
+      auto& m = *options.metrics;
+      calls_total_ = &m.GetCounter("penstock_transport_client_calls_total", "Data-plane calls");
+      failures_ = &m.GetCounter("penstock_transport_client_failures_total",
+                                "Data-plane calls that failed in the transport");
+      tx_bytes_ = &m.GetCounter("penstock_transport_client_bytes_total",
+                                "Data-plane payload bytes", {{"direction", "tx"}});
+      rx_bytes_ = &m.GetCounter("penstock_transport_client_bytes_total",
+                                "Data-plane payload bytes", {{"direction", "rx"}});
+    }
+  }
+
+  Status Init() {
+    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-client"}));
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = static_cast<unsigned>(wire::AmId::kReply);
+    hp.cb = &Impl::OnReply;
+    hp.arg = this;
+    ucs_status_t st = ucp_worker_set_am_recv_handler(worker_->worker(), &hp);
+    if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+    worker_->Start([this] { return CheckDeadlines(); });
+    return OkStatus();
+  }
+
+  ~Impl() {
+    if (worker_ != nullptr) worker_->Stop([this] { Shutdown(); });
+  }
+
+  void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
+            std::span<const std::byte> payload, std::function<void(RpcReply)> done) {
+    uint64_t id = next_id_.fetch_add(1) + 1;
+    auto am_header = std::make_shared<Result<std::vector<std::byte>>>(
+        wire::EncodeRequest(id, opcode, header, payload.size()));
+    auto done_box = std::make_shared<std::function<void(RpcReply)>>(std::move(done));
+    bool posted = worker_->Post([this, id, address, opcode, am_header, payload, done_box] {
+      StartCall(id, address, opcode, std::move(*am_header), payload, std::move(*done_box));
+    });
+    if (!posted) (*done_box)(ErrorReply(Cancelled("data-plane client is shutting down")));
+  }
+
+  std::string TransportName(const std::string& address) {
+    if (worker_->OnProgressThread()) return TransportNameNow(address);
+    auto p = std::make_shared<std::promise<std::string>>();
+    auto f = p->get_future();
+    if (!worker_->Post([this, p, address] { p->set_value(TransportNameNow(address)); })) return "";
+    if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return "";
+    return f.get();
+  }
+
+  bool OnProgressThread() const { return worker_->OnProgressThread(); }
+
+ private:
+  struct Endpoint {
+    std::string address;
+    ucp_ep_h ep = nullptr;
+    bool failed = false;
+    std::unordered_set<uint64_t> calls;
+    Impl* impl = nullptr;
+  };
+  struct PendingCall {
+    std::shared_ptr<Endpoint> endpoint;
+    uint16_t opcode = 0;
+    Clock::time_point deadline;
+    std::function<void(RpcReply)> done;
+    bool send_done = false;
+    std::optional<RpcReply> outcome;  // set once; delivered when the send is done too
+  };
+
+  // ---- everything below runs on the progress thread ----
+
+  void StartCall(uint64_t id, const std::string& address, uint16_t opcode,
+                 Result<std::vector<std::byte>> am_header, std::span<const std::byte> payload,
+                 std::function<void(RpcReply)> done) {
+    if (calls_total_ != nullptr) calls_total_->Inc();
+    if (shutting_down_) return done(ErrorReply(Cancelled("data-plane client is shutting down")));
+    if (!am_header.ok()) return done(ErrorReply(am_header.status()));
+    Result<std::shared_ptr<Endpoint>> ep = Connect(address);
+    if (!ep.ok()) return done(ErrorReply(ep.status()));
+    PendingCall& call = calls_[id];
+    call.endpoint = *ep;
+    call.opcode = opcode;
+    call.deadline = Clock::now() + options_.timeout;
+    call.done = std::move(done);
+    (*ep)->calls.insert(id);
+    deadlines_.insert({call.deadline, id});
+    if (tx_bytes_ != nullptr) tx_bytes_->Inc(payload.size());
+
+    auto out = std::make_unique<OutgoingMessage>();
+    out->am_header = std::move(am_header).value();
+    out->payload = payload;
+    out->on_complete = [this, id](ucs_status_t st) { OnSendComplete(id, st); };
+    SendMessage((*ep)->ep, wire::AmId::kRequest, std::move(out), UCP_AM_SEND_FLAG_REPLY);
+  }
+
+  Result<std::shared_ptr<Endpoint>> Connect(const std::string& address) {
+    auto it = endpoints_.find(address);
+    if (it != endpoints_.end()) return it->second;
+    PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(address));
+    auto e = std::make_shared<Endpoint>();
+    e->address = address;
+    e->impl = this;
+    ucp_ep_params_t p{};
+    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                   UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    p.sockaddr.addr = addr.get();
+    p.sockaddr.addrlen = addr.length;
+    p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p.err_handler.cb = &Impl::OnEndpointError;
+    p.err_handler.arg = e.get();
+    ucs_status_t st = ucp_ep_create(worker_->worker(), &p, &e->ep);
+    if (st != UCS_OK) {
+      return Unavailable("cannot connect to data-plane address " + address + ": " +
+                         ucs_status_string(st) + "; is the target running?");
+    }
+    endpoints_[address] = e;
+    return e;
+  }
+
+  static void OnEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* e = static_cast<Endpoint*>(arg);
+    e->impl->FailEndpoint(e, Unavailable("data-plane connection to " + e->address + " failed: " +
+                                         ucs_status_string(status) +
+                                         "; is the target running and reachable?"));
+  }
+
+  // Fails every call on `e` with `status`, drops it from the cache and closes it.
+  void FailEndpoint(Endpoint* e, const Status& status) {
+    if (e->failed) return;
+    e->failed = true;
+    auto it = endpoints_.find(e->address);
+    std::shared_ptr<Endpoint> keep;
+    if (it != endpoints_.end() && it->second.get() == e) {
+      keep = it->second;
+      endpoints_.erase(it);
+    }
+    std::vector<uint64_t> ids(e->calls.begin(), e->calls.end());
+    for (uint64_t id : ids) Complete(id, ErrorReply(status));
+    worker_->CloseEndpointAsync(e->ep, [keep] {});
+  }
+
+  void OnSendComplete(uint64_t id, ucs_status_t st) {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    it->second.send_done = true;
+    if (st != UCS_OK && !it->second.outcome) {
+      it->second.outcome = ErrorReply(Unavailable("sending to data-plane address " +
+                                                  it->second.endpoint->address + " failed: " +
+                                                  ucs_status_string(st)));
+    }
+    if (it->second.outcome) Finish(it);
+  }
+
+  // Records the outcome of call `id` (first one wins); delivers it once the send is done.
+  void Complete(uint64_t id, RpcReply reply) {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    if (!it->second.outcome) it->second.outcome = std::move(reply);
+    if (it->second.send_done) Finish(it);
+  }
+
+  void Finish(std::unordered_map<uint64_t, PendingCall>::iterator it) {
+    PendingCall call = std::move(it->second);
+    uint64_t id = it->first;
+    calls_.erase(it);
+    call.endpoint->calls.erase(id);
+    deadlines_.erase({call.deadline, id});
+    if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
+    call.done(std::move(*call.outcome));
+  }
+
+  std::chrono::milliseconds CheckDeadlines() {
+    auto now = Clock::now();
+    while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+      uint64_t id = deadlines_.begin()->second;
+      deadlines_.erase(deadlines_.begin());
+      auto it = calls_.find(id);
+      if (it == calls_.end() || it->second.outcome) continue;
+      PendingCall& call = it->second;
+      call.outcome = ErrorReply(DeadlineExceeded(
+          "data-plane call (opcode " + std::to_string(call.opcode) + ") to " +
+          call.endpoint->address + " got no reply within " +
+          std::to_string(options_.timeout.count()) + " ms"));
+      if (call.send_done) {
+        Finish(it);
+      } else {
+        // UCX still reads the caller's payload: only closing the connection releases it.
+        FailEndpoint(call.endpoint.get(),
+                     Unavailable("data-plane connection to " + call.endpoint->address +
+                                 " reset after a send timed out"));
+      }
+    }
+    if (deadlines_.empty()) return std::chrono::milliseconds::max();
+    auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadlines_.begin()->first - now);
+    return std::max(wait, std::chrono::milliseconds(1));
+  }
+
+  static ucs_status_t OnReply(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<Impl*>(arg);
+    auto bytes = AmHeaderBytes(header, header_length);
+    Result<wire::DecodedMessage> msg = wire::DecodeMessage(bytes, length);
+    if (msg.ok() && msg->kind != wire::MessageKind::kReply) {
+      msg = InvalidArgument("malformed data-plane reply: the message is a request");
+    }
+    uint64_t id = msg.ok() ? msg->request_id : wire::PeekRequestId(bytes);
+    auto it = self->calls_.find(id);
+    if (it == self->calls_.end() || it->second.outcome) return UCS_OK;  // late or unknown
+    if (!msg.ok()) {
+      self->Complete(id, ErrorReply(Internal("bad reply from data-plane address " +
+                                             it->second.endpoint->address + ": " +
+                                             msg.status().message())));
+      return UCS_OK;
+    }
+    auto reply = std::make_shared<RpcReply>();
+    reply->status = Status(msg->status_code, std::string(msg->status_message));
+    reply->header.assign(msg->op_header.begin(), msg->op_header.end());
+    if (self->rx_bytes_ != nullptr) self->rx_bytes_->Inc(length);
+    return ReceivePayload(self->worker_->worker(), data, length, param,
+                          [self, id, reply](Result<AlignedBuffer> payload) {
+                            if (!payload.ok()) return self->Complete(id, ErrorReply(payload.status()));
+                            reply->payload = std::move(payload).value();
+                            self->Complete(id, std::move(*reply));
+                          });
+  }
+
+  void Shutdown() {
+    shutting_down_ = true;
+    for (auto& [id, call] : calls_) {
+      if (!call.outcome) call.outcome = ErrorReply(Cancelled("data-plane client destroyed"));
+    }
+    std::vector<ucp_ep_h> eps;
+    for (auto& [address, e] : endpoints_) {
+      e->failed = true;
+      eps.push_back(e->ep);
+    }
+    worker_->CloseEndpoints(eps);  // completes in-flight sends, which delivers their calls
+    endpoints_.clear();
+    while (!calls_.empty()) Finish(calls_.begin());
+  }
+
+  std::string TransportNameNow(const std::string& address) {
+    auto it = endpoints_.find(address);
+    if (it == endpoints_.end()) return "";
+    char* buf = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (f == nullptr) return "";
+    ucp_ep_print_info(it->second->ep, f);
+    fclose(f);
+    std::string text(buf, len);
+    if (getenv("PENSTOCK_PRINT_EP_INFO") != nullptr) fprintf(stderr, "%s\n", text.c_str());
+    free(buf);
+    return ParseTransports(text);
+  }
+
+  // From ucp_ep_print_info's "lane[N]:  I:tcp/lo.0 md[..] ..." lines: "tcp" or "posix,cma".
+  static std::string ParseTransports(const std::string& text) {
+    std::vector<std::string> names;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t lane = line.find("lane[");
+      if (lane == std::string::npos) continue;
+      std::istringstream words(line.substr(lane));
+      std::string w;
+      words >> w;  // lane[N]:
+      words >> w;  // I:tl/dev
+      size_t colon = w.find(':');
+      size_t slash = w.find('/');
+      if (colon == std::string::npos || slash == std::string::npos || slash < colon) continue;
+      std::string tl = w.substr(colon + 1, slash - colon - 1);
+      if (std::find(names.begin(), names.end(), tl) == names.end()) names.push_back(tl);
+    }
+    std::string out;
+    for (auto& n : names) out += (out.empty() ? "" : ",") + n;
+    return out;
+  }
+
+  RpcClientOptions options_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::atomic<uint64_t> next_id_{0};
+  // Progress thread only:
+  bool shutting_down_ = false;
+  std::unordered_map<std::string, std::shared_ptr<Endpoint>> endpoints_;
+  std::unordered_map<uint64_t, PendingCall> calls_;
+  std::set<std::pair<Clock::time_point, uint64_t>> deadlines_;
+  Counter* calls_total_ = nullptr;
+  Counter* failures_ = nullptr;
+  Counter* tx_bytes_ = nullptr;
+  Counter* rx_bytes_ = nullptr;
+};
+
+Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  PS_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impl)));
+}
+
+RpcClient::RpcClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RpcClient::~RpcClient() = default;
+
+void RpcClient::Call(const std::string& address, uint16_t opcode,
+                     std::span<const std::byte> header, std::span<const std::byte> payload,
+                     std::function<void(RpcReply)> done) {
+  impl_->Call(address, opcode, header, payload, std::move(done));
+}
+
+RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,
+                             std::span<const std::byte> header,
+                             std::span<const std::byte> payload) {
+  if (impl_->OnProgressThread()) {
+    return ErrorReply(FailedPrecondition(
+        "RpcClient::CallSync called on the transport thread; use Call() from callbacks"));
+  }
+  std::promise<RpcReply> p;
+  auto f = p.get_future();
+  impl_->Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+std::string RpcClient::TransportName(const std::string& address) {
+  return impl_->TransportName(address);
+}
+
+}  // namespace penstock

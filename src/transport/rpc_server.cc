@@ -1,0 +1,245 @@
+#include "transport/rpc_server.h"
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "transport/am_message.h"
+#include "transport/socket_address.h"
+#include "transport/ucx_worker.h"
+#include "transport/wire.h"
+
+namespace penstock {
+namespace {
+
+// What a Responder holds: lets it reach the server while it runs, and nothing after Stop().
+struct ResponderGate {
+  std::mutex mu;
+  RpcServer::Impl* impl = nullptr;  // guarded by mu; null once stopped
+};
+
+}  // namespace
+
+class RpcServer::Impl {
+ public:
+  Impl(const RpcServerOptions& options, RpcHandler handler)
+      : options_(options), handler_(std::move(handler)) {
+    if (options.metrics != nullptr) {
+      auto& m = *options.metrics;
+      requests_ = &m.GetCounter("penstock_transport_server_requests_total",
+                                "Data-plane requests received");
+      rx_bytes_ = &m.GetCounter("penstock_transport_server_bytes_total",
+                                "Data-plane payload bytes", {{"direction", "rx"}});
+      tx_bytes_ = &m.GetCounter("penstock_transport_server_bytes_total",
+                                "Data-plane payload bytes", {{"direction", "tx"}});
+    }
+  }
+
+  Status Start() {
+    PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(options_.host, options_.port));
+    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-server"}));
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = static_cast<unsigned>(wire::AmId::kRequest);
+    hp.cb = &Impl::OnRequest;
+    hp.arg = this;
+    ucs_status_t st = ucp_worker_set_am_recv_handler(worker_->worker(), &hp);
+    if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = addr.get();
+    lp.sockaddr.addrlen = addr.length;
+    lp.conn_handler.cb = &Impl::OnConnection;
+    lp.conn_handler.arg = this;
+    st = ucp_listener_create(worker_->worker(), &lp, &listener_);
+    if (st == UCS_ERR_BUSY) {
+      return Unavailable("data port " + addr.ToString() +
+                         " is in use; choose another with --port (or stop the daemon using it)");
+    }
+    if (st != UCS_OK) {
+      return Unavailable("cannot listen on data address " + addr.ToString() + ": " +
+                         ucs_status_string(st) + "; check the host is a local address");
+    }
+    ucp_listener_attr_t la{};
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    st = ucp_listener_query(listener_, &la);
+    if (st != UCS_OK) return UcxStatus(st, "listener query");
+    std::memcpy(&addr.storage, &la.sockaddr, sizeof la.sockaddr);
+    port_ = addr.port();
+    address_ = options_.host + ":" + std::to_string(port_);
+
+    gate_ = std::make_shared<ResponderGate>();
+    gate_->impl = this;
+    worker_->Start(nullptr);
+    PS_LOG_INFO("data plane listening on {}", address_);
+    return OkStatus();
+  }
+
+  void Stop() {
+    if (gate_ != nullptr) {
+      std::lock_guard lock(gate_->mu);
+      gate_->impl = nullptr;
+    }
+    if (worker_ == nullptr) return;
+    worker_->Stop([this] {
+      if (listener_ != nullptr) ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+      std::vector<ucp_ep_h> eps;
+      for (auto& [ep, id] : conns_) eps.push_back(ep);
+      conns_.clear();
+      worker_->CloseEndpoints(eps);
+    });
+  }
+
+  ~Impl() {
+    Stop();
+    if (listener_ != nullptr) ucp_listener_destroy(listener_);  // never started
+  }
+
+  uint16_t port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+ private:
+  static void OnConnection(ucp_conn_request_h request, void* arg) {
+    auto* self = static_cast<Impl*>(arg);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.conn_request = request;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &Impl::OnEndpointError;
+    ep.err_handler.arg = self;
+    ucp_ep_h handle = nullptr;
+    ucs_status_t st = ucp_ep_create(self->worker_->worker(), &ep, &handle);
+    if (st != UCS_OK) {
+      PS_LOG_WARN("data plane {}: cannot accept a connection: {}", self->address_,
+                  ucs_status_string(st));
+      return;
+    }
+    self->conns_[handle] = ++self->next_conn_id_;
+  }
+
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* self = static_cast<Impl*>(arg);
+    if (self->conns_.erase(ep) == 0) return;
+    (void)status;
+    PS_LOG_DEBUG("data plane {}: client connection closed: {}", self->address_,
+                 ucs_status_string(status));
+    self->worker_->CloseEndpointAsync(ep, nullptr);
+  }
+
+  static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
+                                size_t length, const ucp_am_recv_param_t* param) {
+    auto* self = static_cast<Impl*>(arg);
+    ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+    auto conn = self->conns_.find(ep);
+    if (ep == nullptr || conn == self->conns_.end()) {
+      PS_LOG_WARN("data plane {}: dropping a request with no reply endpoint", self->address_);
+      return UCS_OK;
+    }
+    uint64_t conn_id = conn->second;
+    auto bytes = AmHeaderBytes(header, header_length);
+    Result<wire::DecodedMessage> msg = wire::DecodeMessage(bytes, length);
+    if (msg.ok() && msg->kind != wire::MessageKind::kRequest) {
+      msg = InvalidArgument("malformed data-plane request: the message is a reply");
+    }
+    if (!msg.ok()) {
+      self->SendReply(ep, conn_id, wire::PeekRequestId(bytes), 0,
+                      RpcReply{msg.status(), {}, AlignedBuffer()});
+      return UCS_OK;  // a rendezvous payload is dropped by UCX
+    }
+    if (self->requests_ != nullptr) {
+      self->requests_->Inc();
+      self->rx_bytes_->Inc(length);
+    }
+    auto request = std::make_shared<RpcRequest>();
+    request->opcode = msg->opcode;
+    request->header.assign(msg->op_header.begin(), msg->op_header.end());
+    uint64_t request_id = msg->request_id;
+    return ReceivePayload(
+        self->worker_->worker(), data, length, param,
+        [self, ep, conn_id, request_id, request](Result<AlignedBuffer> payload) {
+          if (!payload.ok()) {
+            PS_LOG_WARN("data plane {}: request {}: {}", self->address_, request_id,
+                        payload.status().message());
+            return;  // the connection is failing; the client sees kUnavailable
+          }
+          request->payload = std::move(payload).value();
+          self->handler_(std::move(*request),
+                         MakeResponder(self->gate_, ep, conn_id, request_id, request->opcode));
+        });
+  }
+
+  static Responder MakeResponder(std::shared_ptr<ResponderGate> gate, ucp_ep_h ep,
+                                 uint64_t conn_id, uint64_t request_id, uint16_t opcode) {
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    return [gate, ep, conn_id, request_id, opcode, once](RpcReply reply) {
+      if (once->exchange(true)) return;
+      auto boxed = std::make_shared<RpcReply>(std::move(reply));
+      std::lock_guard lock(gate->mu);
+      if (gate->impl == nullptr) return;
+      Impl* impl = gate->impl;
+      impl->worker_->Post([impl, ep, conn_id, request_id, opcode, boxed] {
+        impl->SendReply(ep, conn_id, request_id, opcode, std::move(*boxed));
+      });
+    };
+  }
+
+  // Progress thread only.
+  void SendReply(ucp_ep_h ep, uint64_t conn_id, uint64_t request_id, uint16_t opcode,
+                 RpcReply reply) {
+    auto conn = conns_.find(ep);
+    if (conn == conns_.end() || conn->second != conn_id) return;  // client gone
+    auto header = wire::EncodeReply(request_id, opcode, reply.status, reply.header,
+                                    reply.payload.size());
+    if (!header.ok()) {
+      Status err = Internal("handler for opcode " + std::to_string(opcode) +
+                            " built a bad reply: " + header.status().message());
+      header = wire::EncodeReply(request_id, opcode, err, {}, 0);
+      reply.payload = AlignedBuffer();
+    }
+    if (tx_bytes_ != nullptr) tx_bytes_->Inc(reply.payload.size());
+    auto out = std::make_unique<OutgoingMessage>();
+    out->am_header = std::move(header).value();
+    out->owned_payload = std::move(reply.payload);
+    out->payload = out->owned_payload.span();
+    out->on_complete = [this, request_id](ucs_status_t st) {
+      if (st != UCS_OK && st != UCS_ERR_CANCELED) {
+        PS_LOG_DEBUG("data plane {}: reply to request {} not sent: {}", address_, request_id,
+                     ucs_status_string(st));
+      }
+    };
+    SendMessage(ep, wire::AmId::kReply, std::move(out), 0);
+  }
+
+  RpcServerOptions options_;
+  RpcHandler handler_;
+  std::unique_ptr<UcxWorker> worker_;
+  ucp_listener_h listener_ = nullptr;
+  uint16_t port_ = 0;
+  std::string address_;
+  std::shared_ptr<ResponderGate> gate_;
+  std::unordered_map<ucp_ep_h, uint64_t> conns_;  // progress thread only
+  uint64_t next_conn_id_ = 0;
+  Counter* requests_ = nullptr;
+  Counter* rx_bytes_ = nullptr;
+  Counter* tx_bytes_ = nullptr;
+};
+
+Result<std::unique_ptr<RpcServer>> RpcServer::Start(const RpcServerOptions& options,
+                                                    RpcHandler handler) {
+  auto impl = std::make_shared<Impl>(options, std::move(handler));
+  PS_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<RpcServer>(new RpcServer(std::move(impl)));
+}
+
+RpcServer::RpcServer(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RpcServer::~RpcServer() { impl_->Stop(); }
+uint16_t RpcServer::port() const { return impl_->port(); }
+std::string RpcServer::address() const { return impl_->address(); }
+void RpcServer::Stop() { impl_->Stop(); }
+
+}  // namespace penstock

@@ -1,0 +1,53 @@
+// rpc_server.h — the data-plane RPC server: accepts UCX connections on host:port and runs a
+// handler for every request that arrives.
+//
+// One UCX worker and one transport thread per server (ucx_worker.h). The handler runs on that
+// thread; replies go back over the endpoint the request came in on. A client connection that
+// dies takes its unsent replies with it (their responders become no-ops).
+//
+// Thread safety: all public methods are thread-safe; Stop() and the destructor must not be
+// called from the handler (the transport thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+#include "penstock/status.h"
+#include "transport/rpc.h"
+
+namespace penstock {
+
+struct RpcServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0 = pick a free port
+  MetricsRegistry* metrics = nullptr;  // borrowed, may be null; must outlive the server
+};
+
+class RpcServer {
+ public:
+  // Starts listening. Errors: kUnavailable "data port HOST:PORT is in use; ..." when the port
+  // is taken, kUnavailable for other listen/UCX failures, kInvalidArgument for a bad host.
+  static Result<std::unique_ptr<RpcServer>> Start(const RpcServerOptions& options,
+                                                  RpcHandler handler);
+  // Stops: no handler runs after it returns; pending responders become no-ops.
+  ~RpcServer();
+
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;  // "host:port"
+
+  // Closes the listener and every connection (clients see kUnavailable). Idempotent.
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit RpcServer(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace penstock

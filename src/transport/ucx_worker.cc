@@ -1,0 +1,207 @@
+#include "transport/ucx_worker.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+#include "transport/wire.h"
+
+namespace penstock {
+
+Status UcxStatus(ucs_status_t status, const std::string& what) {
+  return Unavailable("UCX " + what + " failed: " + ucs_status_string(status));
+}
+
+Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
+  std::unique_ptr<UcxWorker> w(new UcxWorker());
+  // Transport-level defaults UCX reads only from the environment (ucp_config_modify rejects
+  // them); set once, before the first ucp_init, and an operator's own setting wins.
+  //  - MM_ERROR_HANDLING=y: UCX 1.13 hides shared memory from endpoints that ask for peer-failure
+  //    handling unless this is set; without it UCX_TLS=posix,... cannot connect.
+  //  - TCP_CM_REUSEADDR=y: a restarted server can bind its port while old connections sit in
+  //    TIME_WAIT (a live listener on the port is still reported as "in use").
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* tls = std::getenv("UCX_TLS");  // only where shared memory may load (no warning)
+    if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") ||
+        std::strstr(tls, "sm") || std::strstr(tls, "all")) {
+      setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
+    }
+    setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
+  });
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return UcxStatus(st, "config read (check UCX_* environment variables)");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.name = options.name.c_str();
+  st = ucp_init(&params, config, &w->context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) return UcxStatus(st, "init (check UCX_TLS)");
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.events = UCP_WAKEUP_RMA | UCP_WAKEUP_AMO | UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV |
+              UCP_WAKEUP_TX | UCP_WAKEUP_RX;
+  st = ucp_worker_create(w->context_, &wp, &w->worker_);
+  if (st != UCS_OK) return UcxStatus(st, "worker create");
+
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  st = ucp_worker_query(w->worker_, &attr);
+  if (st != UCS_OK) return UcxStatus(st, "worker query");
+  w->max_am_header_ = attr.max_am_header;
+  if (w->max_am_header_ < wire::kMaxAmHeader) {
+    PS_LOG_WARN("UCX supports AM headers of {} bytes, less than the {} Penstock may send; "
+                "large op headers will fail", w->max_am_header_, wire::kMaxAmHeader);
+  }
+
+  st = ucp_worker_get_efd(w->worker_, &w->worker_fd_);
+  if (st != UCS_OK) return UcxStatus(st, "worker event fd");
+  w->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  w->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (w->epoll_fd_ < 0 || w->wake_fd_ < 0) return ErrnoStatus(errno, "data-plane epoll/eventfd");
+  for (int fd : {w->worker_fd_, w->wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(w->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return ErrnoStatus(errno, "data-plane epoll_ctl");
+    }
+  }
+  return w;
+}
+
+UcxWorker::~UcxWorker() {
+  Stop(nullptr);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void UcxWorker::Start(Tick tick) {
+  tick_ = std::move(tick);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+bool UcxWorker::Post(Task task) {
+  {
+    std::lock_guard lock(mu_);
+    if (!accepting_) return false;
+    queue_.push_back(std::move(task));
+  }
+  if (!OnProgressThread()) {
+    uint64_t one = 1;
+    ssize_t n = write(wake_fd_, &one, sizeof one);
+    (void)n;  // EAGAIN only when the counter is saturated: the thread is awake anyway
+  }
+  return true;
+}
+
+void UcxWorker::Stop(Task cleanup) {
+  if (!thread_.joinable()) {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    queue_.clear();
+    return;
+  }
+  cleanup_ = std::move(cleanup);
+  stop_requested_.store(true);
+  uint64_t one = 1;
+  ssize_t n = write(wake_fd_, &one, sizeof one);
+  (void)n;
+  thread_.join();
+}
+
+bool UcxWorker::RunQueued() {
+  std::deque<Task> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(queue_);
+  }
+  for (Task& t : batch) t();
+  return !batch.empty();
+}
+
+void UcxWorker::Loop() {
+  thread_id_.store(std::this_thread::get_id());
+  epoll_event events[2];
+  auto last_active = std::chrono::steady_clock::now();
+  while (!stop_requested_.load()) {
+    bool active = RunQueued();
+    while (ucp_worker_progress(worker_) != 0) active = true;
+    std::chrono::milliseconds sleep = tick_ ? tick_() : std::chrono::milliseconds::max();
+    {
+      std::lock_guard lock(mu_);
+      if (!queue_.empty()) continue;
+    }
+    if (stop_requested_.load()) break;
+    // Keep polling briefly after activity: a burst (e.g. a rendezvous in fragments) then
+    // costs no epoll round trip per fragment, while an idle thread still sleeps.
+    auto now = std::chrono::steady_clock::now();
+    if (active) last_active = now;
+    if (now - last_active < kPollAfterActivity) continue;
+    ucs_status_t st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
+    // Sleep at most 1 s even without timers: a safety net should some transport miss a wakeup.
+    int timeout_ms = static_cast<int>(std::clamp<int64_t>(sleep.count(), 0, 1000));
+    int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.fd == wake_fd_) {
+        uint64_t v;
+        ssize_t r = read(wake_fd_, &v, sizeof v);
+        (void)r;
+      }
+    }
+  }
+  RunQueued();
+  if (cleanup_) cleanup_();
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+  }
+  RunQueued();
+  while (ucp_worker_progress(worker_) != 0) {
+  }
+}
+
+void UcxWorker::CloseEndpointAsync(ucp_ep_h ep, std::function<void()> closed) {
+  auto* cb = new std::function<void()>(std::move(closed));
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                       UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  param.user_data = cb;
+  param.cb.send = [](void* request, ucs_status_t, void* user_data) {
+    std::unique_ptr<std::function<void()>> fn(static_cast<std::function<void()>*>(user_data));
+    ucp_request_free(request);
+    if (*fn) (*fn)();
+  };
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+    std::unique_ptr<std::function<void()>> fn(cb);
+    if (*fn) (*fn)();
+  }
+}
+
+void UcxWorker::CloseEndpoints(const std::vector<ucp_ep_h>& eps,
+                               std::chrono::milliseconds limit) {
+  auto remaining = std::make_shared<size_t>(eps.size());
+  for (ucp_ep_h ep : eps) CloseEndpointAsync(ep, [remaining] { --*remaining; });
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (*remaining > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (ucp_worker_progress(worker_) == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (*remaining > 0) PS_LOG_WARN("data plane: {} endpoints did not close in time", *remaining);
+}
+
+}  // namespace penstock

@@ -1,0 +1,100 @@
+// ucx_worker.h — one UCX context + worker driven by one progress thread.
+//
+// The unit of threading for the data plane: RpcServer and RpcClient each own one UcxWorker.
+// The worker is created with UCS_THREAD_MODE_SINGLE, so every UCX call on it (and every UCX
+// callback) happens on the progress thread. Other threads hand work over with Post(), which
+// queues a task and wakes the thread through an eventfd in the same epoll set as the worker's
+// own event fd. Idle, the thread sleeps in epoll_wait (ucp_worker_arm): no busy polling.
+//
+// Lifetime: Create() -> Start(tick) -> ... -> Stop(cleanup) -> destructor. Post() is thread-safe
+// at any time; after Stop() it returns false and drops the task. Everything else that takes a
+// ucp handle is for the progress thread only.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "penstock/status.h"
+
+namespace penstock {
+
+class UcxWorker {
+ public:
+  using Task = std::function<void()>;
+  // Called on the progress thread after each round of progress; returns how long the thread
+  // may sleep before it must be called again (timers), or milliseconds::max() for "no timer".
+  using Tick = std::function<std::chrono::milliseconds()>;
+
+  struct Options {
+    std::string name = "penstock";
+  };
+
+  // Errors: kUnavailable when UCX cannot be initialised (message carries UCX's reason).
+  // The first call sets UCX_MM_ERROR_HANDLING=y and UCX_TCP_CM_REUSEADDR=y in the environment
+  // unless already set (see README.md).
+  static Result<std::unique_ptr<UcxWorker>> Create(const Options& options);
+  ~UcxWorker();  // Stop()s with no cleanup if still running.
+
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  // Starts the progress thread.
+  void Start(Tick tick);
+
+  // Queues `task` for the progress thread. Thread-safe. Returns false (dropping the task)
+  // once the thread has stopped.
+  bool Post(Task task);
+
+  // Stops the thread: runs the queued tasks, then `cleanup` on the progress thread (close
+  // endpoints there with CloseEndpoints), then any tasks queued meanwhile, then joins.
+  // Call from any thread but the progress thread. Idempotent.
+  void Stop(Task cleanup);
+
+  bool OnProgressThread() const { return std::this_thread::get_id() == thread_id_.load(); }
+
+  // Progress thread only. Force-closes `eps` and progresses until UCX has released them
+  // (bounded by `limit`); their outstanding sends complete with an error meanwhile.
+  void CloseEndpoints(const std::vector<ucp_ep_h>& eps,
+                      std::chrono::milliseconds limit = std::chrono::milliseconds(2000));
+  // Progress thread only. Force-closes `ep` without waiting; `closed` runs once UCX released it.
+  void CloseEndpointAsync(ucp_ep_h ep, std::function<void()> closed);
+
+  ucp_worker_h worker() const { return worker_; }
+  size_t max_am_header() const { return max_am_header_; }
+
+ private:
+  UcxWorker() = default;
+  void Loop();
+  bool RunQueued();  // true when it ran anything
+
+  static constexpr std::chrono::microseconds kPollAfterActivity{100};
+
+  Tick tick_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  size_t max_am_header_ = 0;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;    // our eventfd: Post() writes it
+  int worker_fd_ = -1;  // UCX's event fd (owned by UCX)
+  std::thread thread_;
+  std::atomic<std::thread::id> thread_id_{};
+  std::atomic<bool> stop_requested_{false};
+  Task cleanup_;
+
+  std::mutex mu_;
+  std::deque<Task> queue_;  // guarded by mu_
+  bool accepting_ = true;   // guarded by mu_
+};
+
+// "UCX <what> failed: <ucs_status_string>".
+Status UcxStatus(ucs_status_t status, const std::string& what);
+
+}  // namespace penstock

@@ -1,0 +1,86 @@
+// wire.h — the data-plane wire format: one fixed header in front of every active message.
+//
+// Every request and reply is one UCX active message (AM). Its AM header is
+//   MessageHeader (40 bytes) | op header (header_len bytes) | status message (message_len bytes)
+// and its AM data is the bulk payload (payload_len bytes, may be 0). The op header is opaque to
+// the transport; the status message is only present in replies. All integers are little-endian
+// (the build refuses big-endian hosts). Bump kVersion on any incompatible change; a receiver
+// rejects versions it does not know.
+//
+// Encoding and decoding are pure functions over bytes, safe from any thread. Decode never
+// trusts the peer: every length is checked against the bytes actually received.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock::wire {
+
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+inline constexpr uint32_t kMagic = 0x4b545350;  // "PSTK" as bytes on the wire
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kMaxOpHeader = 4096;        // op-specific header bytes
+inline constexpr size_t kMaxStatusMessage = 2048;   // longer messages are truncated by the sender
+
+// UCX active-message ids: requests go to the server's handler, replies to the client's.
+enum class AmId : uint16_t { kRequest = 1, kReply = 2 };
+
+enum class MessageKind : uint8_t { kRequest = 1, kReply = 2 };
+
+struct [[gnu::packed]] MessageHeader {
+  uint32_t magic;          // kMagic
+  uint8_t version;         // kVersion
+  MessageKind kind;
+  uint16_t opcode;         // op chosen by the caller; echoed in the reply
+  uint64_t request_id;     // chosen by the client, unique per client; echoed in the reply
+  uint32_t header_len;     // op header bytes after this struct (<= kMaxOpHeader)
+  uint32_t message_len;    // reply: status message bytes after the op header; request: 0
+  int32_t status_code;     // reply: a StatusCode; request: 0
+  uint32_t reserved;       // 0
+  uint64_t payload_len;    // bytes of AM data (the bulk payload)
+};
+static_assert(sizeof(MessageHeader) == 40);
+
+// Largest AM header we ever send: what a worker must support (UCX reports ~8 KiB for tcp/shm).
+inline constexpr size_t kMaxAmHeader = sizeof(MessageHeader) + kMaxOpHeader + kMaxStatusMessage;
+
+// A message as decoded; the spans point into the bytes passed to DecodeMessage.
+struct DecodedMessage {
+  MessageKind kind = MessageKind::kRequest;
+  uint16_t opcode = 0;
+  uint64_t request_id = 0;
+  StatusCode status_code = StatusCode::kOk;
+  std::span<const std::byte> op_header;
+  std::string_view status_message;
+  uint64_t payload_len = 0;
+};
+
+// AM header of a request. Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader.
+Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcode,
+                                             std::span<const std::byte> op_header,
+                                             uint64_t payload_len);
+
+// AM header of a reply. A status message longer than kMaxStatusMessage is truncated.
+// Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader.
+Result<std::vector<std::byte>> EncodeReply(uint64_t request_id, uint16_t opcode,
+                                           const Status& status,
+                                           std::span<const std::byte> op_header,
+                                           uint64_t payload_len);
+
+// Parses an AM header; `payload_len` is the AM data length UCX reported. Errors:
+// kInvalidArgument naming what is wrong (short header, bad magic, unknown version or kind,
+// lengths that disagree with the bytes received, an unknown status code).
+Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint64_t payload_len);
+
+// The request id of a header too broken to decode, when at least that much is readable
+// (so a server can still tell the client which call was malformed); 0 otherwise.
+uint64_t PeekRequestId(std::span<const std::byte> am_header);
+
+}  // namespace penstock::wire

@@ -1,0 +1,48 @@
+"""/metrics of every daemon scraped over HTTP and parsed as Prometheus text."""
+import re
+import urllib.request
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.eE+-]+|[+-]Inf|NaN)$')
+
+
+def scrape(hostport):
+    with urllib.request.urlopen(f"http://{hostport}/metrics", timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    samples = {}
+    types = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        assert m, f"not a Prometheus sample line: {line!r}"
+        samples.setdefault(m.group(1), []).append((m.group(2) or "", float(m.group(3))))
+    return types, samples
+
+
+def test_every_daemon_serves_metrics(cluster, tmp_path):
+    f = tmp_path / "m"
+    f.write_bytes(b"x" * 100000)
+    cluster.cli("put", str(f), "metrics-obj", "--container", "data")
+    cluster.cli("get", "metrics-obj", str(tmp_path / "o"), "--container", "data")
+    for d in cluster.record["daemons"]:
+        types, samples = scrape(d["metrics"])
+        assert samples, d["name"]
+        if d["name"] == "mgmt":
+            assert samples["penstock_mgmt_targets_up"][0][1] == 3
+            assert samples["penstock_mgmt_map_epoch"][0][1] >= 3
+        else:
+            assert types["penstock_target_ops_total"] == "counter"
+            assert samples["penstock_target_capacity_bytes"][0][1] > 0
+            assert "penstock_target_op_seconds_bucket" in samples
+    total_writes = 0
+    for d in cluster.record["daemons"]:
+        if d["name"] != "mgmt":
+            _, s = scrape(d["metrics"])
+            total_writes += sum(v for lbl, v in s.get("penstock_target_ops_total", []) if 'op="write"' in lbl)
+    assert total_writes >= 2  # at least one stripe and one head

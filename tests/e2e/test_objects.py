@@ -1,0 +1,107 @@
+"""Objects end to end over each UCX transport: put/get byte-exact, ls, rm, overwrite,
+errors for unknown names."""
+import json
+import os
+
+import pytest
+
+SIZES = [0, 1, 4095, 1024 * 1024 + 1, 64 * 1024 * 1024]
+
+
+def write_random(path, size):
+    with open(path, "wb") as f:
+        remaining = size
+        while remaining:
+            n = min(remaining, 8 << 20)
+            f.write(os.urandom(n))
+            remaining -= n
+    return path
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_put_get_exact(cluster, tmp_path, size):
+    src = write_random(tmp_path / "in.bin", size)
+    name = f"obj-{size}"
+    cluster.cli("put", str(src), name, "--container", "data")
+    dst = tmp_path / "out.bin"
+    cluster.cli("get", name, str(dst), "--container", "data")
+    assert dst.stat().st_size == size
+    assert dst.read_bytes() == src.read_bytes()
+    st = json.loads(cluster.cli("stat", name, "--container", "data", "--json").stdout)
+    assert st["size"] == size
+
+
+def test_put_reports_throughput_json(cluster, tmp_path):
+    src = write_random(tmp_path / "in.bin", 3 << 20)
+    out = json.loads(cluster.cli("put", str(src), "tp", "--container", "data", "--json").stdout)
+    assert out["bytes"] == 3 << 20 and out["seconds"] > 0 and out["mb_per_s"] > 0
+
+
+def test_ls_and_rm(cluster, tmp_path):
+    cluster.cli("container", "create", "lsrm")
+    names = ["a", "b/c", "z.bin"]
+    for i, n in enumerate(names):
+        cluster.cli("put", str(write_random(tmp_path / f"f{i}", 1000 * i + 1)), n, "--container", "lsrm")
+    listing = json.loads(cluster.cli("ls", "--container", "lsrm", "--json").stdout)
+    assert [o["name"] for o in listing] == names
+    assert [o["size"] for o in listing] == [1, 1001, 2001]
+    cluster.cli("rm", "b/c", "--container", "lsrm")
+    listing = json.loads(cluster.cli("ls", "--container", "lsrm", "--json").stdout)
+    assert [o["name"] for o in listing] == ["a", "z.bin"]
+    r = cluster.cli("get", "b/c", str(tmp_path / "gone"), "--container", "lsrm", check=False)
+    assert r.returncode == 1
+    assert "b/c" in r.stderr and "does not exist" in r.stderr
+    assert not (tmp_path / "gone").exists()
+
+
+def test_overwrite_replaces_whole_object(cluster, tmp_path):
+    big = write_random(tmp_path / "big", 5 * 1024 * 1024 + 7)
+    small = write_random(tmp_path / "small", 10)
+    cluster.cli("put", str(big), "ow", "--container", "data")
+    cluster.cli("put", str(small), "ow", "--container", "data")
+    cluster.cli("get", "ow", str(tmp_path / "out"), "--container", "data")
+    assert (tmp_path / "out").read_bytes() == small.read_bytes()
+
+
+def test_container_lifecycle(cluster, tmp_path):
+    cluster.cli("container", "create", "tmp1", "--stripe-unit", "64K")
+    cs = json.loads(cluster.cli("container", "ls", "--json").stdout)
+    assert {"tmp1", "data"} <= {c["name"] for c in cs}
+    assert next(c for c in cs if c["name"] == "tmp1")["stripe_unit"] == 65536
+    # Small stripe unit: a 300 KiB object spans 5 stripes over the targets.
+    src = write_random(tmp_path / "x", 300 * 1024)
+    cluster.cli("put", str(src), "x", "--container", "tmp1")
+    cluster.cli("get", "x", str(tmp_path / "y"), "--container", "tmp1")
+    assert (tmp_path / "y").read_bytes() == src.read_bytes()
+    r = cluster.cli("container", "rm", "tmp1", check=False)
+    assert r.returncode == 1 and "--force" in r.stderr
+    cluster.cli("container", "rm", "tmp1", "--force")
+    cs = json.loads(cluster.cli("container", "ls", "--json").stdout)
+    assert "tmp1" not in {c["name"] for c in cs}
+    r = cluster.cli("container", "create", "data", check=False)
+    assert r.returncode == 1 and "already exists" in r.stderr
+
+
+def test_unknown_container_and_object(cluster, tmp_path):
+    src = write_random(tmp_path / "f", 10)
+    r = cluster.cli("put", str(src), "x", "--container", "nope", check=False)
+    assert r.returncode == 1
+    assert "container 'nope'" in r.stderr and "penstock container create" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = cluster.cli("get", "missing", str(tmp_path / "o"), "--container", "data", check=False)
+    assert r.returncode == 1 and "'missing'" in r.stderr
+    r = cluster.cli("get", "missing", str(tmp_path / "o"), "--container", "data", "--json", check=False)
+    assert json.loads(r.stdout)["error"]["code"] == "not_found"
+    r = cluster.cli("put", str(tmp_path / "no-such-file"), "x", "--container", "data", check=False)
+    assert r.returncode == 1 and "no-such-file" in r.stderr
+    listing = json.loads(cluster.cli("ls", "--container", "data", "--json").stdout)
+    assert "x" not in {o["name"] for o in listing}
+
+
+def test_status_lists_targets(cluster):
+    st = json.loads(cluster.cli("status", "--json").stdout)
+    assert st["targets_up"] == 3 and st["targets_down"] == 0
+    assert len(st["targets"]) == 3
+    assert all(t["capacity_bytes"] > 0 for t in st["targets"])
+    human = cluster.cli("status").stdout
+    assert "epoch" in human and human.count(" up ") >= 3
