@@ -39,6 +39,7 @@ struct UpFlags {
   int heartbeat_timeout_ms = 5000;
   int wait_ms = 30000;
   std::string log_level = "info";
+  bool json = false;
 };
 
 // Ports for mgmt, mgmt metrics, then (data, metrics) per target.
@@ -74,7 +75,7 @@ void KillAll(const ClusterRecord& r) {
 // Fails with the daemon's log tail when a process we started has exited.
 Status CheckAlive(const ClusterRecord& r) {
   for (const auto& d : r.daemons) {
-    if (::kill(d.pid, 0) != 0) {
+    if (!ProcessAlive(d.pid)) {
       return Unavailable(d.name + " (pid " + std::to_string(d.pid) + ") exited during start-up; " +
                          "its log " + d.log + " ends with:\n" + TailFile(d.log, 8));
     }
@@ -250,7 +251,7 @@ int RunStatus(const GlobalOptions& g) {
 
 }  // namespace
 
-void AddClusterCommands(CLI::App& root, GlobalOptions& g, std::vector<Command>& out) {
+void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   auto uf = std::make_shared<UpFlags>();
   CLI::App* up = root.add_subcommand("up", "start a local cluster (mgmt + N targets on files) in the background");
   AddSetting(*up, "targets", &uf->targets, "number of targets")->check(CLI::Range(1, 64));
@@ -266,19 +267,20 @@ void AddClusterCommands(CLI::App& root, GlobalOptions& g, std::vector<Command>& 
   AddSetting(*up, "wait-ms", &uf->wait_ms, "how long to wait for every target to register")
       ->check(CLI::Range(100, 600000));
   AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");
-  up->add_flag("--json", g.json, "print the result as JSON");
-  out.push_back({up, [uf, &g] { return RunUp(*uf, g.json); }});
+  up->add_flag("--json", uf->json, "print the result as JSON");
+  out.push_back({up, [uf] { return RunUp(*uf, uf->json); }});
 
-  auto down_dir = std::make_shared<std::string>();
+  auto down_opts = std::make_shared<UpFlags>();
   CLI::App* down = root.add_subcommand("down", "stop the local cluster recorded in a data dir");
-  AddSetting(*down, "data-dir", down_dir.get(), "the data dir given to `penstock up`")->required();
-  down->add_flag("--json", g.json, "print the result as JSON");
-  out.push_back({down, [down_dir, &g] { return RunDown(*down_dir, g.json); }});
+  AddSetting(*down, "data-dir", &down_opts->data_dir, "the data dir given to `penstock up`")->required();
+  down->add_flag("--json", down_opts->json, "print the result as JSON");
+  out.push_back({down, [down_opts] { return RunDown(down_opts->data_dir, down_opts->json); }});
 
+  auto g = std::make_shared<GlobalOptions>();
   CLI::App* status = root.add_subcommand("status", "show mgmt, the cluster map and every target");
-  AddSetting(*status, "mgmt", &g.mgmt, "mgmt address (host:port)");
-  status->add_flag("--json", g.json, "print as JSON");
-  out.push_back({status, [&g] { return RunStatus(g); }});
+  AddSetting(*status, "mgmt", &g->mgmt, "mgmt address (host:port)");
+  status->add_flag("--json", g->json, "print as JSON");
+  out.push_back({status, [g] { return RunStatus(*g); }});
 }
 
 }  // namespace penstock::cli

@@ -40,6 +40,7 @@ struct TargetFlags {
 int RunMgmt(CLI::App* app, MgmtFlags& f) {
   try {
     ApplyConfigFile(*app, f.config);
+    RequireSetting(*app, "data-dir");
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock mgmt: error: " << e.what() << "\n";
     return 2;
@@ -53,7 +54,6 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
   auto server = MgmtServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
-  PS_LOG_INFO("mgmt serving on {} (metrics on port {})", (*server)->address(), (*server)->metrics_port());
   int sig = WaitForTerminationSignal();
   PS_LOG_INFO("signal {} received; shutting down", sig);
   (*server)->Shutdown();
@@ -64,6 +64,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   TargetOptions o;
   try {
     ApplyConfigFile(*app, f.config);
+    RequireSetting(*app, "data-dir");
     o.capacity_bytes = ParseSize(f.capacity, "--capacity");
     o.segment_bytes = ParseSize(f.segment_size, "--segment-size");
   } catch (const CLI::ParseError& e) {
@@ -97,7 +98,7 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   EnableConfigFile(*m, &mf->config);
   AddSetting(*m, "listen", &mf->listen, "gRPC address to serve on (host:port)");
   AddSetting(*m, "metrics-listen", &mf->metrics_listen, "Prometheus /metrics address (host:port)");
-  AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB)")->required();
+  AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB); required");
   AddSetting(*m, "heartbeat-timeout-ms", &mf->heartbeat_timeout_ms,
              "mark a target down after this long without a heartbeat")
       ->check(CLI::Range(100, 3600000));
@@ -107,7 +108,7 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   auto tf = std::make_shared<TargetFlags>();
   CLI::App* t = root.add_subcommand("target", "run a storage target daemon in the foreground");
   EnableConfigFile(*t, &tf->config);
-  AddSetting(*t, "data-dir", &tf->data_dir, "directory for the target's data file and index")->required();
+  AddSetting(*t, "data-dir", &tf->data_dir, "directory for the target's data file and index; required");
   AddSetting(*t, "device", &tf->device, "block device or file to store data on (default DATA_DIR/data.img)");
   AddSetting(*t, "mgmt", &tf->mgmt, "mgmt address (host:port)");
   AddSetting(*t, "listen-host", &tf->listen_host, "address to serve the data plane on");

@@ -209,60 +209,65 @@ void AddContainerFlag(CLI::App& app, ObjectFlags& f) {
 
 }  // namespace
 
-void AddObjectCommands(CLI::App& root, GlobalOptions& g, std::vector<Command>& out) {
-  auto f = std::make_shared<ObjectFlags>();
+void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
+  // Each subcommand binds its own option state: CLI11 applies environment variables to every
+  // subcommand's options, so shared variables would let PENSTOCK_* override a flag.
+  struct State {
+    GlobalOptions g;
+    ObjectFlags f;
+  };
+  auto add = [&](CLI::App& parent, const char* name, const char* help, auto run) {
+    auto st = std::make_shared<State>();
+    CLI::App* app = parent.add_subcommand(name, help);
+    AddClientFlags(*app, st->g);
+    out.push_back({app, [st, run] { return run(st->g, st->f); }});
+    return std::make_pair(app, st);
+  };
 
   CLI::App* container = root.add_subcommand("container", "create, list and remove containers");
   container->require_subcommand(1);
-  CLI::App* cc = container->add_subcommand("create", "create a container");
-  cc->add_option("NAME", f->container, "container name")->required();
-  AddSetting(*cc, "stripe-unit", &f->stripe_unit, "stripe unit (e.g. 1M)");
-  AddSetting(*cc, "redundancy", &f->redundancy, "none (rep:N and ec:K+M come with data protection)");
-  AddClientFlags(*cc, g);
-  out.push_back({cc, [f, &g] { return ContainerCreate(g, *f); }});
-  CLI::App* cl = container->add_subcommand("ls", "list containers");
-  AddClientFlags(*cl, g);
-  out.push_back({cl, [&g] { return ContainerList(g); }});
-  CLI::App* cr = container->add_subcommand("rm", "remove a container");
-  cr->add_option("NAME", f->container, "container name")->required();
-  cr->add_flag("--force", f->force, "also remove the objects it holds");
-  AddClientFlags(*cr, g);
-  out.push_back({cr, [f, &g] { return ContainerRemove(g, *f); }});
-
-  CLI::App* put = root.add_subcommand("put", "store a local file as an object");
-  put->add_option("LOCAL", f->local, "file to store")->required();
-  put->add_option("NAME", f->name, "object name")->required();
-  AddContainerFlag(*put, *f);
-  put->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
-  put->add_flag("--quiet", f->quiet, "print nothing on success");
-  AddClientFlags(*put, g);
-  out.push_back({put, [f, &g] { return Put(g, *f); }});
-
-  CLI::App* get = root.add_subcommand("get", "fetch an object into a local file");
-  get->add_option("NAME", f->name, "object name")->required();
-  get->add_option("LOCAL", f->local, "file to write")->required();
-  AddContainerFlag(*get, *f);
-  get->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
-  get->add_flag("--quiet", f->quiet, "print nothing on success");
-  AddClientFlags(*get, g);
-  out.push_back({get, [f, &g] { return Get(g, *f); }});
-
-  CLI::App* ls = root.add_subcommand("ls", "list the objects of a container");
-  AddContainerFlag(*ls, *f);
-  AddClientFlags(*ls, g);
-  out.push_back({ls, [f, &g] { return List(g, *f); }});
-
-  CLI::App* stat = root.add_subcommand("stat", "show an object's size and time");
-  stat->add_option("NAME", f->name, "object name")->required();
-  AddContainerFlag(*stat, *f);
-  AddClientFlags(*stat, g);
-  out.push_back({stat, [f, &g] { return StatObject(g, *f); }});
-
-  CLI::App* rm = root.add_subcommand("rm", "remove an object");
-  rm->add_option("NAME", f->name, "object name")->required();
-  AddContainerFlag(*rm, *f);
-  AddClientFlags(*rm, g);
-  out.push_back({rm, [f, &g] { return Remove(g, *f); }});
+  {
+    auto [app, st] = add(*container, "create", "create a container", ContainerCreate);
+    app->add_option("NAME", st->f.container, "container name")->required();
+    AddSetting(*app, "stripe-unit", &st->f.stripe_unit, "stripe unit (e.g. 1M)");
+    AddSetting(*app, "redundancy", &st->f.redundancy, "none (rep:N and ec:K+M come with data protection)");
+  }
+  add(*container, "ls", "list containers", [](const GlobalOptions& g, const ObjectFlags&) { return ContainerList(g); });
+  {
+    auto [app, st] = add(*container, "rm", "remove a container", ContainerRemove);
+    app->add_option("NAME", st->f.container, "container name")->required();
+    app->add_flag("--force", st->f.force, "also remove the objects it holds");
+  }
+  {
+    auto [app, st] = add(root, "put", "store a local file as an object", Put);
+    app->add_option("LOCAL", st->f.local, "file to store")->required();
+    app->add_option("NAME", st->f.name, "object name")->required();
+    AddContainerFlag(*app, st->f);
+    app->add_flag("--progress", st->f.progress, "show progress even when stderr is not a terminal");
+    app->add_flag("--quiet", st->f.quiet, "print nothing on success");
+  }
+  {
+    auto [app, st] = add(root, "get", "fetch an object into a local file", Get);
+    app->add_option("NAME", st->f.name, "object name")->required();
+    app->add_option("LOCAL", st->f.local, "file to write")->required();
+    AddContainerFlag(*app, st->f);
+    app->add_flag("--progress", st->f.progress, "show progress even when stderr is not a terminal");
+    app->add_flag("--quiet", st->f.quiet, "print nothing on success");
+  }
+  {
+    auto [app, st] = add(root, "ls", "list the objects of a container", List);
+    AddContainerFlag(*app, st->f);
+  }
+  {
+    auto [app, st] = add(root, "stat", "show an object's size and time", StatObject);
+    app->add_option("NAME", st->f.name, "object name")->required();
+    AddContainerFlag(*app, st->f);
+  }
+  {
+    auto [app, st] = add(root, "rm", "remove an object", Remove);
+    app->add_option("NAME", st->f.name, "object name")->required();
+    AddContainerFlag(*app, st->f);
+  }
 }
 
 }  // namespace penstock::cli

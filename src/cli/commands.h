@@ -27,8 +27,8 @@ struct GlobalOptions {
 };
 
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
-void AddClusterCommands(CLI::App& root, GlobalOptions& global, std::vector<Command>& out);
-void AddObjectCommands(CLI::App& root, GlobalOptions& global, std::vector<Command>& out);
+void AddClusterCommands(CLI::App& root, std::vector<Command>& out);
+void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
 
 // Prints `s` as one line on stderr ("penstock: error: ..."), or as JSON on stdout with
 // --json, and returns the exit code 1.

@@ -71,7 +71,7 @@ Result<ClusterRecord> LoadClusterRecord(const std::string& data_dir) {
 }
 
 bool IsOurProcess(pid_t pid, const std::string& exe) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  if (pid <= 0 || !ProcessAlive(pid)) return false;
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
   std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (cmdline.empty()) return false;  // zombie or gone
@@ -118,16 +118,25 @@ Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::strin
   return daemon_pid;
 }
 
+bool ProcessAlive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // An exited daemon stays a zombie until init reaps it; it is not running.
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 bool StopProcess(pid_t pid, int grace_ms) {
   if (::kill(pid, SIGTERM) != 0) return false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (::kill(pid, 0) != 0) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!ProcessAlive(pid)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::kill(pid, SIGKILL);
-  for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 200 && ProcessAlive(pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
 }

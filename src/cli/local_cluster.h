@@ -41,6 +41,9 @@ bool IsOurProcess(pid_t pid, const std::string& exe);
 // /dev/null and stdout/stderr appended to `log`. Returns its pid.
 Result<pid_t> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log);
 
+// True while `pid` runs (false once it exited, even before it is reaped).
+bool ProcessAlive(pid_t pid);
+
 // Sends SIGTERM, waits up to `grace_ms`, then SIGKILL. Returns true if it had to kill.
 bool StopProcess(pid_t pid, int grace_ms);
 

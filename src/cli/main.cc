@@ -10,11 +10,10 @@ int main(int argc, char** argv) {
   CLI::App root{"penstock: distributed storage that feeds GPUs"};
   root.require_subcommand(1);
   root.set_version_flag("--version", "penstock 0.1.0");
-  penstock::cli::GlobalOptions global;
   std::vector<penstock::cli::Command> commands;
   penstock::cli::AddDaemonCommands(root, commands);
-  penstock::cli::AddClusterCommands(root, global, commands);
-  penstock::cli::AddObjectCommands(root, global, commands);
+  penstock::cli::AddClusterCommands(root, commands);
+  penstock::cli::AddObjectCommands(root, commands);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -147,6 +147,8 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
       }
       if (s.code() == StatusCode::kNotFound) {
         s = DataLoss(where + " is missing: " + s.message());
+      } else if (s.code() == StatusCode::kDataLoss) {
+        s = s.WithContext("checksum error in " + where);
       } else {
         s = s.WithContext("reading " + where);
       }

@@ -48,6 +48,14 @@ void ApplyConfigFile(CLI::App& app, const std::string& path) {
   }
 }
 
+void RequireSetting(CLI::App& app, const std::string& name) {
+  CLI::Option* opt = app.get_option_no_throw("--" + name);
+  if (opt == nullptr || opt->count() == 0) {
+    throw CLI::RequiredError("--" + name + " is required (as a flag, " + EnvNameFor(name) +
+                             " or `" + name + " = ...` in the --config file)");
+  }
+}
+
 uint64_t ParseSize(const std::string& text, const std::string& what) {
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;

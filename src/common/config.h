@@ -36,6 +36,10 @@ void EnableConfigFile(CLI::App& app, std::string* path);
 // an unknown key or a bad value.
 void ApplyConfigFile(CLI::App& app, const std::string& path);
 
+// After ApplyConfigFile(): throws CLI::RequiredError unless setting `name` was given by a
+// flag, the environment or the config file. (CLI11's own required() cannot see the file.)
+void RequireSetting(CLI::App& app, const std::string& name);
+
 // Parses a size such as "4096", "64K", "1M", "2GiB" into bytes. Throws CLI::ValidationError
 // naming `what` on bad input.
 uint64_t ParseSize(const std::string& text, const std::string& what);

@@ -31,7 +31,16 @@ RpcReply ErrorReply(Status s) {
 }  // namespace
 
 ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
-    : engine_(engine), metrics_(metrics), pool_(io_threads) {}
+    : engine_(engine), metrics_(metrics), pool_(io_threads) {
+  // Every series exists from the start, so a scrape before the first request sees zeros.
+  for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList}) {
+    std::string name(ShardOpName(static_cast<uint16_t>(op)));
+    metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
+    metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", name}});
+  }
+  metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.");
+  metrics_->GetCounter("penstock_target_bytes_read_total", "Shard bytes read.");
+}
 
 void ShardService::Handle(RpcRequest request, Responder respond) {
   auto shared = std::make_shared<RpcRequest>(std::move(request));

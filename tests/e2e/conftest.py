@@ -12,10 +12,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PENSTOCK = os.environ.get("PENSTOCK_BIN", str(REPO / "build" / "src" / "cli" / "penstock"))
 
-# UCX transports the data plane is tested over: TCP and shared memory.
+# UCX settings the data plane is tested over: TCP, and shared memory. UCX 1.13 needs tcp listed
+# for the socket-address connection manager; with get_zcopy rendezvous the bulk data then moves
+# through posix shared memory (see src/transport/README.md).
 TRANSPORTS = {
-    "tcp": "tcp",
-    "shm": "posix,cma",
+    "tcp": {"UCX_TLS": "tcp"},
+    "shm": {"UCX_TLS": "posix,cma,tcp", "UCX_RNDV_SCHEME": "get_zcopy"},
 }
 
 
@@ -49,7 +51,7 @@ class Cluster:
                  extra_args=()):
         self.data_dir = data_dir
         self.env = dict(os.environ)
-        self.env["UCX_TLS"] = TRANSPORTS[transport]
+        self.env.update(TRANSPORTS[transport])
         self.env.pop("PENSTOCK_MGMT", None)
         self._restarted = {}
         self._procs = []
