@@ -12,28 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir.h"
 #include "engine/engine.h"
 
 namespace penstock::engine::testing {
 
-// A fresh directory under ::testing::TempDir(), removed with everything in it at destruction.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "penstock_engine_XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// A fresh directory, removed with everything in it at destruction.
+using ScratchDir = ::penstock::testing::TempDir;
 
 // Options for a small engine inside `dir`: `segments` segments of `segment_bytes`.
 inline EngineOptions SmallOptions(const ScratchDir& dir, uint64_t segments = 16,

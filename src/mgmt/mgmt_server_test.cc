@@ -11,12 +11,11 @@
 
 #include "mgmt/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
-#include "mgmt/test_dir.h"
+#include "common/temp_dir.h"
 
 namespace penstock {
 namespace {
 
-using mgmt::TestDir;
 
 using namespace std::chrono_literals;
 
@@ -81,7 +80,7 @@ v1::RegisterTargetRequest Reg(const std::string& uuid, const std::string& addr) 
 }
 
 TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto server = StartServer(dir.path());
   ASSERT_TRUE(server);
   EXPECT_EQ(server->address().rfind("127.0.0.1:", 0), 0u) << server->address();
@@ -163,7 +162,7 @@ TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
 }
 
 TEST(MgmtServer, SilentTargetIsMarkedDownAndReturns) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto server = StartServer(dir.path(), /*timeout_ms=*/200);
   ASSERT_TRUE(server);
   auto client = ConnectTo(*server);
@@ -191,7 +190,7 @@ TEST(MgmtServer, SilentTargetIsMarkedDownAndReturns) {
 }
 
 TEST(MgmtServer, StateSurvivesRestart) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   {
     auto server = StartServer(dir.path());
     ASSERT_TRUE(server);
@@ -215,7 +214,7 @@ TEST(MgmtServer, StateSurvivesRestart) {
 }
 
 TEST(MgmtServer, WaitReturnsAfterShutdown) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto server = StartServer(dir.path());
   ASSERT_TRUE(server);
   std::thread stopper([&] {
@@ -228,7 +227,7 @@ TEST(MgmtServer, WaitReturnsAfterShutdown) {
 }
 
 TEST(MgmtServer, PortInUseIsAClearError) {
-  TestDir dir1, dir2;
+  ::penstock::testing::TempDir dir1, dir2;
   auto first = StartServer(dir1.path());
   ASSERT_TRUE(first);
   MgmtServerOptions o;
@@ -242,7 +241,7 @@ TEST(MgmtServer, PortInUseIsAClearError) {
 }
 
 TEST(MgmtServer, DataDirInUseIsAClearError) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto first = StartServer(dir.path());
   ASSERT_TRUE(first);
   MgmtServerOptions o;
@@ -257,7 +256,7 @@ TEST(MgmtServer, DataDirInUseIsAClearError) {
 TEST(MgmtServer, BadOptions) {
   MgmtServerOptions o;
   EXPECT_EQ(MgmtServer::Start(o).status().code(), StatusCode::kInvalidArgument);  // no data dir
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   o.data_dir = dir.path();
   o.listen = "no-port";
   EXPECT_EQ(MgmtServer::Start(o).status().code(), StatusCode::kInvalidArgument);
@@ -305,7 +304,7 @@ TEST(MgmtClient, SilentPeerTimesOut) {
 }
 
 TEST(MgmtClient, CallsAfterMgmtStopsNameTheAddress) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto server = StartServer(dir.path());
   ASSERT_TRUE(server);
   const std::string addr = server->address();

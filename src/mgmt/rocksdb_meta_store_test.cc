@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "mgmt/test_dir.h"
+#include "common/temp_dir.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -21,7 +21,7 @@ std::string ValueOf(MetaStore& s, const std::string& key) {
 }
 
 TEST(RocksDbMetaStore, PutGetDeleteScanCommit) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   Result<std::unique_ptr<MetaStore>> opened = RocksDbMetaStore::Open(dir.path() + "/meta");
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   MetaStore& s = **opened;
@@ -55,7 +55,7 @@ TEST(RocksDbMetaStore, PutGetDeleteScanCommit) {
 }
 
 TEST(RocksDbMetaStore, ReopenKeepsData) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   {
     auto s = std::move(RocksDbMetaStore::Open(dir.path())).value();
     WriteBatch b;
@@ -71,7 +71,7 @@ TEST(RocksDbMetaStore, ReopenKeepsData) {
 }
 
 TEST(RocksDbMetaStore, SecondOpenOfSameDirFailsClearly) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   auto first = RocksDbMetaStore::Open(dir.path());
   ASSERT_TRUE(first.ok());
   auto second = RocksDbMetaStore::Open(dir.path());
@@ -88,7 +88,7 @@ TEST(RocksDbMetaStore, SecondOpenOfSameDirFailsClearly) {
 }
 
 TEST(RocksDbMetaStore, UnusableDirFails) {
-  TestDir dir;
+  ::penstock::testing::TempDir dir;
   EXPECT_EQ(RocksDbMetaStore::Open("").status().code(), StatusCode::kInvalidArgument);
   // A regular file where the directory should be.
   std::string file = dir.path() + "/file";

@@ -34,6 +34,20 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
       setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
+    //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
+    //    1.13: the connection manager needs tcp listed. Add it, and make rendezvous data use the
+    //    shared-memory lane (get_zcopy) so tcp carries only the connection set-up. See README.md.
+    if (tls != nullptr && std::strstr(tls, "tcp") == nullptr && std::strstr(tls, "all") == nullptr &&
+        std::strstr(tls, "rc") == nullptr && std::strstr(tls, "dc") == nullptr &&
+        std::strstr(tls, "ud") == nullptr &&
+        (std::strstr(tls, "posix") || std::strstr(tls, "sysv") || std::strstr(tls, "cma") ||
+         std::strstr(tls, "sm"))) {
+      std::string with_cm = std::string(tls) + ",tcp";
+      setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
+      setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
+      PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} (tcp for connection "
+                  "set-up only, data over shared memory)", tls, with_cm);
+    }
   });
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);

@@ -12,12 +12,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PENSTOCK = os.environ.get("PENSTOCK_BIN", str(REPO / "build" / "src" / "cli" / "penstock"))
 
-# UCX settings the data plane is tested over: TCP, and shared memory. UCX 1.13 needs tcp listed
-# for the socket-address connection manager; with get_zcopy rendezvous the bulk data then moves
-# through posix shared memory (see src/transport/README.md).
+# UCX settings the data plane is tested over: TCP, and shared memory. (UCX 1.13 needs tcp for
+# the socket-address connection manager; the transport adds it and keeps the data on shared
+# memory, see src/transport/README.md.)
 TRANSPORTS = {
     "tcp": {"UCX_TLS": "tcp"},
-    "shm": {"UCX_TLS": "posix,cma,tcp", "UCX_RNDV_SCHEME": "get_zcopy"},
+    "shm": {"UCX_TLS": "posix,cma"},
 }
 
 

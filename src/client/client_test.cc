@@ -1,0 +1,145 @@
+// The client library against an in-process cluster: a real MgmtServer and two real
+// TargetServers on loopback (UCX over whatever UCX_TLS says; CTest sets tcp).
+#include "penstock/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "common/temp_dir.h"
+#include "mgmt/mgmt_server.h"
+#include "target/target_server.h"
+
+namespace penstock {
+namespace {
+
+std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> v(n);
+  for (auto& b : v) b = std::byte{static_cast<unsigned char>(rng())};
+  return v;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir("client");
+    MgmtServerOptions mo;
+    mo.data_dir = dir_->path() + "/mgmt";
+    mo.metrics_listen = "";
+    auto m = MgmtServer::Start(mo);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    mgmt_ = m->release();
+    for (int i = 0; i < 2; ++i) {
+      TargetOptions to;
+      to.data_dir = dir_->path() + "/target" + std::to_string(i);
+      to.mgmt = mgmt_->address();
+      to.capacity_bytes = 65 << 20;
+      to.segment_bytes = 4 << 20;
+      auto t = TargetServer::Start(to);
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      targets_.push_back(t->release());
+    }
+    ClientOptions co;
+    co.mgmt_address = mgmt_->address();
+    co.timeout = std::chrono::milliseconds(5000);
+    auto c = Client::Connect(co);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    client_ = c->release();
+    ContainerProps small;
+    small.stripe_unit = 64 * 1024;
+    ASSERT_TRUE(client_->CreateContainer("c", small).ok());
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    for (auto* t : targets_) delete t;
+    targets_.clear();
+    if (mgmt_) mgmt_->Shutdown();
+    delete mgmt_;
+    delete dir_;
+  }
+
+  static testing::TempDir* dir_;
+  static MgmtServer* mgmt_;
+  static std::vector<TargetServer*> targets_;
+  static Client* client_;
+};
+
+testing::TempDir* ClientTest::dir_ = nullptr;
+MgmtServer* ClientTest::mgmt_ = nullptr;
+std::vector<TargetServer*> ClientTest::targets_;
+Client* ClientTest::client_ = nullptr;
+
+TEST_F(ClientTest, PutGetSizesAcrossStripes) {
+  for (size_t size : {0ul, 1ul, 65535ul, 65536ul, 65537ul, 1000000ul}) {
+    auto data = RandomBytes(size, static_cast<uint32_t>(size));
+    std::string name = "obj" + std::to_string(size);
+    ASSERT_TRUE(client_->Put("c", name, data).ok()) << size;
+    auto back = client_->Get("c", name);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, data) << size;
+    auto st = client_->Stat("c", name);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->size, size);
+    EXPECT_EQ(st->stripe_unit, 64u * 1024);
+  }
+}
+
+TEST_F(ClientTest, OverwriteListDelete) {
+  auto a = RandomBytes(300000, 1), b = RandomBytes(1000, 2);
+  ASSERT_TRUE(client_->Put("c", "ow", a).ok());
+  ASSERT_TRUE(client_->Put("c", "ow", b).ok());
+  EXPECT_EQ(*client_->Get("c", "ow"), b);
+  auto list = client_->List("c");
+  ASSERT_TRUE(list.ok());
+  bool found = false;
+  for (const auto& o : *list) found |= o.name == "ow" && o.size == 1000;
+  EXPECT_TRUE(found);
+  ASSERT_TRUE(client_->Delete("c", "ow").ok());
+  EXPECT_EQ(client_->Get("c", "ow").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Delete("c", "ow").code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, Errors) {
+  auto data = RandomBytes(10, 3);
+  Status s = client_->Put("nope", "x", data);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("'nope'"), std::string::npos);
+  EXPECT_EQ(client_->Put("c", "", data).code(), StatusCode::kInvalidArgument);
+  auto g = client_->Get("c", "missing");
+  EXPECT_EQ(g.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(g.status().message().find("'missing'"), std::string::npos);
+  EXPECT_EQ(client_->PutFile("c", "x", "/nonexistent/file").code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->CreateContainer("c").status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(ClientTest, DeleteContainerNeedsForceWhenNotEmpty) {
+  ASSERT_TRUE(client_->CreateContainer("d").ok());
+  ASSERT_TRUE(client_->Put("d", "x", RandomBytes(100, 4)).ok());
+  EXPECT_EQ(client_->DeleteContainer("d").code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(client_->DeleteContainer("d", /*force=*/true).ok());
+  EXPECT_EQ(client_->GetContainer("d").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ConcurrentPutsAndGetsFromManyThreads) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([t, &failures] {
+      for (int i = 0; i < 5; ++i) {
+        auto data = RandomBytes(64 * 1024 * 3 + static_cast<size_t>(t * 1000 + i), static_cast<uint32_t>(t * 100 + i));
+        std::string name = "t" + std::to_string(t) + "-" + std::to_string(i);
+        if (!client_->Put("c", name, data).ok()) ++failures;
+        auto back = client_->Get("c", name);
+        if (!back.ok() || *back != data) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace penstock

@@ -1,0 +1,114 @@
+#include "target/shard_service.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <future>
+
+#include "common/temp_dir.h"
+#include "protocol/shard_protocol.h"
+
+namespace penstock {
+namespace {
+
+class ShardServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.data_path = dir_.path() + "/data.img";
+    o.index_dir = dir_.path() + "/index";
+    o.capacity_bytes = 17 << 20;
+    o.segment_bytes = 4 << 20;
+    auto e = Engine::Open(o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine_ = std::move(*e);
+    service_ = std::make_unique<ShardService>(engine_.get(), &metrics_, 2);
+  }
+
+  static RpcRequest Request(ShardOp op, uint64_t stripe, std::string_view payload = {}) {
+    ShardRequestHeader h{};
+    h.version = kShardProtocolVersion;
+    h.shard_version = 5;
+    h.key = WireShardKey{1, 2, 3, stripe, 0, 0};
+    RpcRequest r;
+    r.opcode = static_cast<uint16_t>(op);
+    r.header = EncodeHeader(h);
+    r.payload = AlignedBuffer::CopyOf({reinterpret_cast<const std::byte*>(payload.data()), payload.size()});
+    return r;
+  }
+
+  static std::string Text(const AlignedBuffer& b) {
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+
+  testing::TempDir dir_{"shard_service"};
+  MetricsRegistry metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ShardService> service_;
+};
+
+TEST_F(ShardServiceTest, WriteReadStatDelete) {
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "hello shard")).status.ok());
+  RpcReply r = service_->Execute(Request(ShardOp::kRead, 0));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Text(r.payload), "hello shard");
+  auto rh = DecodeHeader<ShardReplyHeader>(r.header, "read reply");
+  ASSERT_TRUE(rh.ok());
+  EXPECT_EQ(rh->length, 11u);
+  EXPECT_EQ(rh->shard_version, 5u);
+  r = service_->Execute(Request(ShardOp::kStat, 0));
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(DecodeHeader<ShardReplyHeader>(r.header, "stat")->length, 11u);
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kDelete, 0)).status.ok());
+  EXPECT_EQ(service_->Execute(Request(ShardOp::kRead, 0)).status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->Execute(Request(ShardOp::kDelete, 0)).status.code(), StatusCode::kNotFound);
+}
+
+TEST_F(ShardServiceTest, ListHeadsWithData) {
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "data")).status.ok());
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, UINT64_MAX, "head")).status.ok());
+  ListRequestHeader lh{};
+  lh.version = kShardProtocolVersion;
+  lh.flags = kListHeadsOnly | kListWithData;
+  lh.container = 1;
+  RpcRequest req;
+  req.opcode = static_cast<uint16_t>(ShardOp::kList);
+  req.header = EncodeHeader(lh);
+  RpcReply r = service_->Execute(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  auto entries = DecodeListEntries(r.payload.span());
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].key.stripe, UINT64_MAX);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>((*entries)[0].data.data()), 4), "head");
+  // Other containers see nothing.
+  lh.container = 2;
+  req.header = EncodeHeader(lh);
+  r = service_->Execute(req);
+  EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 0u);
+}
+
+TEST_F(ShardServiceTest, MalformedRequestsAreRejected) {
+  RpcRequest r = Request(ShardOp::kWrite, 0, "x");
+  r.header.resize(10);
+  EXPECT_EQ(service_->Execute(r).status.code(), StatusCode::kInvalidArgument);
+  r = Request(ShardOp::kRead, 0);
+  r.header[0] = std::byte{42};
+  EXPECT_EQ(service_->Execute(r).status.code(), StatusCode::kInvalidArgument);
+  r = Request(ShardOp::kRead, 0);
+  r.opcode = 999;
+  RpcReply reply = service_->Execute(r);
+  EXPECT_EQ(reply.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(reply.status.message().find("999"), std::string::npos);
+  EXPECT_NE(metrics_.RenderText().find("penstock_target_op_errors_total"), std::string::npos);
+}
+
+TEST_F(ShardServiceTest, HandleRespondsFromThePool) {
+  std::promise<RpcReply> done;
+  service_->Handle(Request(ShardOp::kWrite, 7, "async"), [&](RpcReply r) { done.set_value(std::move(r)); });
+  EXPECT_TRUE(done.get_future().get().status.ok());
+  EXPECT_EQ(Text(service_->Execute(Request(ShardOp::kRead, 7)).payload), "async");
+}
+
+}  // namespace
+}  // namespace penstock
