@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "penstock/object_io.h"
 #include "penstock/status.h"
 
 namespace penstock {
@@ -91,6 +92,11 @@ class Client {
   // listing would be incomplete).
   Result<std::vector<ObjectInfo>> List(const std::string& container);
   Status Delete(const std::string& container, const std::string& name);
+
+  // Opens object `name` for ranged, asynchronous I/O (see object_io.h). kNotFound unless it
+  // exists or options.create is set. The Object must not outlive this Client.
+  Result<std::shared_ptr<Object>> Open(const std::string& container, const std::string& name,
+                                       const OpenOptions& options = {});
 
   // Cluster map epoch the client currently holds.
   uint64_t map_epoch() const;

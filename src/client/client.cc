@@ -10,7 +10,9 @@
 #include <cstring>
 #include <map>
 
+#include "client/async_op.h"
 #include "client/cluster_view.h"
+#include "client/object_impl.h"
 #include "client/object_ids.h"
 #include "client/shard_client.h"
 #include "client/stripe_pipeline.h"
@@ -112,6 +114,7 @@ class Client::Impl {
   std::unique_ptr<RpcClient> rpc;
   std::unique_ptr<ClusterView> view;
   std::unique_ptr<ShardClient> shards;
+  OpTracker tracker;
 
   Result<ContainerInfo> Container(const std::string& name) {
     v1::GetContainerRequest req;
@@ -332,6 +335,26 @@ Status Client::Delete(const std::string& container, const std::string& name) {
   PS_RETURN_IF_ERROR(impl_->shards->Delete(impl_->HeadKey(c, name)));
   DeleteStripes(*impl_->shards, Impl::Layout(c, head), head.stripe_count());
   return OkStatus();
+}
+
+Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const std::string& name,
+                                             const OpenOptions& options) {
+  PS_RETURN_IF_ERROR(ValidateObjectName(name));
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  auto head = impl_->ReadHead(c, name);
+  if (!head.ok()) {
+    if (head.status().code() != StatusCode::kNotFound || !options.create) return head.status();
+    ObjectHead h;
+    h.name = name;
+    h.stripe_unit = c.stripe_unit;
+    std::tie(h.data_hi, h.data_lo) = NewDataId();
+    h.mtime_ms = NowMs();
+    PS_RETURN_IF_ERROR(impl_->shards->Write(impl_->HeadKey(c, name), EncodeObjectHead(h),
+                                            static_cast<uint64_t>(h.mtime_ms)));
+    head = std::move(h);
+  }
+  return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->shards.get(), &impl_->tracker, c.id,
+                                                              impl_->HeadKey(c, name), std::move(*head)));
 }
 
 uint64_t Client::map_epoch() const { return impl_->view->epoch(); }

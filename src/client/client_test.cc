@@ -8,68 +8,33 @@
 #include <random>
 #include <thread>
 
-#include "common/temp_dir.h"
-#include "mgmt/mgmt_server.h"
-#include "target/target_server.h"
+#include "client/test_cluster.h"
 
 namespace penstock {
 namespace {
 
-std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::byte> v(n);
-  for (auto& b : v) b = std::byte{static_cast<unsigned char>(rng())};
-  return v;
-}
+using testing::RandomBytes;
 
 class ClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir("client");
-    MgmtServerOptions mo;
-    mo.data_dir = dir_->path() + "/mgmt";
-    mo.metrics_listen = "";
-    auto m = MgmtServer::Start(mo);
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    mgmt_ = m->release();
-    for (int i = 0; i < 2; ++i) {
-      TargetOptions to;
-      to.data_dir = dir_->path() + "/target" + std::to_string(i);
-      to.mgmt = mgmt_->address();
-      to.capacity_bytes = 65 << 20;
-      to.segment_bytes = 4 << 20;
-      auto t = TargetServer::Start(to);
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      targets_.push_back(t->release());
-    }
-    ClientOptions co;
-    co.mgmt_address = mgmt_->address();
-    co.timeout = std::chrono::milliseconds(5000);
-    auto c = Client::Connect(co);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = c->release();
+    cluster_ = new testing::InProcessCluster(2);
+    ASSERT_TRUE(cluster_->ok());
+    client_ = &cluster_->client();
     ContainerProps small;
     small.stripe_unit = 64 * 1024;
     ASSERT_TRUE(client_->CreateContainer("c", small).ok());
   }
   static void TearDownTestSuite() {
-    delete client_;
-    for (auto* t : targets_) delete t;
-    targets_.clear();
-    if (mgmt_) mgmt_->Shutdown();
-    delete mgmt_;
-    delete dir_;
+    delete cluster_;
+    cluster_ = nullptr;
   }
 
-  static testing::TempDir* dir_;
-  static MgmtServer* mgmt_;
-  static std::vector<TargetServer*> targets_;
+  static testing::InProcessCluster* cluster_;
   static Client* client_;
 };
 
-testing::TempDir* ClientTest::dir_ = nullptr;
-MgmtServer* ClientTest::mgmt_ = nullptr;
-std::vector<TargetServer*> ClientTest::targets_;
+testing::InProcessCluster* ClientTest::cluster_ = nullptr;
 Client* ClientTest::client_ = nullptr;
 
 TEST_F(ClientTest, PutGetSizesAcrossStripes) {

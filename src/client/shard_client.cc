@@ -1,5 +1,6 @@
 #include "client/shard_client.h"
 
+#include <cstring>
 #include <thread>
 
 namespace penstock {
@@ -116,6 +117,22 @@ void ShardClient::StartRead(const WireShardKey& key,
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kRead), RequestHeader(key, 0), {},
+             [done = std::move(done)](RpcReply r) {
+               if (!r.status.ok()) return done(std::move(r.status));
+               done(std::move(r.payload));
+             });
+}
+
+void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
+                                 std::function<void(Result<AlignedBuffer>)> done) {
+  auto target = Locate(key);
+  if (!target.ok()) return done(target.status());
+  RangeReadHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.offset = offset;
+  h.length = length;
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kReadRange), EncodeHeader(h), {},
              [done = std::move(done)](RpcReply r) {
                if (!r.status.ok()) return done(std::move(r.status));
                done(std::move(r.payload));

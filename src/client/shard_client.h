@@ -38,6 +38,9 @@ class ShardClient {
   void StartWrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version,
                   std::function<void(Status)> done);
   void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
+  // Bytes [offset, offset + length) of the shard; shorter when the shard is shorter.
+  void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
+                      std::function<void(Result<AlignedBuffer>)> done);
 
   // For pipelines: true when `s` is worth another attempt at `key` and time remains since
   // `first_try`. Sleeps a backoff step and refreshes the map first; false at once when mgmt

@@ -13,7 +13,7 @@ namespace {
 
 // Completions posted by transport threads, consumed by the pipeline's thread.
 template <typename T>
-class CompletionQueue {
+class DoneQueue {
  public:
   void Post(T item) {
     {
@@ -63,7 +63,7 @@ Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSourc
     slots.emplace_back(layout.stripe_unit);
     free_slots.push_back(window - 1 - i);
   }
-  CompletionQueue<WriteDone> done_q;
+  DoneQueue<WriteDone> done_q;
   std::vector<std::pair<Clock::time_point, int>> tries(n);  // first attempt, attempts
   auto issue = [&](size_t slot, uint64_t stripe) {
     shards.StartWrite(layout.key(stripe), slots[slot].span(), version,
@@ -116,7 +116,7 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
   const uint64_t n = layout.stripe_count();
   if (n == 0) return OkStatus();
   window = static_cast<unsigned>(std::min<uint64_t>(std::max(window, 1u), n));
-  CompletionQueue<ReadDone> done_q;
+  DoneQueue<ReadDone> done_q;
   std::vector<std::pair<Clock::time_point, int>> tries(n);
   auto issue = [&](uint64_t stripe) {
     shards.StartRead(layout.key(stripe), [&done_q, stripe](Result<AlignedBuffer> r) {

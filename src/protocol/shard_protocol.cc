@@ -60,6 +60,7 @@ std::string_view ShardOpName(uint16_t op) {
     case ShardOp::kDelete: return "delete";
     case ShardOp::kStat: return "stat";
     case ShardOp::kList: return "list";
+    case ShardOp::kReadRange: return "read_range";
   }
   return "unknown";
 }

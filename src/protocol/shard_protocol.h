@@ -30,6 +30,8 @@ enum class ShardOp : uint16_t {
   kDelete = 3,
   kStat = 4,    // reply header: ShardReplyHeader
   kList = 5,    // header: ListRequestHeader; reply payload: encoded ListEntry array
+  kReadRange = 6,  // header: RangeReadHeader; reply payload: the bytes of the range that exist
+                   // (short when the shard is shorter); reply header: ShardReplyHeader
 };
 
 #pragma pack(push, 1)
@@ -53,6 +55,13 @@ struct ShardRequestHeader {
   WireShardKey key;
 };
 static_assert(sizeof(ShardRequestHeader) == 64);
+
+struct RangeReadHeader {
+  ShardRequestHeader base;
+  uint64_t offset;  // within the shard
+  uint64_t length;
+};
+static_assert(sizeof(RangeReadHeader) == 80);
 
 struct ShardReplyHeader {
   uint8_t version;

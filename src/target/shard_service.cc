@@ -33,7 +33,8 @@ RpcReply ErrorReply(Status s) {
 ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
     : engine_(engine), metrics_(metrics), pool_(io_threads) {
   // Every series exists from the start, so a scrape before the first request sees zeros.
-  for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList}) {
+  for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
+                     ShardOp::kReadRange}) {
     std::string name(ShardOpName(static_cast<uint16_t>(op)));
     metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
     metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", name}});
@@ -58,6 +59,7 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
     case ShardOp::kDelete: reply = Delete(request); break;
     case ShardOp::kStat: reply = Stat(request); break;
     case ShardOp::kList: reply = List(request); break;
+    case ShardOp::kReadRange: reply = ReadRange(request); break;
     default:
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
@@ -108,6 +110,23 @@ RpcReply ShardService::Read(const RpcRequest& request) {
   reply.header = EncodeHeader(rh);
   metrics_->GetCounter("penstock_target_bytes_read_total", "Shard bytes read.").Inc(data->size());
   reply.payload = std::move(*data);
+  return reply;
+}
+
+RpcReply ShardService::ReadRange(const RpcRequest& request) {
+  auto h = DecodeHeader<RangeReadHeader>(request.header, "read_range");
+  if (!h.ok()) return ErrorReply(h.status());
+  // v1: the engine reads (and verifies) the whole shard; the reply carries only the range.
+  RpcRequest whole;
+  whole.opcode = static_cast<uint16_t>(ShardOp::kRead);
+  whole.header = EncodeHeader(h->base);
+  RpcReply reply = Read(whole);
+  if (!reply.status.ok()) return reply;
+  const uint64_t size = reply.payload.size();
+  const uint64_t begin = std::min(h->offset, size);
+  const uint64_t end = h->length > size - begin ? size : begin + h->length;
+  AlignedBuffer range = AlignedBuffer::CopyOf(reply.payload.span().subspan(begin, end - begin));
+  reply.payload = std::move(range);
   return reply;
 }
 

@@ -27,6 +27,7 @@ class ShardService {
  private:
   RpcReply Write(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
+  RpcReply ReadRange(const RpcRequest& request);
   RpcReply Delete(const RpcRequest& request);
   RpcReply Stat(const RpcRequest& request);
   RpcReply List(const RpcRequest& request);

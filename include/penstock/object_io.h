@@ -1,0 +1,146 @@
+// object_io.h — ranged, asynchronous and batched I/O on open objects.
+//
+// Open an object once (Client::Open), then read and write any byte range of it, many
+// operations in flight from one thread, completing through a CompletionQueue:
+//
+//   auto obj = client->Open("ckpt", "rank-7.bin", {.create = true}).value();
+//   CompletionQueue cq;
+//   obj->WriteAsync(0, {{buf, len}}, cq, /*user_data=*/1);
+//   obj->ReadAsync(4096, {{out, 4096}}, cq, /*user_data=*/2);
+//   for (auto& c : cq.Wait(2, std::chrono::seconds(10))) ... c.status, c.bytes ...
+//
+// Semantics
+// - An object is a byte array of size() bytes split into stripes of the container's stripe
+//   unit; each stripe is stored whole and replaced atomically on its target, so a reader never
+//   sees a torn stripe. A write that covers part of a stripe reads the stripe, patches it and
+//   writes it back (read-modify-write); writes of one Object to the same stripe are applied in
+//   submission order. Writes past the end grow the object (the head record is updated after the
+//   data is durable); regions never written read as zeros (sparse). Reads past the end are short.
+// - An Object sees the object as it was when opened plus its own writes. Another client's
+//   whole-object Put replaces the object: reopen to see it (Refresh()).
+// - Scatter/gather: each operation takes a list of caller buffers (IoVec).
+//
+// Ownership and threads
+// - Buffers passed to an async call must stay valid until its completion is delivered (or
+//   until Cancel() returns true). After that the library never touches them again.
+// - Object, CompletionQueue and Client are thread-safe. Completions are delivered on transport
+//   threads to a callback (if the queue has one, which must not block) or queued for
+//   Poll()/Wait().
+//
+// Errors in IoCompletion::status: kNotFound (object or container gone), kUnavailable (a target
+// unreachable after retries: retry later), kDataLoss (checksum failure), kDeadlineExceeded (the
+// operation's deadline passed), kCancelled (Cancel()), kInvalidArgument (bad range).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "penstock/status.h"
+
+namespace penstock {
+
+// One caller buffer of a scatter/gather list.
+struct IoVec {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+struct IoCompletion {
+  uint64_t user_data = 0;
+  Status status;
+  uint64_t bytes = 0;  // bytes read or written (a read past the end is short)
+};
+
+// Where finished operations are reported. Either a callback (runs on a transport thread and
+// must not block) or a queue drained with Poll()/Wait().
+class CompletionQueue {
+ public:
+  CompletionQueue() = default;
+  explicit CompletionQueue(std::function<void(IoCompletion)> callback) : callback_(std::move(callback)) {}
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  // Takes up to `max` queued completions without waiting.
+  std::vector<IoCompletion> Poll(size_t max = SIZE_MAX);
+  // Waits until at least `min` completions are queued (or `timeout` passes), then takes up to
+  // all queued ones. Returns what it took (possibly fewer than `min` on timeout).
+  std::vector<IoCompletion> Wait(size_t min, std::chrono::milliseconds timeout);
+  // Operations submitted to this queue and not yet completed.
+  size_t in_flight() const;
+
+  // Used by the library: an operation was submitted / finished.
+  void Started();
+  void Complete(IoCompletion c);
+
+ private:
+  std::function<void(IoCompletion)> callback_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<IoCompletion> done_;
+  size_t in_flight_ = 0;
+};
+
+using OpId = uint64_t;
+
+enum class IoKind : uint8_t { kRead, kWrite };
+
+// One operation of a batch.
+struct IoRequest {
+  IoKind kind = IoKind::kRead;
+  uint64_t offset = 0;
+  std::vector<IoVec> iov;
+  uint64_t user_data = 0;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+struct OpenOptions {
+  bool create = false;  // create an empty object when none exists
+};
+
+// An open object, from Client::Open. The Client must outlive every Object it opened.
+class Object {
+ public:
+  virtual ~Object() = default;
+
+  virtual const std::string& name() const = 0;
+  // Current size as this handle knows it.
+  virtual uint64_t size() const = 0;
+
+  // Asynchronous forms. Each returns an id usable with Cancel(); errors detected before
+  // anything is sent are delivered as completions too (never both a return and a completion).
+  virtual OpId ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq,
+                         uint64_t user_data,
+                         std::optional<std::chrono::steady_clock::time_point> deadline = {}) = 0;
+  virtual OpId WriteAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq,
+                          uint64_t user_data,
+                          std::optional<std::chrono::steady_clock::time_point> deadline = {}) = 0;
+  // Submits every request of `batch` at once; ids in the same order.
+  virtual std::vector<OpId> Submit(std::span<const IoRequest> batch, CompletionQueue& cq) = 0;
+  // Completes a pending operation with kCancelled at once: returns true if it was still
+  // pending (its buffers are then released), false if it had already completed. Writes
+  // already sent to a target may still land (each stripe atomically).
+  virtual bool Cancel(OpId id) = 0;
+
+  // Blocking forms (thin wrappers over the async ones).
+  virtual Result<uint64_t> Read(uint64_t offset, std::span<std::byte> out) = 0;
+  virtual Status Write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Writes at the end; returns the offset written at. Concurrent appends through one Object
+  // never overlap.
+  virtual Result<uint64_t> Append(std::span<const std::byte> data) = 0;
+  // Sets the size; bytes past a shrunk end are gone (read as zeros if the object grows again).
+  // Must not run concurrently with writes to the same Object.
+  virtual Status Truncate(uint64_t size) = 0;
+  // Re-reads the object's head (size, data) from the cluster.
+  virtual Status Refresh() = 0;
+};
+
+}  // namespace penstock

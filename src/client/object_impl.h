@@ -1,0 +1,80 @@
+// object_impl.h — the Object of object_io.h: ranged, asynchronous I/O on one open object.
+//
+// Reads fan out into one ranged shard read per stripe touched (kReadRange), copied into the
+// caller's buffers as replies arrive. Writes assemble each stripe's bytes, read-modify-write
+// the stripe when they cover only part of what it holds, and write it whole; writes to one
+// stripe through this Object run one at a time, in submission order (a per-stripe queue).
+// When an operation's data is durable and it ended past the object's size, the head record is
+// rewritten with the larger size (coalesced: one head write in flight at a time) before the
+// operation completes. Completions run on transport threads. Thread-safe.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "client/async_op.h"
+#include "client/shard_client.h"
+#include "client/stripe_pipeline.h"
+#include "protocol/object_head.h"
+
+namespace penstock {
+
+class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl> {
+ public:
+  // `shards` and `tracker` are borrowed from the Client, which must outlive this object.
+  ObjectImpl(ShardClient* shards, OpTracker* tracker, uint64_t container_id, WireShardKey head_key,
+             ObjectHead head);
+
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override;
+
+  OpId ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
+                 std::optional<std::chrono::steady_clock::time_point> deadline) override;
+  OpId WriteAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
+                  std::optional<std::chrono::steady_clock::time_point> deadline) override;
+  std::vector<OpId> Submit(std::span<const IoRequest> batch, CompletionQueue& cq) override;
+  bool Cancel(OpId id) override { return tracker_->Cancel(id); }
+
+  Result<uint64_t> Read(uint64_t offset, std::span<std::byte> out) override;
+  Status Write(uint64_t offset, std::span<const std::byte> data) override;
+  Result<uint64_t> Append(std::span<const std::byte> data) override;
+  Status Truncate(uint64_t size) override;
+  Status Refresh() override;
+
+ private:
+  std::shared_ptr<AsyncOp> NewOp(std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
+                                 std::optional<std::chrono::steady_clock::time_point> deadline);
+  StripeLayout Layout() const;  // takes mu_
+  void StartRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
+  void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
+  // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
+  void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
+                   uint64_t begin, std::shared_ptr<AlignedBuffer> data);
+  // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
+  void WithStripe(uint64_t stripe, std::function<void()> fn);
+  void ReleaseStripe(uint64_t stripe);
+  // Grows the committed size to at least `end` (head rewrite), then calls done.
+  void ExtendSize(uint64_t end, std::function<void(Status)> done);
+  void StartHeadWrite(std::unique_lock<std::mutex>& lock);
+  uint64_t NextVersion();
+
+  ShardClient* shards_;
+  OpTracker* tracker_;
+  const uint64_t container_id_;
+  const WireShardKey head_key_;
+  const std::string name_;
+
+  mutable std::mutex mu_;
+  ObjectHead head_;            // head_.size: the committed size
+  uint64_t written_end_ = 0;   // end of the furthest stripe write that completed
+  uint64_t reserved_end_ = 0;  // for Append
+  std::map<uint64_t, std::deque<std::function<void()>>> stripe_queue_;  // busy stripes
+  bool head_write_in_flight_ = false;
+  uint64_t wanted_size_ = 0;
+  std::vector<std::pair<uint64_t, std::function<void(Status)>>> size_waiters_;
+  std::atomic<uint64_t> version_;
+};
+
+}  // namespace penstock
