@@ -112,6 +112,7 @@ class Client::Impl {
   ClientOptions options;
   std::unique_ptr<MgmtClient> mgmt;
   std::unique_ptr<RpcClient> rpc;
+  std::unique_ptr<UcxRpcCaller> caller;
   std::unique_ptr<ClusterView> view;
   std::unique_ptr<ShardClient> shards;
   OpTracker tracker;
@@ -205,7 +206,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   PS_ASSIGN_OR_RETURN(impl->rpc, RpcClient::Create(ro));
   impl->view = std::make_unique<ClusterView>(impl->mgmt.get());
   PS_RETURN_IF_ERROR(impl->view->Refresh());
-  impl->shards = std::make_unique<ShardClient>(impl->rpc.get(), impl->view.get(), options.timeout);
+  impl->caller = std::make_unique<UcxRpcCaller>(impl->rpc.get());
+  impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -5,18 +5,23 @@
 namespace penstock {
 
 Status ClusterView::Refresh() {
+  if (mgmt_ == nullptr) return OkStatus();
   PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
   std::vector<TargetRef> targets;
-  std::vector<PlacementTarget> placement;
   for (const auto& t : map.targets()) {
     targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP});
-    placement.push_back({t.id(), t.uuid(), 1});
   }
+  Set(map.epoch(), std::move(targets));
+  return OkStatus();
+}
+
+void ClusterView::Set(uint64_t epoch, std::vector<TargetRef> targets) {
+  std::vector<PlacementTarget> placement;
+  for (const auto& t : targets) placement.push_back({t.id, t.uuid, 1});
   std::lock_guard<std::mutex> lock(mu_);
-  epoch_ = map.epoch();
+  epoch_ = epoch;
   targets_ = std::move(targets);
   placement_ = std::move(placement);
-  return OkStatus();
 }
 
 Result<TargetRef> ClusterView::Locate(const PlacementKey& key) const {

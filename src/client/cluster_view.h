@@ -26,11 +26,14 @@ struct TargetRef {
 
 class ClusterView {
  public:
-  // `mgmt` is borrowed and must outlive the view.
+  // `mgmt` is borrowed and must outlive the view; null for a view fed only by Set().
   explicit ClusterView(MgmtClient* mgmt) : mgmt_(mgmt) {}
 
-  // Fetches the current map from mgmt.
+  // Fetches the current map from mgmt (a no-op for a view built without mgmt).
   Status Refresh();
+
+  // Replaces the map (tests, and later map pushes from mgmt).
+  void Set(uint64_t epoch, std::vector<TargetRef> targets);
 
   // Target holding `key` (rendezvous over all member targets).
   // Errors: kUnavailable when the map has no targets.

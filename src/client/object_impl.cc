@@ -54,7 +54,12 @@ std::shared_ptr<AsyncOp> ObjectImpl::NewOp(std::vector<IoVec> iov, CompletionQue
 OpId ObjectImpl::ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                            std::optional<std::chrono::steady_clock::time_point> deadline) {
   auto op = NewOp(std::move(iov), cq, user_data, deadline);
-  StartRead(op, offset);
+  std::vector<ReadPiece> pieces;
+  const StripeLayout layout = Layout();
+  if (PlanRead(op, offset, layout, pieces)) {
+    IssueReads(layout, std::move(pieces));
+    AsyncOp::SubDone(op, OkStatus(), 0);
+  }
   return op->id;
 }
 
@@ -66,51 +71,89 @@ OpId ObjectImpl::WriteAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQ
 }
 
 std::vector<OpId> ObjectImpl::Submit(std::span<const IoRequest> batch, CompletionQueue& cq) {
+  // Reads of the whole batch are planned together so that nearby ranges of one stripe share a
+  // request; writes go out one by one (per-stripe order is kept by the stripe queue).
   std::vector<OpId> ids;
   ids.reserve(batch.size());
+  const StripeLayout layout = Layout();
+  std::vector<ReadPiece> pieces;
+  std::vector<std::shared_ptr<AsyncOp>> planned;
   for (const IoRequest& r : batch) {
-    ids.push_back(r.kind == IoKind::kRead ? ReadAsync(r.offset, r.iov, cq, r.user_data, r.deadline)
-                                          : WriteAsync(r.offset, r.iov, cq, r.user_data, r.deadline));
+    if (r.kind == IoKind::kWrite) {
+      ids.push_back(WriteAsync(r.offset, r.iov, cq, r.user_data, r.deadline));
+      continue;
+    }
+    auto op = NewOp(r.iov, cq, r.user_data, r.deadline);
+    ids.push_back(op->id);
+    if (PlanRead(op, r.offset, layout, pieces)) planned.push_back(op);
   }
+  IssueReads(layout, std::move(pieces));
+  for (auto& op : planned) AsyncOp::SubDone(op, OkStatus(), 0);
   return ids;
 }
 
-void ObjectImpl::StartRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset) {
-  const StripeLayout layout = Layout();
+bool ObjectImpl::PlanRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset, const StripeLayout& layout,
+                          std::vector<ReadPiece>& pieces) {
   const uint64_t want = op->iov_bytes();
   const uint64_t end = offset >= layout.size ? offset : std::min(layout.size, offset + want);
   if (end <= offset || layout.stripe_unit == 0) {
-    op->Finish(OkStatus(), 0);
-    return;
+    op->Finish(OkStatus(), 0);  // empty, or entirely past the end: a short (empty) read
+    return false;
   }
   const uint64_t su = layout.stripe_unit;
   const uint64_t first = offset / su, last = (end - 1) / su;
-  op->AddPending(static_cast<int>(last - first + 1) + 1);  // +1 held while issuing
+  op->AddPending(static_cast<int>(last - first + 1) + 1);  // +1 released by the caller once issued
   for (uint64_t s = first; s <= last; ++s) {
     const uint64_t begin = std::max(offset, s * su) - s * su;
     const uint64_t stop = std::min(end, (s + 1) * su) - s * su;
-    const uint64_t op_off = s * su + begin - offset;
-    const uint64_t len = stop - begin;
-    shards_->StartReadRange(layout.key(s), begin, len, [op, op_off, len](Result<AlignedBuffer> r) {
-      Status st;
-      {
-        std::lock_guard<std::mutex> lock(op->mu);
-        if (!op->finished) {
-          if (r.ok()) {
-            uint64_t got = std::min<uint64_t>(r->size(), len);
-            op->CopyToIov(op_off, r->span().first(got));
-            op->ZeroIov(op_off + got, len - got);  // shorter shard: the rest was never written
-          } else if (r.status().code() == StatusCode::kNotFound) {
-            op->ZeroIov(op_off, len);  // sparse: a stripe never written reads as zeros
-          } else {
-            st = r.status();
-          }
+    pieces.push_back({op, s * su + begin - offset, s, begin, stop - begin});
+  }
+  return true;
+}
+
+void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> pieces) {
+  std::sort(pieces.begin(), pieces.end(), [](const ReadPiece& a, const ReadPiece& b) {
+    return a.stripe != b.stripe ? a.stripe < b.stripe : a.begin < b.begin;
+  });
+  size_t i = 0;
+  while (i < pieces.size()) {
+    // One request covers pieces of the same stripe closer than kCoalesceGap to each other.
+    size_t j = i + 1;
+    uint64_t seg_begin = pieces[i].begin, seg_end = pieces[i].begin + pieces[i].length;
+    while (j < pieces.size() && pieces[j].stripe == pieces[i].stripe &&
+           pieces[j].begin <= seg_end + kCoalesceGap) {
+      seg_end = std::max(seg_end, pieces[j].begin + pieces[j].length);
+      ++j;
+    }
+    auto group = std::make_shared<std::vector<ReadPiece>>(pieces.begin() + static_cast<std::ptrdiff_t>(i),
+                                                          pieces.begin() + static_cast<std::ptrdiff_t>(j));
+    shards_->StartReadRange(layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
+                            [group, seg_begin](Result<AlignedBuffer> r) { DeliverRead(*group, seg_begin, r); });
+    i = j;
+  }
+}
+
+void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
+                             const Result<AlignedBuffer>& r) {
+  for (const ReadPiece& p : group) {
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(p.op->mu);
+      if (!p.op->finished) {  // a finished (cancelled, expired) op's buffers are not ours
+        if (r.ok()) {
+          const uint64_t from = p.begin - seg_begin;
+          const uint64_t got = r->size() > from ? std::min<uint64_t>(r->size() - from, p.length) : 0;
+          if (got) p.op->CopyToIov(p.op_offset, r->span().subspan(from, got));
+          p.op->ZeroIov(p.op_offset + got, p.length - got);  // never written: zeros
+        } else if (r.status().code() == StatusCode::kNotFound) {
+          p.op->ZeroIov(p.op_offset, p.length);  // sparse: a stripe never written reads as zeros
+        } else {
+          st = r.status();
         }
       }
-      AsyncOp::SubDone(op, st, st.ok() ? len : 0);
-    });
+    }
+    AsyncOp::SubDone(p.op, st, st.ok() ? p.length : 0);
   }
-  AsyncOp::SubDone(op, OkStatus(), 0);
 }
 
 void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset) {

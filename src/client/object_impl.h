@@ -1,7 +1,8 @@
 // object_impl.h — the Object of object_io.h: ranged, asynchronous I/O on one open object.
 //
-// Reads fan out into one ranged shard read per stripe touched (kReadRange), copied into the
-// caller's buffers as replies arrive. Writes assemble each stripe's bytes, read-modify-write
+// Reads fan out into ranged shard reads (kReadRange), one per stripe touched, or one per group
+// of nearby ranges of a stripe within a batch, copied into the caller's buffers as replies
+// arrive. Writes assemble each stripe's bytes, read-modify-write
 // the stripe when they cover only part of what it holds, and write it whole; writes to one
 // stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // When an operation's data is durable and it ended past the object's size, the head record is
@@ -47,7 +48,24 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   std::shared_ptr<AsyncOp> NewOp(std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                                  std::optional<std::chrono::steady_clock::time_point> deadline);
   StripeLayout Layout() const;  // takes mu_
-  void StartRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
+
+  // One op's share of one stripe: stripe bytes [begin, begin + length) go to the op's buffers
+  // at op_offset.
+  struct ReadPiece {
+    std::shared_ptr<AsyncOp> op;
+    uint64_t op_offset;
+    uint64_t stripe;
+    uint64_t begin;
+    uint64_t length;
+  };
+  // Ranges of one stripe closer than this are fetched by one request.
+  static constexpr uint64_t kCoalesceGap = 16 * 1024;
+  // Appends the pieces of a read; false (op already completed) when there is nothing to read.
+  bool PlanRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset, const StripeLayout& layout,
+                std::vector<ReadPiece>& pieces);
+  void IssueReads(const StripeLayout& layout, std::vector<ReadPiece> pieces);
+  static void DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
+                          const Result<AlignedBuffer>& r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
   // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,

@@ -16,14 +16,14 @@
 #include "client/cluster_view.h"
 #include "common/buffer.h"
 #include "protocol/shard_protocol.h"
-#include "transport/rpc_client.h"
+#include "client/rpc_caller.h"
 
 namespace penstock {
 
 class ShardClient {
  public:
   // `rpc` and `view` are borrowed and must outlive this object.
-  ShardClient(RpcClient* rpc, ClusterView* view, std::chrono::milliseconds retry_budget)
+  ShardClient(RpcCaller* rpc, ClusterView* view, std::chrono::milliseconds retry_budget)
       : rpc_(rpc), view_(view), retry_budget_(retry_budget) {}
 
   Status Write(const WireShardKey& key, std::span<const std::byte> data, uint64_t version);
@@ -60,7 +60,7 @@ class ShardClient {
   RpcReply CallWithRetry(const WireShardKey& key, ShardOp op, std::span<const std::byte> payload,
                          uint64_t version);
 
-  RpcClient* rpc_;
+  RpcCaller* rpc_;
   ClusterView* view_;
   std::chrono::milliseconds retry_budget_;
 };

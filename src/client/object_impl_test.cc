@@ -1,0 +1,182 @@
+// ObjectImpl over a fake transport: no servers, replies held, failed or delayed on demand.
+#include "client/object_impl.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "client/fake_shard_transport.h"
+
+namespace penstock {
+namespace {
+
+constexpr uint64_t kStripe = 4096;
+
+class ObjectImplTest : public ::testing::Test {
+ protected:
+  ObjectImplTest() : view_(nullptr), shards_(&fake_, &view_, std::chrono::milliseconds(200)) {
+    view_.Set(1, {{1, "uuid-1", "fake:1", true}, {2, "uuid-2", "fake:2", true}, {3, "uuid-3", "fake:3", true}});
+  }
+
+  std::shared_ptr<Object> NewObject(const std::string& name) {
+    ObjectHead h;
+    h.name = name;
+    h.stripe_unit = kStripe;
+    h.data_hi = ++next_id_;
+    h.data_lo = 7;
+    WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
+    return std::make_shared<ObjectImpl>(&shards_, &tracker_, 1, head_key, h);
+  }
+
+  static std::vector<std::byte> Bytes(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::byte> v(n);
+    for (auto& b : v) b = std::byte{static_cast<unsigned char>(rng())};
+    return v;
+  }
+
+  testing::FakeShardTransport fake_;
+  ClusterView view_;
+  ShardClient shards_;
+  OpTracker tracker_;
+  uint64_t next_id_ = 100;
+};
+
+TEST_F(ObjectImplTest, RandomRangesMatchModel) {
+  auto obj = NewObject("model");
+  std::vector<std::byte> model;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 3000; ++i) {
+    uint64_t off = rng() % (20 * kStripe);
+    uint64_t len = 1 + rng() % (3 * kStripe);
+    if (rng() % 2) {
+      auto d = Bytes(len, static_cast<uint32_t>(i));
+      ASSERT_TRUE(obj->Write(off, d).ok());
+      if (model.size() < off + len) model.resize(off + len, std::byte{0});
+      std::memcpy(model.data() + off, d.data(), len);
+    } else {
+      std::vector<std::byte> out(len);
+      auto n = obj->Read(off, out);
+      ASSERT_TRUE(n.ok());
+      uint64_t expect = off >= model.size() ? 0 : std::min<uint64_t>(len, model.size() - off);
+      ASSERT_EQ(*n, expect);
+      ASSERT_EQ(0, std::memcmp(out.data(), model.data() + off, expect)) << "op " << i;
+    }
+    if (i % 500 == 499) {  // shrink now and then
+      uint64_t to = rng() % (model.size() + 1);
+      ASSERT_TRUE(obj->Truncate(to).ok());
+      model.resize(to);
+    }
+  }
+  EXPECT_EQ(obj->size(), model.size());
+}
+
+TEST_F(ObjectImplTest, ErrorFailsOnlyItsOperation) {
+  auto obj = NewObject("err");
+  ASSERT_TRUE(obj->Write(0, Bytes(3 * kStripe, 1)).ok());
+  fake_.FailNext(ShardOp::kReadRange, Unavailable("target 2 (fake:2) is gone"));
+  std::vector<std::byte> out(kStripe);
+  auto r = obj->Read(0, out);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("fake:2"), std::string::npos);
+  EXPECT_TRUE(obj->Read(0, out).ok());
+  fake_.FailNext(ShardOp::kWrite, DataLoss("disk says no"));
+  EXPECT_EQ(obj->Write(10, Bytes(10, 2)).code(), StatusCode::kDataLoss);
+}
+
+TEST_F(ObjectImplTest, CancelledReadNeverTouchesTheBufferAgain) {
+  auto obj = NewObject("cancel");
+  ASSERT_TRUE(obj->Write(0, Bytes(4 * kStripe, 3)).ok());
+  CompletionQueue cq;
+  std::vector<std::byte> buf(4 * kStripe, std::byte{0xAA});
+  fake_.Hold();
+  OpId id = obj->ReadAsync(0, {{buf.data(), buf.size()}}, cq, 1);
+  EXPECT_TRUE(obj->Cancel(id));
+  auto c = cq.Poll();
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status.code(), StatusCode::kCancelled);
+  std::fill(buf.begin(), buf.end(), std::byte{0xBB});  // the caller reuses its buffer at once
+  fake_.Release();
+  fake_.Drain();
+  for (auto b : buf) ASSERT_EQ(b, std::byte{0xBB});
+  EXPECT_TRUE(cq.Poll().empty());  // exactly one completion
+  EXPECT_FALSE(obj->Cancel(id));
+}
+
+TEST_F(ObjectImplTest, DeadlinePassesWhileRepliesAreHeld) {
+  auto obj = NewObject("deadline");
+  ASSERT_TRUE(obj->Write(0, Bytes(kStripe, 4)).ok());
+  CompletionQueue cq;
+  std::vector<std::byte> buf(kStripe);
+  fake_.Hold();
+  obj->ReadAsync(0, {{buf.data(), buf.size()}}, cq, 5,
+                 std::chrono::steady_clock::now() + std::chrono::milliseconds(30));
+  auto c = cq.Wait(1, std::chrono::seconds(5));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status.code(), StatusCode::kDeadlineExceeded);
+  fake_.Release();
+  fake_.Drain();
+  EXPECT_TRUE(cq.Poll().empty());
+}
+
+TEST_F(ObjectImplTest, OverlappingWritesApplyInSubmissionOrder) {
+  auto obj = NewObject("order");
+  ASSERT_TRUE(obj->Write(0, std::vector<std::byte>(kStripe, std::byte{1})).ok());
+  CompletionQueue cq;
+  std::vector<std::byte> a(100, std::byte{2}), b(100, std::byte{3});
+  fake_.Hold();  // both partial writes queue behind each other on the same stripe
+  obj->WriteAsync(50, {{a.data(), a.size()}}, cq, 1);
+  obj->WriteAsync(100, {{b.data(), b.size()}}, cq, 2);
+  fake_.Release();
+  auto done = cq.Wait(2, std::chrono::seconds(5));
+  ASSERT_EQ(done.size(), 2u);
+  std::vector<std::byte> out(kStripe);
+  ASSERT_TRUE(obj->Read(0, out).ok());
+  EXPECT_EQ(out[49], std::byte{1});
+  EXPECT_EQ(out[50], std::byte{2});
+  EXPECT_EQ(out[99], std::byte{2});
+  EXPECT_EQ(out[100], std::byte{3});
+  EXPECT_EQ(out[199], std::byte{3});
+  EXPECT_EQ(out[200], std::byte{1});
+}
+
+TEST_F(ObjectImplTest, BatchCoalescesNearbyReads) {
+  auto obj = NewObject("batch");
+  auto data = Bytes(2 * kStripe, 6);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  const int before = fake_.calls(ShardOp::kReadRange);
+  std::vector<IoRequest> batch(16);
+  std::vector<std::vector<std::byte>> bufs(16, std::vector<std::byte>(256));
+  for (int i = 0; i < 16; ++i) {  // 8 pieces in each of the two stripes
+    batch[i].offset = static_cast<uint64_t>(i) * 512;
+    batch[i].iov = {{bufs[i].data(), 256}};
+    batch[i].user_data = static_cast<uint64_t>(i);
+  }
+  CompletionQueue cq;
+  obj->Submit(batch, cq);
+  auto done = cq.Wait(16, std::chrono::seconds(5));
+  ASSERT_EQ(done.size(), 16u);
+  for (auto& c : done) {
+    ASSERT_TRUE(c.status.ok());
+    EXPECT_EQ(0, std::memcmp(bufs[c.user_data].data(), data.data() + c.user_data * 512, 256));
+  }
+  EXPECT_EQ(fake_.calls(ShardOp::kReadRange) - before, 2);  // one request per stripe
+}
+
+TEST_F(ObjectImplTest, SizeGrowsOnlyAfterDataIsDurable) {
+  auto obj = NewObject("grow");
+  CompletionQueue cq;
+  auto d = Bytes(3 * kStripe, 8);
+  fake_.Hold();
+  obj->WriteAsync(0, {{d.data(), d.size()}}, cq, 1);
+  EXPECT_EQ(obj->size(), 0u);  // nothing durable yet
+  fake_.Release();
+  ASSERT_EQ(cq.Wait(1, std::chrono::seconds(5)).size(), 1u);
+  EXPECT_EQ(obj->size(), 3 * kStripe);
+  ASSERT_TRUE(obj->Refresh().ok());  // the head on the "target" says so too
+  EXPECT_EQ(obj->size(), 3 * kStripe);
+}
+
+}  // namespace
+}  // namespace penstock
