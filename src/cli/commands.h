@@ -29,6 +29,7 @@ struct GlobalOptions {
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
 void AddClusterCommands(CLI::App& root, std::vector<Command>& out);
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
+void AddBenchCommand(CLI::App& root, std::vector<Command>& out);
 
 // Prints `s` as one line on stderr ("penstock: error: ..."), or as JSON on stdout with
 // --json, and returns the exit code 1.

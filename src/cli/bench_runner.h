@@ -1,0 +1,50 @@
+// bench_runner.h — the engine of `penstock bench`: keeps a fixed number of operations in
+// flight from one thread through the asynchronous object API for a fixed time, and measures
+// throughput, latency percentiles and the client's CPU time per GB moved.
+//
+// Modes: write (each operation writes a whole object of `size` bytes, objects bench-0,
+// bench-1, ..., cycling over `objects` when set), seq (reads the bench-* objects a previous
+// write left, in order, `size` bytes at a time), rand (random `size`-aligned ranges of random
+// objects), mixed (rand with 30% writes of the same shape). Not thread-safe; one run at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "penstock/client.h"
+
+namespace penstock::cli {
+
+enum class BenchMode { kWrite, kSeq, kRand, kMixed };
+
+struct BenchOptions {
+  BenchMode mode = BenchMode::kWrite;
+  std::string container;
+  uint64_t size = 4 << 20;       // bytes per operation
+  unsigned concurrency = 16;     // operations in flight
+  double seconds = 10;
+  uint64_t objects = 0;          // write: cycle over this many objects (0: a new one each op)
+  int mixed_write_percent = 30;
+};
+
+struct BenchResult {
+  std::string mode;
+  uint64_t ops = 0, errors = 0, bytes = 0;
+  double seconds = 0, mb_per_s = 0, iops = 0;
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+  double cpu_seconds = 0, cpu_seconds_per_gb = 0;
+  uint64_t objects = 0;
+  std::string first_error;
+};
+
+// Called about once a second with (elapsed seconds, ops so far, bytes so far).
+using BenchProgress = std::function<void(double, uint64_t, uint64_t)>;
+
+Result<BenchResult> RunBench(Client& client, const BenchOptions& options, const BenchProgress& progress);
+
+// The names a write run creates: bench-0, bench-1, ...
+std::string BenchObjectName(uint64_t i);
+
+}  // namespace penstock::cli

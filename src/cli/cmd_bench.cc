@@ -1,0 +1,126 @@
+// `penstock bench MODE`: throughput, IOPS and latency of the cluster as one client sees it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/bench_runner.h"
+#include "cli/commands.h"
+#include "common/config.h"
+#include "common/log.h"
+
+namespace penstock::cli {
+
+namespace {
+
+struct BenchFlags {
+  GlobalOptions g;
+  std::string mode;
+  std::string container;
+  std::string size = "4M";
+  unsigned concurrency = 16;
+  double seconds = 10;
+  uint64_t objects = 0;
+  std::string redundancy;
+  bool no_cleanup = false;
+  bool progress = false;
+};
+
+int RunBenchCommand(BenchFlags& f) {
+  BenchOptions o;
+  if (f.mode == "write") o.mode = BenchMode::kWrite;
+  else if (f.mode == "seq") o.mode = BenchMode::kSeq;
+  else if (f.mode == "rand") o.mode = BenchMode::kRand;
+  else if (f.mode == "mixed") o.mode = BenchMode::kMixed;
+  else return ReportError(InvalidArgument("unknown bench mode '" + f.mode + "'; use write, seq, rand or mixed"), f.g.json);
+  try {
+    o.size = ParseSize(f.size, "--size");
+  } catch (const CLI::ValidationError& e) {
+    return ReportError(InvalidArgument(e.what()), f.g.json);
+  }
+  o.concurrency = f.concurrency;
+  o.seconds = f.seconds;
+  o.objects = f.objects;
+  if (f.container.empty() && f.redundancy.empty()) {
+    return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
+  }
+  InitLogging("penstock", f.g.log_level).IgnoreError();
+  ClientOptions co;
+  co.mgmt_address = f.g.mgmt;
+  auto client = Client::Connect(co);
+  if (!client.ok()) return ReportError(client.status(), f.g.json);
+  bool throwaway = false;
+  if (f.container.empty()) {
+    if (o.mode != BenchMode::kWrite) {
+      return ReportError(InvalidArgument("a throw-away container holds nothing to read; give --container"), f.g.json);
+    }
+    f.container = "bench-" + std::to_string(std::random_device{}() % 1000000);
+    ContainerProps props;
+    props.redundancy = f.redundancy;
+    auto c = (*client)->CreateContainer(f.container, props);
+    if (!c.ok()) return ReportError(c.status(), f.g.json);
+    throwaway = true;
+  }
+  o.container = f.container;
+  const bool show = f.progress || (!f.g.json && ::isatty(2));
+  auto result = RunBench(**client, o, [&](double secs, uint64_t ops, uint64_t bytes) {
+    if (show) {
+      std::fprintf(stderr, "\r%5.0fs  %10llu ops  %9.1f MB/s   ", secs, static_cast<unsigned long long>(ops),
+                   static_cast<double>(bytes) / secs / 1e6);
+    }
+  });
+  if (show) std::fprintf(stderr, "\n");
+  if (result.ok() && !f.no_cleanup && o.mode == BenchMode::kWrite) {
+    if (throwaway) {
+      (*client)->DeleteContainer(f.container, /*force=*/true).IgnoreError();
+    } else {
+      for (uint64_t i = 0; i < result->objects; ++i) {
+        (*client)->Delete(f.container, BenchObjectName(i)).IgnoreError();
+      }
+    }
+  }
+  if (!result.ok()) return ReportError(result.status(), f.g.json);
+  const BenchResult& r = *result;
+  if (f.g.json) {
+    nlohmann::json j = {{"mode", r.mode}, {"container", f.container}, {"size", o.size},
+                        {"concurrency", o.concurrency}, {"ops", r.ops}, {"errors", r.errors},
+                        {"bytes", r.bytes}, {"seconds", r.seconds}, {"mb_per_s", r.mb_per_s},
+                        {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
+                        {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
+                        {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects}};
+    if (!r.first_error.empty()) j["first_error"] = r.first_error;
+    std::cout << j.dump() << std::endl;
+  } else {
+    std::printf("%s: %llu ops (%llu errors) of %s in %.2f s, concurrency %u\n", r.mode.c_str(),
+                static_cast<unsigned long long>(r.ops), static_cast<unsigned long long>(r.errors),
+                HumanBytes(static_cast<double>(o.size)).c_str(), r.seconds, o.concurrency);
+    std::printf("  %.1f MB/s  %.0f IOPS\n", r.mb_per_s, r.iops);
+    std::printf("  latency us: p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f\n", r.p50_us, r.p99_us, r.p999_us, r.max_us);
+    std::printf("  client CPU: %.2f s (%.2f s per GB)\n", r.cpu_seconds, r.cpu_seconds_per_gb);
+    if (!r.first_error.empty()) std::printf("  first error: %s\n", r.first_error.c_str());
+  }
+  return r.errors == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* b = root.add_subcommand("bench", "measure throughput, IOPS and latency (write, seq, rand, mixed)");
+  b->add_option("MODE", f->mode, "write | seq | rand | mixed")->required();
+  AddSetting(*b, "container", &f->container, "container to use");
+  AddSetting(*b, "size", &f->size, "bytes per operation (object size for write), e.g. 4K, 4M");
+  AddSetting(*b, "concurrency", &f->concurrency, "operations in flight")->check(CLI::Range(1u, 4096u));
+  AddSetting(*b, "seconds", &f->seconds, "how long to run")->check(CLI::Range(0.1, 86400.0));
+  AddSetting(*b, "objects", &f->objects, "write: cycle over this many objects (0: a new object per op)");
+  AddSetting(*b, "redundancy", &f->redundancy, "bench a throw-away container with this redundancy");
+  b->add_flag("--no-cleanup", f->no_cleanup, "keep what write created (for seq/rand/mixed runs)");
+  b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
+  AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");
+  b->add_flag("--json", f->g.json, "machine-readable output");
+  out.push_back({b, [f] { return RunBenchCommand(*f); }});
+}
+
+}  // namespace penstock::cli
