@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all bootstrap build test unit e2e demo bench clean
+.PHONY: all bootstrap build test unit e2e fuzz demo bench clean
 
 all: build
 
@@ -21,7 +21,11 @@ unit: build
 e2e: build
 	PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock $(PYTHON) -m pytest -v tests/e2e
 
-test: unit e2e
+# Every wire decoder under libFuzzer (clang), a short bounded run each.
+fuzz: bootstrap
+	fuzz/run.sh 10
+
+test: unit e2e fuzz
 
 demo: build
 	@PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock scripts/demo.sh

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <future>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "common/log.h"
 #include "transport/am_message.h"
+#include "transport/flow_control.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"
@@ -83,10 +85,13 @@ class RpcClient::Impl {
 
  private:
   struct Endpoint {
+    Endpoint(uint64_t max_ops, uint64_t max_bytes) : window(max_ops, max_bytes) {}
     std::string address;
     ucp_ep_h ep = nullptr;
     bool failed = false;
-    std::unordered_set<uint64_t> calls;
+    std::unordered_set<uint64_t> calls;  // sent and queued
+    InflightWindow window;               // calls handed to UCX and not yet finished
+    std::deque<uint64_t> queue;          // calls waiting for the window, FIFO
     Impl* impl = nullptr;
   };
   struct PendingCall {
@@ -96,6 +101,9 @@ class RpcClient::Impl {
     std::function<void(RpcReply)> done;
     bool send_done = false;
     std::optional<RpcReply> outcome;  // set once; delivered when the send is done too
+    bool admitted = false;            // took room in the endpoint's window (handed to UCX)
+    std::vector<std::byte> am_header;  // until sent
+    std::span<const std::byte> payload;
   };
 
   // ---- everything below runs on the progress thread ----
@@ -113,22 +121,53 @@ class RpcClient::Impl {
     call.opcode = opcode;
     call.deadline = Clock::now() + options_.timeout;
     call.done = std::move(done);
+    call.am_header = std::move(am_header).value();
+    call.payload = payload;
     (*ep)->calls.insert(id);
     deadlines_.insert({call.deadline, id});
-    if (tx_bytes_ != nullptr) tx_bytes_->Inc(payload.size());
+    if ((*ep)->queue.empty() && (*ep)->window.TryAcquire(payload.size())) {
+      Send(id, call);
+    } else {
+      call.send_done = true;  // nothing handed to UCX yet: it can be failed at any time
+      (*ep)->queue.push_back(id);
+    }
+  }
 
+  // Hands an admitted call to UCX.
+  void Send(uint64_t id, PendingCall& call) {
+    call.admitted = true;
+    call.send_done = false;
+    if (tx_bytes_ != nullptr) tx_bytes_->Inc(call.payload.size());
     auto out = std::make_unique<OutgoingMessage>();
-    out->am_header = std::move(am_header).value();
-    out->payload = payload;
+    out->am_header = std::move(call.am_header);
+    out->payload = call.payload;
     out->on_complete = [this, id](ucs_status_t st) { OnSendComplete(id, st); };
-    SendMessage((*ep)->ep, wire::AmId::kRequest, std::move(out), UCP_AM_SEND_FLAG_REPLY);
+    uint32_t flags = UCP_AM_SEND_FLAG_REPLY;
+    if (options_.rendezvous_threshold != 0 && call.payload.size() >= options_.rendezvous_threshold) {
+      flags |= UCP_AM_SEND_FLAG_RNDV;
+    }
+    SendMessage(call.endpoint->ep, wire::AmId::kRequest, std::move(out), flags);
+  }
+
+  // Sends queued calls of `e` while its window has room, in FIFO order.
+  void SendQueued(Endpoint* e) {
+    while (!e->failed && !e->queue.empty()) {
+      auto it = calls_.find(e->queue.front());
+      if (it == calls_.end() || it->second.outcome) {  // finished (timed out) while queued
+        e->queue.pop_front();
+        continue;
+      }
+      if (!e->window.TryAcquire(it->second.payload.size())) return;
+      e->queue.pop_front();
+      Send(it->first, it->second);
+    }
   }
 
   Result<std::shared_ptr<Endpoint>> Connect(const std::string& address) {
     auto it = endpoints_.find(address);
     if (it != endpoints_.end()) return it->second;
     PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(address));
-    auto e = std::make_shared<Endpoint>();
+    auto e = std::make_shared<Endpoint>(options_.max_inflight_ops, options_.max_inflight_bytes);
     e->address = address;
     e->impl = this;
     ucp_ep_params_t p{};
@@ -198,7 +237,9 @@ class RpcClient::Impl {
     call.endpoint->calls.erase(id);
     deadlines_.erase({call.deadline, id});
     if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
+    if (call.admitted) call.endpoint->window.Release(call.payload.size());
     call.done(std::move(*call.outcome));
+    if (call.admitted) SendQueued(call.endpoint.get());
   }
 
   std::chrono::milliseconds CheckDeadlines() {

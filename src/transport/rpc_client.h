@@ -3,7 +3,8 @@
 // One UCX worker and one transport thread per client (ucx_worker.h). One endpoint per server
 // address, created on the first call and cached; when a connection fails (refused, peer died,
 // server stopped) its outstanding calls fail with kUnavailable and the endpoint is dropped, so
-// the next call reconnects. Timeouts are enforced on the transport thread.
+// the next call reconnects. Timeouts are enforced on the transport thread. Each address has a
+// window of calls and bytes in flight; calls beyond it queue (FIFO) at the client.
 //
 // Thread safety: all public methods are thread-safe. Completion callbacks run on the transport
 // thread and must not block; CallSync() must not be called from one. Destroying the client
@@ -24,8 +25,18 @@
 namespace penstock {
 
 struct RpcClientOptions {
-  std::chrono::milliseconds timeout{30000};  // per call, from Call() to the reply
+  std::chrono::milliseconds timeout{30000};  // per call, from Call() to the reply (queueing included)
   MetricsRegistry* metrics = nullptr;        // borrowed, may be null; must outlive the client
+  // Flow control, per target address (flow_control.h): at most this many calls / request
+  // payload bytes in flight; further calls wait in a FIFO queue at the client and are sent as
+  // replies come back. 0 = unlimited. A call larger than max_inflight_bytes is sent alone.
+  uint32_t max_inflight_ops = 64;
+  uint64_t max_inflight_bytes = uint64_t{64} << 20;
+  // Request payloads of at least this many bytes are always sent by rendezvous
+  // (UCP_AM_SEND_FLAG_RNDV), so the server receives them into its own buffer when it has the
+  // memory (RpcServerOptions::max_incoming_bytes). UCX alone sometimes sends even MiB-sized
+  // messages eagerly, which lands them in the server's memory unasked. 0 = let UCX choose.
+  uint64_t rendezvous_threshold = 64 << 10;
 };
 
 class RpcClient {

@@ -1,11 +1,13 @@
 #include "transport/rpc_server.h"
 
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 
 #include "common/log.h"
 #include "transport/am_message.h"
+#include "transport/flow_control.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"
@@ -24,7 +26,7 @@ struct ResponderGate {
 class RpcServer::Impl {
  public:
   Impl(const RpcServerOptions& options, RpcHandler handler)
-      : options_(options), handler_(std::move(handler)) {
+      : options_(options), handler_(std::move(handler)), budget_(options.max_incoming_bytes) {
     if (options.metrics != nullptr) {
       auto& m = *options.metrics;
       requests_ = &m.GetCounter("penstock_transport_server_requests_total",
@@ -33,6 +35,9 @@ class RpcServer::Impl {
                                 "Data-plane payload bytes", {{"direction", "rx"}});
       tx_bytes_ = &m.GetCounter("penstock_transport_server_bytes_total",
                                 "Data-plane payload bytes", {{"direction", "tx"}});
+      deferred_total_ = &m.GetCounter(
+          "penstock_transport_server_deferred_receives_total",
+          "Request payloads received later because max_incoming_bytes was in use");
     }
   }
 
@@ -87,6 +92,8 @@ class RpcServer::Impl {
     worker_->Stop([this] {
       if (listener_ != nullptr) ucp_listener_destroy(listener_);
       listener_ = nullptr;
+      for (DeferredReceive& d : deferred_) ucp_am_data_release(worker_->worker(), d.desc);
+      deferred_.clear();
       std::vector<ucp_ep_h> eps;
       for (auto& [ep, id] : conns_) eps.push_back(ep);
       conns_.clear();
@@ -126,6 +133,11 @@ class RpcServer::Impl {
     auto* self = static_cast<Impl*>(arg);
     if (self->conns_.erase(ep) == 0) return;
     (void)status;
+    std::erase_if(self->deferred_, [self, ep](const DeferredReceive& d) {
+      if (d.ep != ep) return false;
+      ucp_am_data_release(self->worker_->worker(), d.desc);  // tells the sender it is dropped
+      return true;
+    });
     PS_LOG_DEBUG("data plane {}: client connection closed: {}", self->address_,
                  ucs_status_string(status));
     self->worker_->CloseEndpointAsync(ep, nullptr);
@@ -151,40 +163,107 @@ class RpcServer::Impl {
                       RpcReply{msg.status(), {}, AlignedBuffer()});
       return UCS_OK;  // a rendezvous payload is dropped by UCX
     }
-    if (self->requests_ != nullptr) {
-      self->requests_->Inc();
-      self->rx_bytes_->Inc(length);
-    }
     auto request = std::make_shared<RpcRequest>();
     request->opcode = msg->opcode;
     request->header.assign(msg->op_header.begin(), msg->op_header.end());
-    uint64_t request_id = msg->request_id;
-    return ReceivePayload(
-        self->worker_->worker(), data, length, param,
-        [self, ep, conn_id, request_id, request](Result<AlignedBuffer> payload) {
+    DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length};
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+      if (!self->deferred_.empty() || !self->budget_.TryReserve(length)) {
+        // Over budget: keep UCX's descriptor and fetch the payload once memory is returned.
+        self->deferred_.push_back(std::move(rx));
+        if (self->deferred_total_ != nullptr) self->deferred_total_->Inc();
+        return UCS_INPROGRESS;
+      }
+    } else {
+      self->budget_.ForceReserve(length);
+    }
+    self->StartReceive(std::move(rx), param->recv_attr);
+    return UCS_OK;
+  }
+
+  // What an over-budget rendezvous request waits with.
+  struct DeferredReceive {
+    ucp_ep_h ep;
+    uint64_t conn_id;
+    uint64_t request_id;
+    std::shared_ptr<RpcRequest> request;
+    void* desc;  // UCX's data descriptor (rendezvous) or the eager bytes
+    size_t length;
+  };
+
+  // Holds `bytes` of the budget for one request until Release() or destruction (so a Responder
+  // that is dropped without being called still returns them). Thread-safe.
+  class BudgetTicket {
+   public:
+    BudgetTicket(std::shared_ptr<ResponderGate> gate, uint64_t bytes)
+        : gate_(std::move(gate)), bytes_(bytes) {}
+    ~BudgetTicket() { Release(); }
+    void Release() {
+      uint64_t bytes = bytes_.exchange(0);
+      if (bytes == 0) return;
+      std::lock_guard lock(gate_->mu);
+      Impl* impl = gate_->impl;
+      if (impl != nullptr) impl->worker_->Post([impl, bytes] { impl->ReturnBudget(bytes); });
+    }
+
+   private:
+    std::shared_ptr<ResponderGate> gate_;
+    std::atomic<uint64_t> bytes_;
+  };
+
+  // Progress thread only. Receives the payload of an admitted request (its bytes are already
+  // reserved), then runs the handler.
+  void StartReceive(DeferredReceive rx, uint64_t recv_attr) {
+    if (requests_ != nullptr) {
+      requests_->Inc();
+      rx_bytes_->Inc(rx.length);
+    }
+    auto ticket = std::make_shared<BudgetTicket>(gate_, rx.length);
+    ucp_am_recv_param_t param{};
+    param.recv_attr = recv_attr;
+    ucp_ep_h ep = rx.ep;
+    uint64_t conn_id = rx.conn_id, request_id = rx.request_id;
+    auto request = rx.request;
+    ReceivePayload(
+        worker_->worker(), rx.desc, rx.length, &param,
+        [this, ep, conn_id, request_id, request, ticket](Result<AlignedBuffer> payload) {
           if (!payload.ok()) {
-            PS_LOG_WARN("data plane {}: request {}: {}", self->address_, request_id,
+            PS_LOG_WARN("data plane {}: request {}: {}", address_, request_id,
                         payload.status().message());
             return;  // the connection is failing; the client sees kUnavailable
           }
           request->payload = std::move(payload).value();
-          self->handler_(std::move(*request),
-                         MakeResponder(self->gate_, ep, conn_id, request_id, request->opcode));
+          handler_(std::move(*request),
+                   MakeResponder(gate_, ep, conn_id, request_id, request->opcode, ticket));
         });
   }
 
+  // Progress thread only.
+  void ReturnBudget(uint64_t bytes) {
+    budget_.Release(bytes);
+    while (!deferred_.empty() && budget_.TryReserve(deferred_.front().length)) {
+      DeferredReceive rx = std::move(deferred_.front());
+      deferred_.pop_front();
+      StartReceive(std::move(rx), UCP_AM_RECV_ATTR_FLAG_RNDV);
+    }
+  }
+
   static Responder MakeResponder(std::shared_ptr<ResponderGate> gate, ucp_ep_h ep,
-                                 uint64_t conn_id, uint64_t request_id, uint16_t opcode) {
+                                 uint64_t conn_id, uint64_t request_id, uint16_t opcode,
+                                 std::shared_ptr<BudgetTicket> ticket) {
     auto once = std::make_shared<std::atomic<bool>>(false);
-    return [gate, ep, conn_id, request_id, opcode, once](RpcReply reply) {
+    return [gate, ep, conn_id, request_id, opcode, once, ticket](RpcReply reply) {
       if (once->exchange(true)) return;
       auto boxed = std::make_shared<RpcReply>(std::move(reply));
-      std::lock_guard lock(gate->mu);
-      if (gate->impl == nullptr) return;
-      Impl* impl = gate->impl;
-      impl->worker_->Post([impl, ep, conn_id, request_id, opcode, boxed] {
-        impl->SendReply(ep, conn_id, request_id, opcode, std::move(*boxed));
-      });
+      {
+        std::lock_guard lock(gate->mu);
+        if (gate->impl == nullptr) return;
+        Impl* impl = gate->impl;
+        impl->worker_->Post([impl, ep, conn_id, request_id, opcode, boxed] {
+          impl->SendReply(ep, conn_id, request_id, opcode, std::move(*boxed));
+        });
+      }
+      ticket->Release();
     };
   }
 
@@ -224,6 +303,9 @@ class RpcServer::Impl {
   std::shared_ptr<ResponderGate> gate_;
   std::unordered_map<ucp_ep_h, uint64_t> conns_;  // progress thread only
   uint64_t next_conn_id_ = 0;
+  ByteBudget budget_;                     // progress thread only
+  std::deque<DeferredReceive> deferred_;  // progress thread only; FIFO
+  Counter* deferred_total_ = nullptr;
   Counter* requests_ = nullptr;
   Counter* rx_bytes_ = nullptr;
   Counter* tx_bytes_ = nullptr;

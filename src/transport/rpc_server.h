@@ -3,7 +3,8 @@
 //
 // One UCX worker and one transport thread per server (ucx_worker.h). The handler runs on that
 // thread; replies go back over the endpoint the request came in on. A client connection that
-// dies takes its unsent replies with it (their responders become no-ops).
+// dies takes its unsent replies with it (their responders become no-ops). Memory for incoming
+// payloads is bounded by options.max_incoming_bytes.
 //
 // Thread safety: all public methods are thread-safe; Stop() and the destructor must not be
 // called from the handler (the transport thread).
@@ -23,6 +24,11 @@ struct RpcServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0 = pick a free port
   MetricsRegistry* metrics = nullptr;  // borrowed, may be null; must outlive the server
+  // Flow control (flow_control.h): request payload bytes held from receipt until the request
+  // is answered (its Responder called or destroyed). Beyond it, rendezvous payloads are left
+  // with UCX and received later, in arrival order (the senders' calls take longer; no error).
+  // Eager (small) payloads are always taken. 0 = unlimited.
+  uint64_t max_incoming_bytes = uint64_t{256} << 20;
 };
 
 class RpcServer {

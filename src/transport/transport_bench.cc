@@ -1,38 +1,78 @@
-// transport_bench — request-payload throughput of RpcClient against an in-process RpcServer.
-// Usage: transport_bench [payload_bytes=1048576] [in_flight=8] [calls=2000]
-#include <atomic>
+// transport_bench — Penstock's side of bench/transport_vs_ucx.sh: RpcClient -> RpcServer
+// throughput and latency, server and client in separate processes (as ucx_perftest runs).
+//
+//   transport_bench serve
+//       Starts an RpcServer on 127.0.0.1, prints "PORT <n>", serves until stdin closes.
+//       Opcode 1 (write-like): answers an empty OK. Opcode 2 (read-like): answers a payload of
+//       the size in the 8-byte request header.
+//   transport_bench run ADDRESS read|write SIZE IN_FLIGHT CALLS
+//       Keeps IN_FLIGHT calls of SIZE payload bytes going until CALLS completed, then prints
+//       "mode=M size=S in_flight=N calls=C failed=F mib_s=X ops_s=Y p50_us=A p99_us=B transports=T".
+//       Latency is per call, from Call() to its reply.
+//   transport_bench            (no arguments) both in one process: write, 1 MiB, 8 in flight.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "transport/rpc_client.h"
 #include "transport/rpc_server.h"
 
 using namespace penstock;
+using Clock = std::chrono::steady_clock;
 
-int main(int argc, char** argv) {
-  size_t size = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (1 << 20);
-  int in_flight = argc > 2 ? std::atoi(argv[2]) : 8;
-  int calls = argc > 3 ? std::atoi(argv[3]) : 2000;
-  auto server = RpcServer::Start({}, [](RpcRequest, Responder respond) { respond(RpcReply{}); });
+namespace {
+
+Result<std::unique_ptr<RpcServer>> StartServer() {
+  return RpcServer::Start({}, [](RpcRequest request, Responder respond) {
+    if (request.opcode != 2) return respond(RpcReply{});
+    uint64_t size = 0;
+    if (request.header.size() == sizeof size) std::memcpy(&size, request.header.data(), sizeof size);
+    respond(RpcReply{OkStatus(), {}, AlignedBuffer(size)});
+  });
+}
+
+int Serve() {
+  auto server = StartServer();
   if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
+  std::printf("PORT %u\n", (*server)->port());
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  return 0;
+}
+
+int Run(const std::string& address, bool read_like, size_t size, int in_flight, int calls) {
   auto client = RpcClient::Create({});
-  if (!client.ok()) return 1;
-  std::string address = (*server)->address();
-  std::vector<std::byte> payload(size, std::byte{0x5a});
-  (*client)->CallSync(address, 1, {}, payload);  // connect + warm up
+  if (!client.ok()) return std::fprintf(stderr, "%s\n", client.status().ToString().c_str()), 1;
+  std::vector<std::byte> payload(read_like ? 0 : size, std::byte{0x5a});
+  std::vector<std::byte> header(sizeof(uint64_t));
+  uint64_t want = size;
+  std::memcpy(header.data(), &want, sizeof want);
+  uint16_t opcode = read_like ? 2 : 1;
+  for (int i = 0; i < 16; ++i) (*client)->CallSync(address, opcode, header, payload);  // warm up
 
   std::mutex mu;
   std::condition_variable cv;
   int issued = 0, completed = 0, failed = 0;
+  std::vector<double> latencies_us;
+  latencies_us.reserve(calls);
   std::function<void()> issue;
-  issue = [&] {
-    (*client)->Call(address, 1, {}, payload, [&](RpcReply r) {
+  issue = [&] {  // called with mu held
+    auto start = Clock::now();
+    (*client)->Call(address, opcode, header, payload, [&, start](RpcReply r) {
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       std::lock_guard lock(mu);
-      if (!r.status.ok()) ++failed;
+      if (!r.status.ok() || (read_like && r.payload.size() != size)) ++failed;
+      latencies_us.push_back(us);
       ++completed;
       if (issued < calls) {
         ++issued;
@@ -41,16 +81,38 @@ int main(int argc, char** argv) {
       cv.notify_all();
     });
   };
-  auto start = std::chrono::steady_clock::now();
+  auto start = Clock::now();
   {
     std::lock_guard lock(mu);
     for (; issued < in_flight && issued < calls; ++issued) issue();
   }
   std::unique_lock lock(mu);
   cv.wait(lock, [&] { return completed == calls; });
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("transports=%s payload=%zu in_flight=%d calls=%d failed=%d: %.1f MB/s, %.0f calls/s\n",
-              (*client)->TransportName(address).c_str(), size, in_flight, calls, failed,
-              double(size) * calls / secs / 1e6, calls / secs);
+  double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::sort(latencies_us.begin(), latencies_us.end());
+  auto pct = [&](double p) { return latencies_us[std::min(latencies_us.size() - 1, size_t(p * latencies_us.size()))]; };
+  std::printf("mode=%s size=%zu in_flight=%d calls=%d failed=%d mib_s=%.1f ops_s=%.0f "
+              "p50_us=%.1f p99_us=%.1f transports=%s\n",
+              read_like ? "read" : "write", size, in_flight, calls, failed,
+              double(size) * calls / secs / (1 << 20), calls / secs, pct(0.5), pct(0.99),
+              (*client)->TransportName(address).c_str());
   return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "serve") return Serve();
+  if (mode == "run" && argc == 7) {
+    return Run(argv[2], std::string(argv[3]) == "read", std::strtoull(argv[4], nullptr, 10),
+               std::atoi(argv[5]), std::atoi(argv[6]));
+  }
+  if (argc == 1) {
+    auto server = StartServer();
+    if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
+    return Run((*server)->address(), false, 1 << 20, 8, 2000);
+  }
+  std::fprintf(stderr, "usage: transport_bench serve | run ADDRESS read|write SIZE IN_FLIGHT CALLS\n");
+  return 2;
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench/transport_vs_ucx.sh [RUNS=3] — Penstock's data-plane RPC against raw UCX (ucx_perftest),
+# server and client in separate processes on this machine, same UCX_TLS, for tcp and for shared
+# memory. Median of RUNS for every number.
+#   1 MiB: ucx_perftest ucp_am_bw vs transport_bench read-like (small request, 1 MiB reply) and
+#          write-like (1 MiB request, empty reply), 8 calls in flight.
+#   4 KiB: ops/s (write-like, 32 in flight; perftest ucp_am_bw msg rate) and latency
+#          (1 in flight, p50/p99 round trip; perftest ucp_am_lat reports half a round trip).
+# Last line: "penstock/ucx_perftest tcp_read=R tcp_write=R shm_read=R shm_write=R" (1 MiB ratios).
+# Needs ucx_perftest (package ucx-utils) and a built transport_bench (TRANSPORT_BENCH=path).
+set -euo pipefail
+RUNS=${1:-3}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=${TRANSPORT_BENCH:-$ROOT/build/src/transport/transport_bench}
+BIG=1048576 SMALL=4096 BIG_CALLS=${BIG_CALLS:-2000} SMALL_CALLS=${SMALL_CALLS:-20000}
+[ -x "$BENCH" ] || { echo "no transport_bench at $BENCH (build first or set TRANSPORT_BENCH)"; exit 1; }
+command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get install ucx-utils)"; exit 1; }
+
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+port=14000
+# perftest TLS TEST SIZE ITERS FIELD -> the Final: line's FIELD (6 = MB/s, 8 = msg/s, 3 = p50 usec)
+perftest() {
+  port=$((port + 1))
+  UCX_TLS=$1 ucx_perftest -p $port >/dev/null 2>&1 &
+  local srv=$!
+  sleep 0.3
+  local out
+  out=$(UCX_TLS=$1 ucx_perftest 127.0.0.1 -p $port -t "$2" -s "$3" -n "$4" 2>/dev/null | awk '/^Final:/')
+  wait $srv || true
+  echo "$out" | awk -v f="$5" '{print $f}'
+}
+# penstock TLS MODE SIZE IN_FLIGHT CALLS KEY -> value of KEY= in transport_bench's result line
+penstock() {
+  coproc SRV { UCX_TLS=$1 "$BENCH" serve 2>/dev/null; }
+  local line=""
+  while read -r line <&"${SRV[0]}"; do [[ $line == PORT* ]] && break; done
+  local out
+  out=$(UCX_TLS=$1 "$BENCH" run "127.0.0.1:${line#PORT }" "$2" "$3" "$4" "$5" 2>/dev/null | grep '^mode=')
+  exec {SRV[1]}>&-
+  wait "$SRV_PID" || true
+  [[ $out == *" failed=0 "* ]] || { echo "transport_bench run failed: $out" >&2; exit 1; }
+  echo "$out" | tr ' ' '\n' | awk -F= -v k="$6" '$1 == k {print $2}'
+}
+repeat() { for _ in $(seq "$RUNS"); do "$@"; done | median; }
+
+declare -A R
+for kind in tcp shm; do
+  tls=tcp; [ $kind = shm ] && tls=posix,cma
+  ucx_bw=$(repeat perftest $tls ucp_am_bw $BIG $BIG_CALLS 6)
+  ucx_rate=$(repeat perftest $tls ucp_am_bw $SMALL $SMALL_CALLS 8)
+  ucx_lat=$(repeat perftest $tls ucp_am_lat $SMALL $SMALL_CALLS 3)
+  ps_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
+  ps_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
+  ps_rate=$(repeat penstock $tls write $SMALL 32 $SMALL_CALLS ops_s)
+  ps_p50=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p50_us)
+  ps_p99=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p99_us)
+  echo "$kind (UCX_TLS=$tls): 1 MiB ucx_perftest am_bw ${ucx_bw} MiB/s; penstock read ${ps_read} MiB/s, write ${ps_write} MiB/s"
+  echo "$kind: 4 KiB ucx_perftest ${ucx_rate} msg/s, am_lat p50 ${ucx_lat} us (half round trip); penstock ${ps_rate} ops/s, p50 ${ps_p50} us, p99 ${ps_p99} us (round trip)"
+  R[${kind}_read]=$(awk -v a="$ps_read" -v b="$ucx_bw" 'BEGIN {printf "%.2f", a / b}')
+  R[${kind}_write]=$(awk -v a="$ps_write" -v b="$ucx_bw" 'BEGIN {printf "%.2f", a / b}')
+done
+echo "penstock/ucx_perftest tcp_read=${R[tcp_read]} tcp_write=${R[tcp_write]} shm_read=${R[shm_read]} shm_write=${R[shm_write]}"

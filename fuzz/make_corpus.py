@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora in fuzz/corpus/<target>/ (valid messages plus a few near misses).
+
+Run once after a wire-format change: python3 fuzz/make_corpus.py. Formats: src/transport/wire.h,
+src/protocol/shard_protocol.h, src/protocol/object_head.h (all little-endian packed structs).
+"""
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def wire(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
+         version=1):
+    h = struct.pack("<IBBHQIIiIQ", magic, version, kind, opcode, rid, len(op_header),
+                    len(message), status, 0, payload)
+    return struct.pack("<Q", payload) + h + op_header + message
+
+
+key = struct.pack("<QQQQII", 7, 1, 2, 3, 4, 0)
+shard_req = struct.pack("<BBHIQQ", 1, 0, 0, 0, 5, 9) + key
+shard_reply = struct.pack("<B7xQQ", 1, 4096, 9)
+list_req = struct.pack("<BBHIQQ", 1, 3, 0, 100, 5, 7) + key
+
+write("wire_decode", "request_empty", wire(1, 1, 1))
+write("wire_decode", "request_shard_write", wire(1, 1, 42, shard_req, payload=1 << 20))
+write("wire_decode", "reply_ok", wire(2, 2, 42, shard_reply, payload=4096))
+write("wire_decode", "reply_error", wire(2, 2, 43, b"", b"shard 17 not found", status=5))
+write("wire_decode", "bad_magic", wire(1, 1, 1, magic=0xDEADBEEF))
+write("wire_decode", "bad_version", wire(1, 1, 1, version=9))
+write("wire_decode", "truncated", wire(1, 1, 42, shard_req)[:30])
+
+write("shard_header_decode", "request", b"\x00" + shard_req)
+write("shard_header_decode", "reply", b"\x01" + shard_reply)
+write("shard_header_decode", "list", b"\x02" + list_req)
+write("shard_header_decode", "bad_version", b"\x00\x02" + shard_req[1:])
+
+entry = key + struct.pack("<QII", 9, 5, 5) + b"hello"
+write("list_entries_decode", "empty", struct.pack("<I", 0))
+write("list_entries_decode", "two", struct.pack("<I", 2) + entry + key + struct.pack("<QII", 1, 9, 0))
+write("list_entries_decode", "truncated", struct.pack("<I", 2) + entry)
+
+name = b"photos/cat.jpg"
+head = (struct.pack("<IHHQQQQq", 0x484F5350, 1, len(name), 1 << 20, 65536, 1, 2,
+                    1700000000000) + name)
+write("object_head_decode", "valid", head)
+write("object_head_decode", "bad_name_len", head[:6] + b"\xff\xff" + head[8:])
+write("object_head_decode", "short", head[:10])

@@ -1,0 +1,167 @@
+// Tests with several processes (transport_peer): incast of 8 client processes onto one server
+// with bounded memory, and a server dying mid-transfer failing only its own calls.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "transport/rpc_client.h"
+
+extern char** environ;
+
+namespace penstock {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A child process running transport_peer with its stdin and stdout piped to us.
+class Peer {
+ public:
+  explicit Peer(std::vector<std::string> args) {
+    int in[2], out[2];
+    EXPECT_EQ(pipe(in), 0);
+    EXPECT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    args.insert(args.begin(), TRANSPORT_PEER_PATH);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+  }
+  ~Peer() {
+    if (stdin_ >= 0) close(stdin_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+    close(stdout_);
+  }
+
+  // The next line the child prints that starts with one of `prefixes` (log lines are
+  // skipped); "" at EOF.
+  std::string ReadLine(std::initializer_list<const char*> prefixes) {
+    while (true) {
+      std::string line;
+      char c;
+      bool eof = true;
+      while (read(stdout_, &c, 1) == 1) {
+        eof = false;
+        if (c == '\n') break;
+        line += c;
+      }
+      if (eof) return "";
+      for (const char* p : prefixes) {
+        if (line.rfind(p, 0) == 0) return line;
+      }
+    }
+  }
+  void CloseStdin() {
+    close(stdin_);
+    stdin_ = -1;
+  }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  void Kill() { kill(pid_, SIGKILL); }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+};
+
+std::string StartServer(Peer& server) {
+  std::string line = server.ReadLine({"PORT "});
+  EXPECT_EQ(line.rfind("PORT ", 0), 0u) << line;
+  return "127.0.0.1:" + line.substr(5);
+}
+
+TEST(RpcProcessTest, IncastOfEightClientsFinishesWithBoundedServerMemory) {
+  constexpr uint64_t kBudget = 32 << 20;
+  constexpr int kClients = 8, kCalls = 32;
+  constexpr size_t kPayload = 1 << 20;  // rendezvous on tcp and shm
+  // A slow target (2 ms per request, one at a time), so requests pile up at it.
+  Peer server({"serve", std::to_string(kBudget), "2000"});
+  std::string address = StartServer(server);
+  std::vector<std::unique_ptr<Peer>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Peer>(std::vector<std::string>{
+        "write", address, std::to_string(kCalls), std::to_string(kPayload)}));
+  }
+  for (auto& c : clients) {
+    std::string line = c->ReadLine({"OK", "ERROR"});
+    EXPECT_EQ(line, "OK " + std::to_string(kCalls));
+    EXPECT_EQ(c->Wait(), 0);
+  }
+  server.CloseStdin();
+  std::string stats = server.ReadLine({"STATS"});
+  EXPECT_EQ(server.Wait(), 0);
+  std::cout << "incast server: " << stats << "\n";
+  long deferred = -1, hwm_kib = -1;
+  ASSERT_EQ(std::sscanf(stats.c_str(), "STATS deferred=%ld hwm_kib=%ld", &deferred, &hwm_kib), 2)
+      << stats;
+  // 8 clients x 32 MiB would all be in the server's memory without flow control (each client's
+  // window alone is 64 MiB). Bounded: the budget plus the process's own footprint.
+  EXPECT_GT(deferred, 0);
+  EXPECT_LT(hwm_kib * 1024, int64_t{kBudget} + (160 << 20)) << stats;
+}
+
+TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
+  Peer doomed({"serve", "0", "0"});
+  Peer healthy({"serve", "0", "0"});
+  std::string doomed_address = StartServer(doomed);
+  std::string healthy_address = StartServer(healthy);
+  auto c = RpcClient::Create({.timeout = 60s});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto& client = *c;
+  std::vector<std::byte> payload(16 << 20, std::byte{0x17});
+  auto call = [&](const std::string& address) {
+    auto p = std::make_shared<std::promise<RpcReply>>();
+    client->Call(address, 2, {}, payload, [p](RpcReply r) { p->set_value(std::move(r)); });
+    return p->get_future();
+  };
+  ASSERT_TRUE(client->CallSync(doomed_address, 2, {}, payload).status.ok());
+  std::vector<std::future<RpcReply>> doomed_calls, healthy_calls;
+  for (int i = 0; i < 4; ++i) {
+    doomed_calls.push_back(call(doomed_address));
+    healthy_calls.push_back(call(healthy_address));
+  }
+  std::this_thread::sleep_for(5ms);  // 16 MiB transfers are under way
+  doomed.Kill();
+  for (int i = 0; i < 8; ++i) healthy_calls.push_back(call(healthy_address));
+  for (auto& f : doomed_calls) {
+    RpcReply r = f.get();  // done or failed, never hung (the 60 s timeout is a backstop)
+    if (!r.status.ok()) {
+      EXPECT_EQ(r.status.code(), StatusCode::kUnavailable) << r.status.ToString();
+    }
+  }
+  for (auto& f : healthy_calls) {
+    RpcReply r = f.get();
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.payload.size(), payload.size());
+  }
+  EXPECT_EQ(client->CallSync(doomed_address, 2, {}, {}).status.code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(client->CallSync(healthy_address, 2, {}, payload).status.ok());
+}
+
+}  // namespace
+}  // namespace penstock
