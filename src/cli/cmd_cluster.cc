@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "common/config.h"
 #include "mgmt/mgmt_client.h"
+#include "protocol/shard_protocol.h"
+#include "transport/rpc_client.h"
 
 namespace penstock::cli {
 
@@ -214,6 +217,27 @@ int RunDown(const std::string& data_dir, bool json_out) {
   return 0;
 }
 
+// The UCX transport this client's connection to each up target uses ("tcp", "posix", ...),
+// found by sending each a cheap stat request; "-" for a target that is down or does not answer.
+std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
+  std::map<uint32_t, std::string> out;
+  RpcClientOptions ro;
+  ro.timeout = std::chrono::milliseconds(2000);
+  auto rpc = RpcClient::Create(ro);
+  for (const auto& t : map.targets()) {
+    out[t.id()] = "-";
+    if (!rpc.ok() || t.state() != v1::TARGET_STATE_UP) continue;
+    ShardRequestHeader h{};
+    h.version = kShardProtocolVersion;
+    RpcReply r = (*rpc)->CallSync(t.address(), static_cast<uint16_t>(ShardOp::kStat), EncodeHeader(h), {});
+    if (r.status.ok() || r.status.code() == StatusCode::kNotFound) {
+      std::string name = (*rpc)->TransportName(t.address());
+      out[t.id()] = name.empty() ? "?" : name;
+    }
+  }
+  return out;
+}
+
 int RunStatus(const GlobalOptions& g) {
   auto mc = MgmtClient::Connect(g.mgmt);
   if (!mc.ok()) return ReportError(mc.status(), g.json);
@@ -223,6 +247,7 @@ int RunStatus(const GlobalOptions& g) {
   if (!map.ok()) return ReportError(map.status(), g.json);
   int up = 0, down = 0;
   for (const auto& t : map->targets()) (t.state() == v1::TARGET_STATE_UP ? up : down)++;
+  auto transports = ProbeTransports(*map);
   if (g.json) {
     json j = {{"mgmt", g.mgmt}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
               {"containers", st->containers()}, {"targets", json::array()}};
@@ -231,7 +256,7 @@ int RunStatus(const GlobalOptions& g) {
                               {"state", t.state() == v1::TARGET_STATE_UP ? "up" : "down"},
                               {"address", t.address()}, {"metrics", t.metrics_address()},
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
-                              {"used_bytes", t.used_bytes()}});
+                              {"used_bytes", t.used_bytes()}, {"transport", transports[t.id()]}});
     }
     std::cout << j.dump() << std::endl;
     return 0;
@@ -239,12 +264,13 @@ int RunStatus(const GlobalOptions& g) {
   std::printf("mgmt %s  epoch %llu  targets %d up, %d down  containers %llu\n", g.mgmt.c_str(),
               static_cast<unsigned long long>(map->epoch()), up, down,
               static_cast<unsigned long long>(st->containers()));
-  std::printf("%-4s %-5s %-22s %-22s %10s %10s\n", "ID", "STATE", "ADDRESS", "METRICS", "CAPACITY", "USED");
+  std::printf("%-4s %-5s %-22s %-22s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "METRICS", "CAPACITY", "USED",
+              "TRANSPORT");
   for (const auto& t : map->targets()) {
-    std::printf("%-4u %-5s %-22s %-22s %10s %10s\n", t.id(), t.state() == v1::TARGET_STATE_UP ? "up" : "down",
+    std::printf("%-4u %-5s %-22s %-22s %10s %10s  %s\n", t.id(), t.state() == v1::TARGET_STATE_UP ? "up" : "down",
                 t.address().c_str(), t.metrics_address().c_str(),
                 HumanBytes(static_cast<double>(t.capacity_bytes())).c_str(),
-                HumanBytes(static_cast<double>(t.used_bytes())).c_str());
+                HumanBytes(static_cast<double>(t.used_bytes())).c_str(), transports[t.id()].c_str());
   }
   return 0;
 }

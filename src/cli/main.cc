@@ -5,8 +5,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "common/log.h"
 
 int main(int argc, char** argv) {
+  // Until a command picks its own level: warnings and errors only, on stderr, so stdout stays
+  // clean for people and scripts.
+  penstock::InitLogging("penstock", "warn").IgnoreError();
   CLI::App root{"penstock: distributed storage that feeds GPUs"};
   root.require_subcommand(1);
   root.set_version_flag("--version", "penstock 0.1.0");

@@ -10,6 +10,7 @@ Status InitLogging(std::string_view name, std::string_view level) {
     return InvalidArgument("log level '" + std::string(level) +
                            "' is not one of trace|debug|info|warn|error|off");
   }
+  spdlog::drop(std::string(name));  // may be called again (e.g. to change the level)
   auto logger = spdlog::stderr_color_mt(std::string(name));
   logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [%n] %v");
   logger->set_level(lvl);
