@@ -24,6 +24,7 @@ struct BenchFlags {
   double seconds = 10;
   uint64_t objects = 0;
   std::string redundancy;
+  int write_percent = 30;
   bool no_cleanup = false;
   bool progress = false;
 };
@@ -43,6 +44,7 @@ int RunBenchCommand(BenchFlags& f) {
   o.concurrency = f.concurrency;
   o.seconds = f.seconds;
   o.objects = f.objects;
+  o.mixed_write_percent = f.write_percent;
   if (f.container.empty() && f.redundancy.empty()) {
     return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
   }
@@ -115,6 +117,8 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*b, "concurrency", &f->concurrency, "operations in flight")->check(CLI::Range(1u, 4096u));
   AddSetting(*b, "seconds", &f->seconds, "how long to run")->check(CLI::Range(0.1, 86400.0));
   AddSetting(*b, "objects", &f->objects, "write: cycle over this many objects (0: a new object per op)");
+  AddSetting(*b, "write-percent", &f->write_percent, "mixed: share of operations that write")
+      ->check(CLI::Range(0, 100));
   AddSetting(*b, "redundancy", &f->redundancy, "bench a throw-away container with this redundancy");
   b->add_flag("--no-cleanup", f->no_cleanup, "keep what write created (for seq/rand/mixed runs)");
   b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
