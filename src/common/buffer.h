@@ -3,6 +3,7 @@
 // The unit of bulk data between engine, transport and client: O_DIRECT needs aligned memory,
 // and the transport can send from (and receive into) it without another copy. The allocation
 // is rounded up to a multiple of the alignment; size() is the logical length (may be 0).
+// Large allocations are recycled through BufferPool (no page faults on reuse).
 // Move-only. Not thread-safe; hand it between threads by moving it.
 #pragma once
 
@@ -13,6 +14,8 @@
 #include <new>
 #include <span>
 #include <utility>
+
+#include "common/buffer_pool.h"
 
 namespace penstock {
 
@@ -31,14 +34,14 @@ class AlignedBuffer {
         capacity_(std::exchange(o.capacity_, 0)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
-      std::free(data_);
+      BufferPool::Global().Give(data_, capacity_);
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       capacity_ = std::exchange(o.capacity_, 0);
     }
     return *this;
   }
-  ~AlignedBuffer() { std::free(data_); }
+  ~AlignedBuffer() { BufferPool::Global().Give(data_, capacity_); }
 
   // A buffer holding a copy of `src`.
   static AlignedBuffer CopyOf(std::span<const std::byte> src) {
@@ -70,7 +73,7 @@ class AlignedBuffer {
  private:
   void Allocate(size_t size) {
     capacity_ = RoundUp(size == 0 ? 1 : size);
-    data_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, capacity_));
+    data_ = static_cast<std::byte*>(BufferPool::Global().Take(capacity_));
     if (data_ == nullptr) throw std::bad_alloc();
     size_ = size;
   }
