@@ -82,7 +82,7 @@ class Client {
              std::span<const std::byte> data);
 
   // Writes object `name` to `local_path` (via a temporary file renamed at the end, so a
-  // failed get leaves no partial file).
+  // failed get leaves no partial file). Like cp, it does not fsync the local file.
   Status GetFile(const std::string& container, const std::string& name,
                  const std::string& local_path, const ProgressFn& progress = {});
   Result<std::vector<std::byte>> Get(const std::string& container, const std::string& name);

@@ -284,7 +284,6 @@ Status Client::GetFile(const std::string& container, const std::string& name,
   sink.f = &f;
   sink.path = tmp;
   Status s = impl_->GetInto(container, name, sink, prepare, progress);
-  if (s.ok() && ::fsync(f.fd) != 0) s = ErrnoStatus(errno, "cannot flush '" + tmp + "'");
   if (s.ok() && ::rename(tmp.c_str(), local_path.c_str()) != 0) {
     s = ErrnoStatus(errno, "cannot rename '" + tmp + "' to '" + local_path + "'");
   }
