@@ -11,7 +11,7 @@ PACKAGES=(
   librocksdb-dev liburing-dev libisal-dev libssl-dev libcli11-dev libspdlog-dev libfmt-dev
   nlohmann-json3-dev libcpp-httplib-dev libgtest-dev libgmock-dev
   # tests and benchmarks (clang-14 + its runtime: libFuzzer and sanitizers for fuzz/)
-  python3 python3-pytest fio procps iproute2 clang-14 libclang-rt-14-dev
+  python3 python3-pytest fio procps iproute2 clang-14 libclang-rt-14-dev etcd-server etcd-client
 )
 
 missing=()

@@ -17,6 +17,7 @@ struct MgmtFlags {
   std::string listen = "127.0.0.1:7000";
   std::string metrics_listen = "127.0.0.1:7001";
   std::string data_dir;
+  std::string meta;
   int heartbeat_timeout_ms = 5000;
   std::string log_level = "info";
 };
@@ -51,6 +52,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.listen = f.listen;
   o.metrics_listen = f.metrics_listen;
   o.data_dir = f.data_dir;
+  o.meta = f.meta;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
   auto server = MgmtServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
@@ -99,6 +101,9 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*m, "listen", &mf->listen, "gRPC address to serve on (host:port)");
   AddSetting(*m, "metrics-listen", &mf->metrics_listen, "Prometheus /metrics address (host:port)");
   AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB); required");
+  AddSetting(*m, "meta", &mf->meta,
+             "metadata store: rocksdb (default, in --data-dir) or etcd://HOST:PORT[,HOST:PORT...] "
+             "(several mgmt instances, one leader)");
   AddSetting(*m, "heartbeat-timeout-ms", &mf->heartbeat_timeout_ms,
              "mark a target down after this long without a heartbeat")
       ->check(CLI::Range(100, 3600000));

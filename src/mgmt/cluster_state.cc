@@ -114,7 +114,27 @@ Status ClusterState::LoadLocked() {
   return OkStatus();
 }
 
+Status ClusterState::Reload() {
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch_ = 0;
+  next_target_id_ = 1;
+  next_container_id_ = 1;
+  targets_.clear();
+  target_by_uuid_.clear();
+  containers_.clear();
+  epoch_cv_.notify_all();
+  return LoadLocked();
+}
+
+uint64_t ClusterState::WaitForEpochAbove(uint64_t known, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  epoch_cv_.wait_for(lock, timeout, [&] { return epoch_ > known; });
+  return epoch_;
+}
+
 Status ClusterState::CommitLocked(WriteBatch& batch, uint64_t epoch) {
+  // Waiters re-check the epoch once the caller has applied the change and released mu_.
+  epoch_cv_.notify_all();
   batch.Put(kEpochKey, std::to_string(epoch));
   return store_->Commit(batch);
 }

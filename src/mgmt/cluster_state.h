@@ -14,10 +14,16 @@
 // address, metrics address, fault domain, capacity or state changed, and UP<->DOWN.
 // Containers are not part of the cluster map and do not bump it.
 //
+// Reload (HA): a mgmt that becomes leader re-reads everything from the shared store, with the
+// same grace period for UP targets as at start-up, so a failover marks no target DOWN before
+// it had a heartbeat timeout to reach the new leader.
+//
 // Thread safety: all methods are thread-safe (one mutex; MetaStore commits happen under it).
 // Ownership: the MetaStore is borrowed and must outlive the ClusterState.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -76,6 +82,13 @@ class ClusterState {
   // with one epoch bump for all of them. Returns how many were marked DOWN.
   Result<int> CheckLiveness(int64_t now_ms);
 
+  // Drops the in-memory state and loads it again from the store (see Reload above). On error
+  // the state is left empty at epoch 0; call Reload again.
+  Status Reload();
+
+  // Blocks until the epoch exceeds `known` or `timeout` passes; returns the current epoch.
+  uint64_t WaitForEpochAbove(uint64_t known, std::chrono::milliseconds timeout) const;
+
   v1::ClusterMap GetClusterMap() const;
   ClusterSummary Summary() const;
   int64_t heartbeat_timeout_ms() const { return options_.heartbeat_timeout_ms; }
@@ -103,6 +116,7 @@ class ClusterState {
   const ClusterStateOptions options_;
 
   mutable std::mutex mu_;
+  mutable std::condition_variable epoch_cv_;       // notified on every commit and reload
   uint64_t epoch_ = 0;                             // guarded by mu_
   uint32_t next_target_id_ = 1;                    // guarded by mu_
   uint64_t next_container_id_ = 1;                 // guarded by mu_

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "mgmt/fake_meta_store.h"
 
 namespace penstock::mgmt {
@@ -307,6 +310,43 @@ TEST_F(ClusterStateTest, CorruptRecordIsDataLoss) {
   ASSERT_TRUE(store_.Put("mgmt/v1/target/0000000001", "").ok());
   ASSERT_TRUE(store_.Put("mgmt/v1/epoch", "12abc").ok());
   EXPECT_EQ(ClusterState::Load(&store_, o).status().code(), StatusCode::kDataLoss);
+}
+
+TEST_F(ClusterStateTest, ReloadTakesOverAnotherWritersStateWithGracePeriod) {
+  // Another instance (a previous leader) writes through its own ClusterState.
+  ClusterStateOptions o;
+  o.heartbeat_timeout_ms = kTimeout;
+  o.now_ms = [this] { return now_; };
+  auto other = ClusterState::Load(&store_, o);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->RegisterTarget(Reg("u1", "10.0.0.1:7000")).ok());
+  ASSERT_TRUE((*other)->RegisterTarget(Reg("u2", "10.0.0.2:7000")).ok());
+  ASSERT_TRUE((*other)->CreateContainer("data", "", 0).ok());
+  EXPECT_EQ(state_->Summary().epoch, 0u);  // not seen before the reload
+
+  now_ += kTimeout - 1;  // the old leader saw its last heartbeats long ago
+  ASSERT_TRUE(state_->Reload().ok());
+  ClusterSummary sum = state_->Summary();
+  EXPECT_EQ(sum.epoch, 2u);
+  EXPECT_EQ(sum.targets_up, 2u);
+  EXPECT_EQ(sum.containers, 1u);
+  // Grace: a full timeout from the reload before anything is marked DOWN.
+  now_ += kTimeout;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 0);
+  now_ += 1;
+  EXPECT_EQ(*state_->CheckLiveness(now_), 2);
+  // Ids continue after the other writer's.
+  EXPECT_EQ(state_->RegisterTarget(Reg("u3", "10.0.0.3:7000"))->target_id, 3u);
+}
+
+TEST_F(ClusterStateTest, WaitForEpochAboveWakesOnChange) {
+  EXPECT_EQ(state_->WaitForEpochAbove(0, std::chrono::milliseconds(1)), 0u);
+  std::thread t([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(state_->RegisterTarget(Reg("u1", "10.0.0.1:7000")).ok());
+  });
+  EXPECT_EQ(state_->WaitForEpochAbove(0, std::chrono::seconds(5)), 1u);
+  t.join();
 }
 
 }  // namespace

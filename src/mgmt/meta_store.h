@@ -1,7 +1,7 @@
 // meta_store.h — the durable key-value store under the mgmt state machine.
 //
 // MetaStore is deliberately small and storage-neutral so that the embedded RocksDB backend
-// (rocksdb_meta_store.h) and a later etcd backend (HA, several mgmt instances) both fit it:
+// (rocksdb_meta_store.h) and the etcd backend (etcd_meta_store.h; HA, several mgmt instances) fit it:
 // byte-string keys and values, point reads, prefix scans, and one atomic multi-key commit.
 // Every successful write is durable before it returns.
 //

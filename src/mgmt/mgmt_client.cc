@@ -3,6 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <thread>
+
+#include "mgmt/cluster_map_watch.h"
 
 namespace penstock {
 namespace {
@@ -12,22 +15,8 @@ std::string Unreachable(const std::string& address, const std::string& why) {
          "); is `penstock mgmt` running? check --mgmt";
 }
 
-}  // namespace
-
-MgmtClient::MgmtClient(std::string address, std::chrono::milliseconds timeout,
-                       std::shared_ptr<grpc::Channel> channel)
-    : address_(std::move(address)),
-      timeout_(timeout),
-      channel_(std::move(channel)),
-      stub_(v1::Mgmt::NewStub(channel_)) {}
-
-Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& address,
-                                                        std::chrono::milliseconds timeout) {
-  size_t colon = address.rfind(':');
-  if (address.empty() || colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return InvalidArgument("mgmt address '" + address +
-                           "' is not host:port; check --mgmt (e.g. 127.0.0.1:7000)");
-  }
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
+                                         std::chrono::milliseconds timeout) {
   grpc::ChannelArguments args;
   // Retry a dead mgmt quickly instead of gRPC's default backoff of up to minutes. gRPC also
   // uses MIN_RECONNECT_BACKOFF as the time allowed for one connection attempt (TCP + HTTP/2
@@ -36,11 +25,45 @@ Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& addre
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
               static_cast<int>(std::max<int64_t>(timeout.count(), 1000)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+bool IsHostPort(const std::string& a) {
+  size_t colon = a.rfind(':');
+  return !a.empty() && colon != std::string::npos && colon != 0 && colon + 1 != a.size();
+}
+
+}  // namespace
+
+MgmtClient::MgmtClient(std::string address, std::vector<std::string> addresses,
+                       std::chrono::milliseconds timeout)
+    : address_(std::move(address)), addresses_(std::move(addresses)), timeout_(timeout) {}
+
+Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& address,
+                                                        std::chrono::milliseconds timeout) {
+  std::vector<std::string> addresses;
+  for (size_t pos = 0;;) {
+    size_t comma = address.find(',', pos);
+    addresses.push_back(address.substr(pos, comma == std::string::npos ? comma : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  for (const std::string& a : addresses) {
+    if (!IsHostPort(a)) {
+      return InvalidArgument("mgmt address '" + a +
+                             "' is not host:port; check --mgmt (e.g. 127.0.0.1:7000, or "
+                             "h1:7000,h2:7000,h3:7000 for several mgmt instances)");
+    }
+  }
+  std::unique_ptr<MgmtClient> c(new MgmtClient(address, addresses, timeout));
+  const auto deadline = std::chrono::system_clock::now() + timeout;
+  if (c->ha()) {
+    PS_RETURN_IF_ERROR(c->FindLeader(deadline));
+    return c;
+  }
+  std::shared_ptr<grpc::Channel> channel = NewChannel(address, timeout);
   // Wait for READY, but give up at the first failed connection attempt (nothing listening,
   // unknown host) instead of retrying until the deadline: the caller decides about retries.
-  const auto deadline = std::chrono::system_clock::now() + timeout;
   for (;;) {
     grpc_connectivity_state st = channel->GetState(/*try_to_connect=*/true);
     if (st == GRPC_CHANNEL_READY) break;
@@ -52,16 +75,94 @@ Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& addre
           address, "no connection within " + std::to_string(timeout.count()) + " ms"));
     }
   }
-  return std::unique_ptr<MgmtClient>(new MgmtClient(address, timeout, std::move(channel)));
+  c->channels_[address] = channel;
+  c->leader_ = address;
+  c->stub_ = v1::Mgmt::NewStub(channel);
+  return c;
 }
 
-Status MgmtClient::Convert(const grpc::Status& s, const char* method) const {
+std::string MgmtClient::current_address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leader_;
+}
+
+MgmtClient::StubPtr MgmtClient::StubFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<grpc::Channel>& ch = channels_[address];
+  if (!ch) ch = NewChannel(address, timeout_);
+  return v1::Mgmt::NewStub(ch);
+}
+
+void MgmtClient::ForgetLeader(const std::string& address) {
+  if (!ha()) return;  // one address: the channel reconnects by itself
+  std::lock_guard<std::mutex> lock(mu_);
+  if (leader_ == address) {
+    leader_.clear();
+    stub_.reset();
+  }
+}
+
+Result<std::pair<std::string, MgmtClient::StubPtr>> MgmtClient::Leader(
+    std::chrono::system_clock::time_point deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stub_) return std::make_pair(leader_, stub_);
+  }
+  PS_RETURN_IF_ERROR(FindLeader(deadline));
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::make_pair(leader_, stub_);
+}
+
+Status MgmtClient::FindLeader(std::chrono::system_clock::time_point deadline) {
+  std::string why;
+  for (;;) {
+    std::vector<std::string> todo(addresses_.rbegin(), addresses_.rend());  // back = next
+    std::vector<std::string> tried;
+    while (!todo.empty() && std::chrono::system_clock::now() < deadline) {
+      std::string a = todo.back();
+      todo.pop_back();
+      if (std::find(tried.begin(), tried.end(), a) != tried.end()) continue;
+      tried.push_back(a);
+      StubPtr stub = StubFor(a);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(1)));
+      v1::MgmtStatus st;
+      grpc::Status s = stub->GetStatus(&ctx, v1::GetStatusRequest(), &st);
+      if (s.ok() && st.is_leader()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        leader_ = a;
+        stub_ = std::move(stub);
+        return OkStatus();
+      }
+      if (s.ok()) {
+        why = a + ": not the leader" +
+              (st.leader_address().empty() ? "; none elected yet" : "; leader is " + st.leader_address());
+        if (!st.leader_address().empty()) todo.push_back(st.leader_address());
+      } else {
+        why = a + ": " + s.error_message();
+      }
+    }
+    if (std::chrono::system_clock::now() >= deadline) {
+      return Unavailable("no mgmt leader found among " + address_ + " within " +
+                         std::to_string(timeout_.count()) + " ms (last: " + why +
+                         "); is `penstock mgmt` running? check --mgmt");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Status MgmtClient::Convert(const grpc::Status& s, const char* method,
+                           const std::string& address) const {
   if (s.ok()) return OkStatus();
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
-      return Unavailable(Unreachable(address_, std::string(method) + ": " + s.error_message()));
+      if (s.error_message().rfind("not the leader", 0) == 0) {
+        return Unavailable("mgmt at " + address + " is " + s.error_message() +
+                           "; list every mgmt instance in --mgmt (h1:p1,h2:p2,...) to follow the leader");
+      }
+      return Unavailable(Unreachable(address, std::string(method) + ": " + s.error_message()));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return DeadlineExceeded("mgmt at " + address_ + " did not answer " + method + " within " +
+      return DeadlineExceeded("mgmt at " + address + " did not answer " + method + " within " +
                               std::to_string(timeout_.count()) +
                               " ms; is it overloaded or stopped (SIGSTOP)? retry");
     default:
@@ -74,11 +175,20 @@ Result<Resp> MgmtClient::Call(
     const char* method,
     grpc::Status (v1::Mgmt::Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*),
     const Req& req) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + timeout_);
-  Resp resp;
-  PS_RETURN_IF_ERROR(Convert((stub_.get()->*rpc)(&ctx, req, &resp), method));
-  return resp;
+  const auto deadline = std::chrono::system_clock::now() + timeout_;
+  for (;;) {
+    PS_ASSIGN_OR_RETURN(auto leader, Leader(deadline));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    Resp resp;
+    grpc::Status s = (leader.second.get()->*rpc)(&ctx, req, &resp);
+    if (s.ok() || !ha() || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        std::chrono::system_clock::now() >= deadline) {
+      PS_RETURN_IF_ERROR(Convert(s, method, leader.first));
+      return resp;
+    }
+    ForgetLeader(leader.first);  // and find the new one on the next round
+  }
 }
 
 Result<v1::RegisterTargetResponse> MgmtClient::RegisterTarget(
@@ -113,7 +223,17 @@ Result<v1::DeleteContainerResponse> MgmtClient::DeleteContainer(
 }
 
 Result<v1::MgmtStatus> MgmtClient::GetStatus(const v1::GetStatusRequest& req) {
-  return Call("GetStatus", &v1::Mgmt::Stub::GetStatus, req);
+  Result<v1::MgmtStatus> r = Call("GetStatus", &v1::Mgmt::Stub::GetStatus, req);
+  if (r.ok() && ha() && !r->is_leader()) {  // it stepped down since we found it
+    ForgetLeader(current_address());
+    r = Call("GetStatus", &v1::Mgmt::Stub::GetStatus, req);
+  }
+  return r;
+}
+
+std::unique_ptr<ClusterMapWatch> MgmtClient::WatchClusterMap(
+    std::function<void(v1::ClusterMap)> on_map, uint64_t since_epoch) {
+  return std::unique_ptr<ClusterMapWatch>(new ClusterMapWatch(this, std::move(on_map), since_epoch));
 }
 
 }  // namespace penstock

@@ -6,15 +6,29 @@
 // worth retrying (a target retries registration and heartbeats; a client retries map fetches).
 // Results are the generated proto messages (penstock/mgmt.pb.h).
 //
-// Thread safety: all methods are thread-safe (one gRPC channel, shared).
+// Several mgmt instances (HA over etcd): Connect("h1:p1,h2:p2,h3:p3") finds the leader (asking
+// each instance's GetStatus and following its leader hint). A call that fails UNAVAILABLE
+// (connection lost, or "not the leader") re-discovers the leader and is retried until the
+// call's `timeout` has passed, so heartbeats and map fetches carry on across a failover.
+// Retried calls may run twice: RegisterTarget, Heartbeat and the reads are idempotent; a
+// retried CreateContainer / DeleteContainer may answer ALREADY_EXISTS / NOT_FOUND when the
+// first attempt landed just before the failover. With one address nothing is retried (as
+// before): the caller owns the retry policy.
+//
+// Thread safety: all methods are thread-safe (gRPC channels shared, leader under a mutex).
 // Ownership: the client owns its channel; destroy it after the last call returns.
 // Namespace: penstock (not penstock::mgmt) — this is the component's public entry point.
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "mgmt/cluster_map_watch.h"
 #include "penstock/mgmt.grpc.pb.h"
 #include "penstock/status.h"
 
@@ -22,7 +36,9 @@ namespace penstock {
 
 class MgmtClient {
  public:
-  // Connects to mgmt at `address` ("host:port") and waits up to `timeout` for the channel to
+  // With several addresses ("h1:p1,h2:p2,..."): waits up to `timeout` for one of them to
+  // report itself leader (kUnavailable "no mgmt leader found among ..." otherwise).
+  // With one: connects to mgmt at `address` ("host:port") and waits up to `timeout` for the channel to
   // become ready; a refused connection fails at once rather than at the deadline (the caller
   // owns the retry policy). `timeout` is also the deadline of every later call. After Connect,
   // the channel reconnects by itself (backoff 100 ms .. 1 s) if mgmt restarts.
@@ -32,7 +48,10 @@ class MgmtClient {
       const std::string& address,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
+  // The address(es) given to Connect.
   const std::string& address() const { return address_; }
+  // The instance calls go to now (the leader once found; the only one with one address).
+  std::string current_address() const;
 
   // One method per RPC of penstock.v1.Mgmt (see proto/penstock/mgmt.proto for the semantics
   // and error codes of each): the request message in, the response message out.
@@ -45,23 +64,46 @@ class MgmtClient {
   Result<v1::Container> GetContainer(const v1::GetContainerRequest& req);
   Result<v1::ListContainersResponse> ListContainers(const v1::ListContainersRequest& req = {});
   Result<v1::DeleteContainerResponse> DeleteContainer(const v1::DeleteContainerRequest& req);
+  // With several addresses: the leader's status.
   Result<v1::MgmtStatus> GetStatus(const v1::GetStatusRequest& req = {});
 
+  // Calls `on_map` on a background thread with the cluster map now and after every epoch
+  // change (only epochs greater than `since_epoch` and than the last one delivered),
+  // reconnecting to the (new) leader whenever the stream breaks. Stop it by destroying or
+  // Stop()ping the returned watch; the client must outlive it. `on_map` must not block long.
+  std::unique_ptr<ClusterMapWatch> WatchClusterMap(std::function<void(v1::ClusterMap)> on_map,
+                                                   uint64_t since_epoch = 0);
+
  private:
-  MgmtClient(std::string address, std::chrono::milliseconds timeout,
-             std::shared_ptr<grpc::Channel> channel);
+  friend class ClusterMapWatch;
+  using StubPtr = std::shared_ptr<v1::Mgmt::Stub>;
+
+  MgmtClient(std::string address, std::vector<std::string> addresses,
+             std::chrono::milliseconds timeout);
+  bool ha() const { return addresses_.size() > 1; }
+  // A stub for `address` (channels cached).
+  StubPtr StubFor(const std::string& address);
+  // The current leader's address and stub, discovering the leader first when none is known.
+  // Errors: kUnavailable "no mgmt leader among ... within N ms (...)".
+  Result<std::pair<std::string, StubPtr>> Leader(std::chrono::system_clock::time_point deadline);
+  // Forgets `address` as the leader (after an UNAVAILABLE from it).
+  void ForgetLeader(const std::string& address);
+  Status FindLeader(std::chrono::system_clock::time_point deadline);
   // Calls `rpc` on the stub with this client's deadline and converts the status.
   template <typename Req, typename Resp>
   Result<Resp> Call(const char* method,
                     grpc::Status (v1::Mgmt::Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*),
                     const Req& req);
   // grpc::Status -> Status, naming the mgmt address on transport errors.
-  Status Convert(const grpc::Status& s, const char* method) const;
+  Status Convert(const grpc::Status& s, const char* method, const std::string& address) const;
 
   const std::string address_;
+  const std::vector<std::string> addresses_;
   const std::chrono::milliseconds timeout_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Mgmt::Stub> stub_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
+  std::string leader_;                                              // guarded by mu_
+  StubPtr stub_;                                                    // guarded by mu_
 };
 
 }  // namespace penstock

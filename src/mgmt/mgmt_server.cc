@@ -13,6 +13,7 @@ namespace penstock {
 
 using mgmt::ClusterState;
 using mgmt::ClusterStateOptions;
+using mgmt::EtcdMetaStore;
 using mgmt::MgmtService;
 using mgmt::RocksDbMetaStore;
 using mgmt::SystemNowMs;
@@ -51,12 +52,9 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
     return InvalidArgument("heartbeat timeout " + std::to_string(options.heartbeat_timeout_ms) +
                            " ms must be positive; fix --heartbeat-timeout-ms");
   }
-  if (options.data_dir.empty()) {
-    return InvalidArgument("mgmt needs a data directory for its metadata; pass --data-dir");
-  }
 
   std::unique_ptr<MgmtServer> s(new MgmtServer(options));
-  PS_ASSIGN_OR_RETURN(s->store_, RocksDbMetaStore::Open(options.data_dir));
+  PS_RETURN_IF_ERROR(s->OpenStore());
   ClusterStateOptions state_options;
   state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   PS_ASSIGN_OR_RETURN(s->state_, ClusterState::Load(s->store_.get(), state_options));
@@ -78,6 +76,7 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   const bool bracket = host.find(':') != std::string::npos;
   s->address_ = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(selected_port);
   s->service_->set_address(s->address_);
+  s->StartElection();
 
   if (!options.metrics_listen.empty()) {
     std::string mhost;
@@ -96,9 +95,64 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   }
   s->RegisterMetrics();
   s->liveness_ = std::thread([raw = s.get()] { raw->RunLivenessLoop(); });
-  PS_LOG_INFO("mgmt serving on {} (data dir {}, heartbeat timeout {} ms, metrics port {})",
-              s->address_, options.data_dir, options.heartbeat_timeout_ms, s->metrics_port());
+  PS_LOG_INFO("mgmt serving on {} (meta {}, data dir {}, heartbeat timeout {} ms, metrics port {})",
+              s->address_, options.meta.empty() ? "rocksdb" : options.meta, options.data_dir,
+              options.heartbeat_timeout_ms, s->metrics_port());
   return s;
+}
+
+Status MgmtServer::OpenStore() {
+  const std::string& meta = options_.meta;
+  if (meta.empty() || meta == "rocksdb") {
+    if (options_.data_dir.empty()) {
+      return InvalidArgument("mgmt needs a data directory for its metadata; pass --data-dir");
+    }
+    PS_ASSIGN_OR_RETURN(store_, RocksDbMetaStore::Open(options_.data_dir));
+    return OkStatus();
+  }
+  if (meta.rfind("etcd://", 0) != 0) {
+    return InvalidArgument("metadata store '" + meta +
+                           "' is neither 'rocksdb' nor 'etcd://HOST:PORT[,HOST:PORT...]'; fix --meta");
+  }
+  if (options_.cluster_name.empty() || options_.cluster_name.find('/') != std::string::npos) {
+    return InvalidArgument("cluster name '" + options_.cluster_name +
+                           "' must be non-empty and contain no '/'");
+  }
+  if (options_.lease_ttl_s < 1) {
+    return InvalidArgument("leader lease TTL " + std::to_string(options_.lease_ttl_s) +
+                           " s must be at least 1");
+  }
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<EtcdMetaStore> etcd,
+                      EtcdMetaStore::Open(meta, "/penstock/" + options_.cluster_name + "/"));
+  etcd_store_ = etcd.get();
+  store_ = std::move(etcd);
+  return OkStatus();
+}
+
+void MgmtServer::StartElection() {
+  if (etcd_store_ == nullptr) return;
+  mgmt::LeaderElectionOptions eo;
+  eo.key = etcd_store_->prefix() + "leader";
+  eo.address = options_.advertise_address.empty() ? address_ : options_.advertise_address;
+  eo.ttl_s = options_.lease_ttl_s;
+  eo.on_elected = [this, key = eo.key](int64_t term) {
+    // Fence first: from here on only this term's writes land; then take the state over.
+    etcd_store_->SetFence(key, term);
+    return state_->Reload();
+  };
+  election_ = std::make_unique<mgmt::LeaderElection>(&etcd_store_->client(), std::move(eo));
+  mgmt::Leadership l;
+  l.meta = options_.meta;
+  l.is_leader = [e = election_.get()] { return e->is_leader(); };
+  l.leader_address = [e = election_.get()] { return e->leader_address(); };
+  service_->set_leadership(std::move(l));
+  election_->Start();
+}
+
+bool MgmtServer::is_leader() const { return !election_ || election_->is_leader(); }
+
+std::string MgmtServer::leader_address() const {
+  return election_ ? election_->leader_address() : address_;
 }
 
 MgmtServer::~MgmtServer() { Shutdown(); }
@@ -115,6 +169,9 @@ void MgmtServer::RegisterMetrics() {
                             [st] { return static_cast<double>(st->Summary().epoch); });
   metrics_.AddCallbackGauge("penstock_mgmt_containers", "number of containers", {},
                             [st] { return st->Summary().containers; });
+  metrics_.AddCallbackGauge("penstock_mgmt_is_leader",
+                            "1 while this mgmt is the leader and serves, else 0", {},
+                            [this] { return is_leader() ? 1.0 : 0.0; });
 }
 
 void MgmtServer::RunLivenessLoop() {
@@ -125,6 +182,10 @@ void MgmtServer::RunLivenessLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, period, [this] { return stopping_; })) {
     lock.unlock();
+    if (!is_leader()) {  // followers do not judge liveness; the leader does
+      lock.lock();
+      continue;
+    }
     Result<int> n = state_->CheckLiveness(SystemNowMs());
     if (!n.ok()) {
       PS_LOG_ERROR("mgmt liveness check failed: {}", n.status().ToString());
@@ -152,6 +213,8 @@ void MgmtServer::Shutdown() {
     stopping_ = true;
   }
   cv_.notify_all();
+  if (service_) service_->Stop();
+  if (election_) election_->Stop(options_.resign_on_shutdown);
   if (liveness_.joinable()) liveness_.join();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

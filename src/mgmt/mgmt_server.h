@@ -1,11 +1,19 @@
 // mgmt_server.h — the `penstock mgmt` daemon as a library: MetaStore + ClusterState + gRPC
 // service + failure detector + /metrics endpoint, started and stopped as one unit.
 //
-// Start() opens the RocksDB MetaStore in options.data_dir, loads the cluster state, serves the
+// Start() opens the MetaStore (embedded RocksDB in options.data_dir, or etcd, see `meta`), loads
+// the cluster state, serves the
 // penstock.v1.Mgmt gRPC service (insecure credentials in v1) on options.listen, runs a
 // liveness thread that marks silent targets DOWN, and serves Prometheus text on
 // options.metrics_listen. The daemon's main() is Start() + Wait() + Shutdown() from a
 // signal-handling thread.
+//
+// HA (meta = "etcd://..."): several MgmtServers share one etcd; a LeaderElection
+// (leader_election.h) picks one. Only the leader serves (followers answer UNAVAILABLE naming
+// it, see mgmt_service.h) and runs the liveness check. A newly elected leader first fences the
+// store on its term (etcd_meta_store.h: a stale leader's writes fail) and reloads the whole
+// ClusterState from etcd (with the restart grace period for UP targets), then serves. The
+// epoch lives in etcd and is only ever incremented, so it never goes back across leaders.
 //
 // Thread safety: address(), metrics_port() and state() may be called from any thread;
 // Shutdown() may be called from any thread, more than once, and unblocks Wait(). The
@@ -23,6 +31,8 @@
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "mgmt/cluster_state.h"
+#include "mgmt/etcd_meta_store.h"
+#include "mgmt/leader_election.h"
 #include "mgmt/meta_store.h"
 #include "penstock/status.h"
 
@@ -39,8 +49,21 @@ class MgmtService;
 struct MgmtServerOptions {
   // gRPC listen address "host:port"; port 0 picks a free one (see address()).
   std::string listen = "127.0.0.1:0";
-  // Directory of the RocksDB MetaStore; required.
+  // Directory of the RocksDB MetaStore; required with meta "" / "rocksdb", unused with etcd.
   std::string data_dir;
+  // Metadata store: "" or "rocksdb" (embedded, in data_dir, one mgmt), or
+  // "etcd://HOST:PORT[,HOST:PORT...]" (shared; several mgmt instances, one leader).
+  std::string meta;
+  // etcd only: keys live under "/penstock/<cluster_name>/".
+  std::string cluster_name = "default";
+  // etcd only: the address other parties reach this instance at (the leader hint); empty means
+  // the bound listen address.
+  std::string advertise_address;
+  // etcd only: TTL of the leader's lease, s; a crashed leader is replaced after about this long.
+  int lease_ttl_s = 3;
+  // etcd only: on Shutdown, give the leadership back at once (false models a crash in tests:
+  // the lease is left to expire).
+  bool resign_on_shutdown = true;
   // A target silent for longer than this is marked DOWN.
   int heartbeat_timeout_ms = 5000;
   // /metrics listen address "host:port"; port 0 picks a free one; empty disables it.
@@ -49,7 +72,8 @@ struct MgmtServerOptions {
 
 class MgmtServer {
  public:
-  // Errors: kInvalidArgument (missing data dir, malformed address, bad timeout);
+  // Errors: kInvalidArgument (missing data dir with RocksDB, malformed address or --meta, bad
+  // timeout); kUnavailable "etcd at H:P is unreachable (...); check --meta";
   // kUnavailable "mgmt port H:P is in use; choose another with --listen", or the data dir is
   // in use by another mgmt, or the metrics port is in use; MetaStore errors.
   static Result<std::unique_ptr<MgmtServer>> Start(const MgmtServerOptions& options);
@@ -63,6 +87,10 @@ class MgmtServer {
   uint16_t metrics_port() const;
   // The state machine (for in-process tools and tests).
   mgmt::ClusterState* state() const { return state_.get(); }
+  // Whether this instance serves (always true with RocksDB).
+  bool is_leader() const;
+  // The current leader's address as far as this instance knows ("" when none).
+  std::string leader_address() const;
 
   // Blocks until Shutdown() has been called and the server has stopped.
   void Wait();
@@ -73,9 +101,15 @@ class MgmtServer {
   explicit MgmtServer(const MgmtServerOptions& options);
   void RunLivenessLoop();
   void RegisterMetrics();
+  // Opens the store named by options_.meta (and, for etcd, prepares the election).
+  Status OpenStore();
+  // etcd only: starts the election once address_ is known.
+  void StartElection();
 
   const MgmtServerOptions options_;
   std::unique_ptr<mgmt::MetaStore> store_;
+  mgmt::EtcdMetaStore* etcd_store_ = nullptr;  // store_ when it is etcd
+  std::unique_ptr<mgmt::LeaderElection> election_;
   std::unique_ptr<mgmt::ClusterState> state_;
   MetricsRegistry metrics_;
   std::unique_ptr<mgmt::MgmtService> service_;

@@ -6,9 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
+#include "mgmt/cluster_map_watch.h"
 #include "mgmt/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
 #include "common/temp_dir.h"
@@ -319,6 +323,53 @@ TEST(MgmtClient, CallsAfterMgmtStopsNameTheAddress) {
       << m.status().ToString();
   EXPECT_NE(m.status().message().find(addr), std::string::npos) << m.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(MgmtServer, WatchClusterMapDeliversEveryNewEpochUntilStopped) {
+  ::penstock::testing::TempDir dir;
+  auto server = StartServer(dir.path());
+  ASSERT_TRUE(server);
+  auto client = ConnectTo(*server);
+  ASSERT_TRUE(client);
+  auto st = client->GetStatus();
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->is_leader());
+  EXPECT_EQ(st->leader_address(), server->address());
+  EXPECT_EQ(st->meta(), "rocksdb");
+
+  std::mutex mu;
+  std::vector<uint64_t> epochs;
+  auto seen = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return epochs;
+  };
+  auto wait_for = [&](size_t n) {
+    for (int i = 0; i < 300 && seen().size() < n; ++i) std::this_thread::sleep_for(10ms);
+    return seen();
+  };
+  std::unique_ptr<ClusterMapWatch> watch = client->WatchClusterMap([&](v1::ClusterMap m) {
+    std::lock_guard<std::mutex> lock(mu);
+    epochs.push_back(m.epoch());
+  });
+  EXPECT_EQ(wait_for(1), (std::vector<uint64_t>{0}));  // the current map at once
+  ASSERT_TRUE(client->RegisterTarget(Reg("u-1", "127.0.0.1:5001")).ok());
+  EXPECT_EQ(wait_for(2), (std::vector<uint64_t>{0, 1}));
+  ASSERT_TRUE(client->RegisterTarget(Reg("u-2", "127.0.0.1:5002")).ok());
+  EXPECT_EQ(wait_for(3), (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(watch->epoch(), 2u);
+  watch->Stop();
+  ASSERT_TRUE(client->RegisterTarget(Reg("u-3", "127.0.0.1:5003")).ok());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(seen().size(), 3u);
+
+  // A watch from a known epoch only hears about newer ones; shutting mgmt down ends no call
+  // with a crash and Stop still returns.
+  std::atomic<int> calls{0};
+  auto later = client->WatchClusterMap([&](v1::ClusterMap) { ++calls; }, 3);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(calls.load(), 0);
+  server->Shutdown();
+  later->Stop();
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "mgmt/mgmt_service.h"
 
+#include <chrono>
+
 #include "common/log.h"
 
 #ifndef PENSTOCK_VERSION
@@ -26,13 +28,23 @@ void MgmtService::set_address(std::string address) {
   address_ = std::move(address);
 }
 
+Status MgmtService::CheckLeader() const {
+  if (IsLeader()) return OkStatus();
+  std::string leader = leadership_.leader_address ? leadership_.leader_address() : "";
+  if (leader.empty()) {
+    return Unavailable("not the leader; no mgmt leader is elected yet (etcd lease expiring?); retry");
+  }
+  return Unavailable("not the leader; leader is " + leader);
+}
+
 grpc::Status MgmtService::Done(const char* method, const Status& s) {
   metrics_
       ->GetCounter("penstock_mgmt_rpc_total", "mgmt RPCs served, by method and result code",
                    {{"method", method}, {"code", std::string(StatusCodeName(s.code()))}})
       .Inc();
   if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kAlreadyExists &&
-      s.code() != StatusCode::kInvalidArgument) {
+      s.code() != StatusCode::kInvalidArgument && s.code() != StatusCode::kCancelled &&
+      s.message().rfind("not the leader", 0) != 0) {
     PS_LOG_WARN("mgmt {} failed: {}", method, s.ToString());
   }
   return ToGrpcStatus(s);
@@ -41,6 +53,7 @@ grpc::Status MgmtService::Done(const char* method, const Status& s) {
 grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
                                          const v1::RegisterTargetRequest* req,
                                          v1::RegisterTargetResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("RegisterTarget", g);
   Result<Registration> r = state_->RegisterTarget(*req);
   if (r.ok()) {
     resp->set_target_id(r->target_id);
@@ -51,6 +64,7 @@ grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
 
 grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
                                     v1::HeartbeatResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("Heartbeat", g);
   Result<uint64_t> r = state_->Heartbeat(*req);
   if (r.ok()) resp->set_epoch(*r);
   return Done("Heartbeat", r.status());
@@ -58,6 +72,7 @@ grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
 
 grpc::Status MgmtService::GetClusterMap(grpc::ServerContext*, const v1::GetClusterMapRequest*,
                                         v1::ClusterMap* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("GetClusterMap", g);
   *resp = state_->GetClusterMap();
   return Done("GetClusterMap", OkStatus());
 }
@@ -65,6 +80,7 @@ grpc::Status MgmtService::GetClusterMap(grpc::ServerContext*, const v1::GetClust
 grpc::Status MgmtService::CreateContainer(grpc::ServerContext*,
                                           const v1::CreateContainerRequest* req,
                                           v1::Container* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("CreateContainer", g);
   Result<v1::Container> r =
       state_->CreateContainer(req->name(), req->redundancy(), req->stripe_unit());
   if (r.ok()) *resp = std::move(r).value();
@@ -73,6 +89,7 @@ grpc::Status MgmtService::CreateContainer(grpc::ServerContext*,
 
 grpc::Status MgmtService::GetContainer(grpc::ServerContext*, const v1::GetContainerRequest* req,
                                        v1::Container* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("GetContainer", g);
   Result<v1::Container> r = state_->GetContainer(req->name());
   if (r.ok()) *resp = std::move(r).value();
   return Done("GetContainer", r.status());
@@ -80,6 +97,7 @@ grpc::Status MgmtService::GetContainer(grpc::ServerContext*, const v1::GetContai
 
 grpc::Status MgmtService::ListContainers(grpc::ServerContext*, const v1::ListContainersRequest*,
                                          v1::ListContainersResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("ListContainers", g);
   for (v1::Container& c : state_->ListContainers()) *resp->add_containers() = std::move(c);
   return Done("ListContainers", OkStatus());
 }
@@ -87,16 +105,26 @@ grpc::Status MgmtService::ListContainers(grpc::ServerContext*, const v1::ListCon
 grpc::Status MgmtService::DeleteContainer(grpc::ServerContext*,
                                           const v1::DeleteContainerRequest* req,
                                           v1::DeleteContainerResponse*) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("DeleteContainer", g);
   return Done("DeleteContainer", state_->DeleteContainer(req->name()));
 }
 
 grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
                                     v1::MgmtStatus* resp) {
+  const bool leader = IsLeader();
+  if (!leader) {
+    // A follower's in-memory state is not maintained; read the shared store for the counts.
+    if (Status s = state_->Reload(); !s.ok()) return Done("GetStatus", s);
+  }
   ClusterSummary s = state_->Summary();
   {
     std::lock_guard<std::mutex> lock(mu_);
     resp->set_address(address_);
+    resp->set_leader_address(leader ? address_
+                                    : (leadership_.leader_address ? leadership_.leader_address() : ""));
   }
+  resp->set_is_leader(leader);
+  resp->set_meta(leadership_.meta);
   resp->set_epoch(s.epoch);
   resp->set_targets_up(s.targets_up);
   resp->set_targets_down(s.targets_down);
@@ -104,6 +132,26 @@ grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusReq
   resp->set_version(PENSTOCK_VERSION);
   resp->set_heartbeat_timeout_ms(state_->heartbeat_timeout_ms());
   return Done("GetStatus", OkStatus());
+}
+
+grpc::Status MgmtService::WatchClusterMap(grpc::ServerContext* ctx,
+                                          const v1::WatchClusterMapRequest* req,
+                                          grpc::ServerWriter<v1::ClusterMap>* writer) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("WatchClusterMap", g);
+  uint64_t known = req->since_epoch();
+  bool sent = false;
+  while (!ctx->IsCancelled()) {
+    if (stopping_) return ToGrpcStatus(Unavailable("mgmt is shutting down; reconnect"));
+    if (Status g = CheckLeader(); !g.ok()) return Done("WatchClusterMap", g);
+    v1::ClusterMap map = state_->GetClusterMap();
+    if (map.epoch() > known || (!sent && known == 0)) {
+      if (!writer->Write(map)) break;  // the client went away
+      known = map.epoch();
+      sent = true;
+    }
+    state_->WaitForEpochAbove(known, std::chrono::milliseconds(200));
+  }
+  return Done("WatchClusterMap", Cancelled("watch cancelled by the client"));
 }
 
 }  // namespace penstock::mgmt

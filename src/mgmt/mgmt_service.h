@@ -2,12 +2,21 @@
 //
 // A thin adapter: unpacks requests, calls ClusterState, converts penstock::Status to
 // grpc::Status (the codes are numerically equal) and counts RPCs by method and code in
-// `penstock_mgmt_rpc_total`. Holds no state of its own besides the advertised address.
+// `penstock_mgmt_rpc_total`. Holds no state of its own besides the advertised address and
+// the leadership hooks.
+//
+// Leadership (HA over etcd): when set_leadership() gave an is_leader hook, every RPC but
+// GetStatus is answered only while it returns true; otherwise UNAVAILABLE
+// "not the leader; leader is H:P" (MgmtClient follows the hint). A follower's GetStatus
+// re-reads the shared store for its counts. WatchClusterMap streams until the client cancels,
+// leadership is lost or Stop() is called (then UNAVAILABLE: reconnect to the leader).
 //
 // Thread safety: gRPC calls the handlers from its own thread pool; all of them are safe to run
 // concurrently. Ownership: `state` and `metrics` are borrowed and must outlive the service.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -22,12 +31,25 @@ namespace penstock::mgmt {
 grpc::Status ToGrpcStatus(const Status& s);
 Status FromGrpcStatus(const grpc::Status& s);
 
+// How the service learns whether its instance leads. Hooks left empty mean "always leader"
+// (the embedded RocksDB store: one mgmt).
+struct Leadership {
+  std::function<bool()> is_leader;
+  std::function<std::string()> leader_address;
+  // Reported in MgmtStatus.meta ("rocksdb" or "etcd://...").
+  std::string meta = "rocksdb";
+};
+
 class MgmtService final : public v1::Mgmt::Service {
  public:
   MgmtService(ClusterState* state, MetricsRegistry* metrics);
 
   // The "host:port" reported by GetStatus; set once the server has bound its port.
   void set_address(std::string address);
+  // Set before serving.
+  void set_leadership(Leadership leadership) { leadership_ = std::move(leadership); }
+  // Ends open WatchClusterMap streams (UNAVAILABLE); call before shutting the server down.
+  void Stop() { stopping_ = true; }
 
   grpc::Status RegisterTarget(grpc::ServerContext* ctx, const v1::RegisterTargetRequest* req,
                               v1::RegisterTargetResponse* resp) override;
@@ -45,13 +67,20 @@ class MgmtService final : public v1::Mgmt::Service {
                                v1::DeleteContainerResponse* resp) override;
   grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* req,
                          v1::MgmtStatus* resp) override;
+  grpc::Status WatchClusterMap(grpc::ServerContext* ctx, const v1::WatchClusterMapRequest* req,
+                               grpc::ServerWriter<v1::ClusterMap>* writer) override;
 
  private:
+  bool IsLeader() const { return !leadership_.is_leader || leadership_.is_leader(); }
+  // OK on the leader; otherwise UNAVAILABLE naming the leader.
+  Status CheckLeader() const;
   // Counts the call and converts its status.
   grpc::Status Done(const char* method, const Status& s);
 
   ClusterState* const state_;
   MetricsRegistry* const metrics_;
+  Leadership leadership_;  // set before serving, then read-only
+  std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::string address_;  // guarded by mu_
 };
