@@ -6,7 +6,9 @@
 // Contract for every implementation:
 //   * offsets and lengths are multiples of kDeviceBlockSize; buffers are 4 KiB aligned
 //     (AlignedBuffer); a call outside [0, size()) is kInvalidArgument.
-//   * Write is durable when it returns OK (as if followed by Sync).
+//   * Write is durable when it returns OK (as if followed by Sync). WriteUnsynced is durable
+//     only after a later Sync returns OK (the engine's group commit: many unsynced writes,
+//     one Sync, then one index batch).
 //   * Read returns the bytes last durably written (or garbage if never written).
 // Thread safety: every method may be called from any number of threads at once; calls on
 // overlapping ranges are not ordered against each other (the engine never issues them).
@@ -35,10 +37,18 @@ class Device {
   // Writes `data` at `offset`, durably. Errors: kInvalidArgument (misaligned, out of range),
   // device errors (kResourceExhausted for ENOSPC, kInternal for EIO, ...).
   virtual Status Write(uint64_t offset, std::span<const std::byte> data) = 0;
+  // Writes `data` at `offset`; durable only after the next successful Sync. Errors as Write.
+  // The default is Write (already durable).
+  virtual Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) {
+    return Write(offset, data);
+  }
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   // Makes every completed Write durable (a no-op for devices whose writes already are).
   virtual Status Sync() = 0;
+  // False for a device that keeps no data (the null device): the engine then neither checks
+  // the device header against the index nor verifies checksums on reads.
+  virtual bool persistent() const { return true; }
 };
 
 // Checks the alignment and range rules above; used by implementations.

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -13,6 +14,7 @@
 #include "engine/file_device.h"
 #include "engine/format.h"
 #include "engine/index.h"
+#include "engine/null_device.h"
 #include "engine/segment_table.h"
 
 namespace penstock {
@@ -39,6 +41,14 @@ Status ValidateOptions(const EngineOptions& o) {
                                        " and 1 GiB", o.segment_bytes));
   }
   if (o.queue_depth == 0) return InvalidArgument("queue_depth must be at least 1");
+  if (o.device_kind != "file" && o.device_kind != "null") {
+    return InvalidArgument(fmt::format("device_kind '{}' is unknown; use \"file\" or \"null\"",
+                                       o.device_kind));
+  }
+  if (!(o.gc_min_dead_fraction > 0 && o.gc_min_dead_fraction <= 1)) {
+    return InvalidArgument(fmt::format("gc_min_dead_fraction {} must be in (0, 1]",
+                                       o.gc_min_dead_fraction));
+  }
   return OkStatus();
 }
 
@@ -112,6 +122,7 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
                                           device.name(), device.size(), index.dir(),
                                           header.segment_count, header.segment_bytes));
   }
+  if (!on_device && !device.persistent()) return header;  // the null device keeps nothing
   if (!on_device) {
     bool has_shards = false;
     PS_RETURN_IF_ERROR(index.Scan(engine::Index::AllShardsPrefix(), std::nullopt,
@@ -140,6 +151,11 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   PS_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.device_kind == "null") {
+    return Open(options, std::make_unique<engine::NullDevice>(
+                             options.capacity_bytes,
+                             options.data_path.empty() ? "null" : "null:" + options.data_path));
+  }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::FileDevice> device,
                       engine::FileDevice::Open(options.data_path, options.capacity_bytes,
                                                options.queue_depth));
@@ -149,13 +165,16 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
                                              std::unique_ptr<engine::Device> device) {
   PS_RETURN_IF_ERROR(ValidateOptions(options));
-  PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Index> index, engine::Index::Open(options.index_dir));
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Index> index, engine::Index::Open(options.index_dir, device->persistent()));
   PS_ASSIGN_OR_RETURN(DeviceHeader header, PairDeviceAndIndex(options, *device, *index));
+  uint32_t reserve = options.gc_enabled ? options.gc_reserve_segments : 0;
+  reserve = std::min<uint64_t>(reserve, header.segment_count > 0 ? header.segment_count - 1 : 0);
   auto table = std::make_unique<engine::SegmentTable>(
-      static_cast<uint32_t>(header.segment_count), header.segment_bytes);
+      static_cast<uint32_t>(header.segment_count), header.segment_bytes, reserve);
   std::unique_ptr<Engine> e(new Engine(options, std::move(device), std::move(index),
                                        std::move(table), header.data_offset));
   PS_RETURN_IF_ERROR(e->Recover());
+  e->StartThreads();
   return e;
 }
 
@@ -169,7 +188,44 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
       index_(std::move(index)),
       table_(std::move(table)) {}
 
-Engine::~Engine() = default;
+Engine::~Engine() { StopThreads(); }
+
+void Engine::StartThreads() {
+  committer_ = std::thread([this] { CommitLoop(); });
+  if (options_.gc_enabled && options_.gc_background) gc_thread_ = std::thread([this] { GcLoop(); });
+  if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = std::thread([this] { ScrubLoop(); });
+}
+
+void Engine::StopThreads() {
+  {
+    std::lock_guard lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (gc_thread_.joinable()) gc_thread_.join();  // GC may still need the committer
+  if (scrub_thread_.joinable()) scrub_thread_.join();
+  {
+    std::lock_guard lock(commit_mu_);
+    commit_stop_ = true;
+  }
+  commit_cv_.notify_all();
+  if (committer_.joinable()) committer_.join();
+}
+
+bool Engine::SleepUntil(std::chrono::steady_clock::time_point until) {
+  std::unique_lock lock(bg_mu_);
+  return !bg_cv_.wait_until(lock, until, [&] { return bg_stop_; });
+}
+
+void Engine::MarkCorrupt(const ShardKey& key) {
+  std::lock_guard lock(corrupt_mu_);
+  corrupt_.insert(key);
+}
+
+std::vector<ShardKey> Engine::CorruptShards() const {
+  std::lock_guard lock(corrupt_mu_);
+  return {corrupt_.begin(), corrupt_.end()};
+}
 
 Status Engine::Recover() {
   uint64_t shards = 0;
@@ -215,6 +271,16 @@ EngineStats Engine::Stats() const {
   s.checksum_errors = checksum_errors_.load();
   s.bytes_read = bytes_read_.load();
   s.bytes_written = bytes_written_.load();
+  s.device_bytes_written = device_bytes_written_.load();
+  s.write_amplification = s.bytes_written == 0 ? 0.0
+                              : static_cast<double>(s.device_bytes_written) /
+                                    static_cast<double>(s.bytes_written);
+  s.commit_batches = commit_batches_.load();
+  s.commit_ops = commit_ops_.load();
+  s.gc_segments_cleaned = gc_segments_cleaned_.load();
+  s.gc_bytes_moved = gc_bytes_moved_.load();
+  s.scrub_bytes_verified = scrub_bytes_verified_.load();
+  s.scrub_corrupt_shards = scrub_corrupt_shards_.load();
   return s;
 }
 

@@ -5,18 +5,34 @@
 // device; the index maps each ShardKey to where its bytes are plus a crc32c per 4 KiB block.
 // The index is the truth: data reaches the device (durably) before its index record is
 // committed (synced), so after a crash Open rebuilds everything from the index and data that
-// was written but not indexed is garbage. Space is reclaimed one whole segment at a time, when
-// no live shard is left in it (GC that relocates live shards is later work).
+// was written but not indexed is garbage.
 //
-// Thread safety: every method may be called from any number of threads at once. Writes to
-// one key are ordered by a per-key lock; the last Write (or Delete) to return wins.
-// Ownership: Open returns the sole owner; destroying the Engine closes device and index (no
-// call may be in flight then).
+// Group commit (engine_commit.cc): writers append their data without a device flush and queue
+// their index record; one committer thread takes everything queued, flushes the device once
+// (fdatasync), commits all the records in one synced RocksDB WriteBatch, then wakes the writers.
+// The committer is the only thread that mutates the index.
+// Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
+// the live shards of the emptiest sealed segments (conditionally: a concurrent overwrite wins)
+// so they become free: in a background thread at a rate limit, without limit when free segments
+// run low, and inline before a Write would fail with "no space".
+// Scrub (engine_scrub.cc) re-reads every live shard at a rate limit and records those whose
+// checksums fail (CorruptShards).
+//
+// Thread safety: every method may be called from any number of threads at once. Writes and
+// deletes of one key are ordered by the committer (queue order): of calls on one key that
+// overlap in time either may win, and a call that starts after another returned wins over it.
+// Ownership: Open returns the sole owner; destroying the Engine stops its threads (committer,
+// GC, scrub) and closes device and index (no call may be in flight then).
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <atomic>
 #include <compare>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -61,6 +77,23 @@ struct EngineOptions {
                                          // The first 1 MiB holds the device header.
   uint64_t segment_bytes = 64ull << 20;  // multiple of 4 KiB; fixed when the device is formatted
   unsigned queue_depth = 64;             // io_uring entries (I/Os in flight at once)
+  // "file" (data_path is a file or block device) or "null": no media; writes are accounted and
+  // dropped, reads return zeros and are not checksum-verified, the index is not synced. For
+  // benchmarks of the layers above the engine; nothing it stores survives (see null_device.h).
+  std::string device_kind = "file";
+
+  // Garbage collection. With gc_enabled = false the engine behaves as v1: a segment comes back
+  // only when every shard in it is gone, and no segment is held in reserve.
+  bool gc_enabled = true;
+  bool gc_background = true;           // false: GC runs only inline (no space) and on demand
+  uint32_t gc_reserve_segments = 1;    // free segments writers may not take (GC's landing room)
+  uint32_t gc_free_segments_low = 2;   // fewer free segments than this: GC runs unthrottled
+  double gc_min_dead_fraction = 0.5;   // background GC cleans segments at least this dead
+  uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background relocation rate; 0 = unlimited
+
+  // Background scrub: re-reads and verifies every live shard at this rate; 0 = off (Scrub()
+  // still runs a pass on demand).
+  uint64_t scrub_rate_bytes_per_sec = 0;
 };
 
 struct EngineStats {
@@ -74,9 +107,20 @@ struct EngineStats {
   uint64_t shards = 0;
   uint64_t reads = 0, writes = 0, deletes = 0, checksum_errors = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // logical shard bytes
+  // Bytes (4 KiB rounded) written to the data device by writes and by GC relocation.
+  uint64_t device_bytes_written = 0;
+  double write_amplification = 0;  // device_bytes_written / bytes_written (0 before any write)
+  uint64_t commit_batches = 0;     // group commits (one device flush + one synced index batch)
+  uint64_t commit_ops = 0;         // writes, deletes and relocations those batches carried
+  uint64_t gc_segments_cleaned = 0;  // segments GC emptied
+  uint64_t gc_bytes_moved = 0;       // bytes (4 KiB rounded) GC relocated
+  uint64_t scrub_bytes_verified = 0;  // bytes (4 KiB rounded) scrub read and checked
+  uint64_t scrub_corrupt_shards = 0;  // corrupt shards scrub found (each counted once per find)
 };
 
 namespace engine {
+struct CommitRequest;
+struct Extent;
 class Device;
 class Index;
 class SegmentTable;
@@ -117,6 +161,17 @@ class Engine {
                                                            size_t limit);
   EngineStats Stats() const;
 
+  // Runs GC now: cleans sealed segments holding any dead space (emptiest first) until none is
+  // left or `max_segments` are done, without rate limit. Returns the number cleaned. Safe
+  // alongside all other calls (GC passes are serialised).
+  Result<uint64_t> CollectGarbage(uint64_t max_segments = UINT64_MAX);
+  // Verifies every live shard once, now, without rate limit; corrupt ones are recorded.
+  // Returns the bytes verified.
+  Result<uint64_t> Scrub();
+  // Shards found corrupt (by scrub, GC or a read) and not rewritten or deleted since, in key
+  // order.
+  std::vector<ShardKey> CorruptShards() const;
+
   uint64_t segment_bytes() const { return segment_bytes_; }
 
  private:
@@ -130,6 +185,27 @@ class Engine {
   Status VerifyBlocks(const ShardKey& key, const engine::ShardRecord& record,
                       std::span<const std::byte> padded);
   std::shared_mutex& KeyLock(const ShardKey& key);
+  void StartThreads();
+  void StopThreads();
+  // Read without the client counters (used by Read and by scrub).
+  Result<AlignedBuffer> ReadShard(const ShardKey& key);
+  void MarkCorrupt(const ShardKey& key);
+
+  // Group commit (engine_commit.cc).
+  Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
+  void CommitLoop();
+  void CommitBatch(std::vector<engine::CommitRequest*>& batch);
+
+  // GC (engine_gc.cc).
+  Result<engine::Extent> AllocateForWrite(uint64_t bytes);
+  Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
+  void GcLoop();
+  // Waits until `until` or until StopThreads; false when stopping.
+  bool SleepUntil(std::chrono::steady_clock::time_point until);
+
+  // Scrub (engine_scrub.cc).
+  Result<uint64_t> ScrubPass(bool throttled);
+  void ScrubLoop();
 
   static constexpr size_t kKeyLockStripes = 1024;
 
@@ -146,6 +222,29 @@ class Engine {
   std::atomic<uint64_t> shards_{0};
   std::atomic<uint64_t> reads_{0}, writes_{0}, deletes_{0}, checksum_errors_{0};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
+  std::atomic<uint64_t> device_bytes_written_{0}, commit_batches_{0}, commit_ops_{0};
+  std::atomic<uint32_t> writers_in_flight_{0};  // Writes between data write start and end
+  std::atomic<uint64_t> gc_segments_cleaned_{0}, gc_bytes_moved_{0};
+  std::atomic<uint64_t> scrub_bytes_verified_{0}, scrub_corrupt_shards_{0};
+
+  // Group commit queue: writers push, the committer thread drains.
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::vector<engine::CommitRequest*> commit_queue_;  // guarded by commit_mu_
+  bool commit_stop_ = false;                          // guarded by commit_mu_
+  std::thread committer_;
+
+  // Background GC and scrub threads sleep on bg_cv_.
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool bg_stop_ = false;  // guarded by bg_mu_
+  std::thread gc_thread_, scrub_thread_;
+  std::mutex gc_mu_;                       // one GC pass at a time
+  std::set<uint32_t> gc_stuck_;            // guarded by gc_mu_; victims a pass could not empty
+  std::atomic<uint32_t> gc_waiters_{0};    // writers waiting for space: GC stops pacing
+
+  mutable std::mutex corrupt_mu_;
+  std::set<ShardKey> corrupt_;  // guarded by corrupt_mu_
 };
 
 }  // namespace penstock

@@ -20,6 +20,7 @@ using testing::SmallOptions;
 TEST(EngineSpaceTest, FillUntilNoSpaceThenDeleteAndReuse) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 4, 1 << 20);  // 4 segments of 1 MiB
+  o.gc_enabled = false;  // whole-segment reclaim only, no reserve (GC: engine_gc_test.cc)
   auto opened = Engine::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   auto& e = *opened;
@@ -68,7 +69,8 @@ TEST(EngineSpaceTest, OverwritesReclaimSpace) {
   auto e = std::move(*Engine::Open(SmallOptions(dir, 4, 1 << 20)));
   // 100 overwrites of 512 KiB need 50 MiB of appends in a 4 MiB device.
   for (uint64_t v = 0; v < 100; ++v) {
-    ASSERT_TRUE(e->Write(Key(1, v % 3), Pattern(512 * 1024, v), v).ok()) << v;
+    Status s = e->Write(Key(1, v % 3), Pattern(512 * 1024, v), v);
+    ASSERT_TRUE(s.ok()) << v << " " << s.ToString();
   }
   for (uint64_t k = 0; k < 3; ++k) {
     uint64_t last = 99 - (99 - k) % 3;
@@ -98,6 +100,7 @@ class FlakyDevice : public Device {
 TEST(EngineSpaceTest, FailedWritesLeaveOldDataAndLeakNoSpace) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 2, 1 << 20);
+  o.gc_enabled = false;  // both segments for writes
   auto file = FileDevice::Open(o.data_path, o.capacity_bytes, 8);
   ASSERT_TRUE(file.ok());
   auto flaky = std::make_unique<FlakyDevice>(std::move(*file));

@@ -139,11 +139,20 @@ FileDevice::~FileDevice() {
 }
 
 Status FileDevice::Write(uint64_t offset, std::span<const std::byte> data) {
+  return WriteWithFlags(offset, data, RWF_DSYNC);
+}
+
+Status FileDevice::WriteUnsynced(uint64_t offset, std::span<const std::byte> data) {
+  return WriteWithFlags(offset, data, 0);
+}
+
+Status FileDevice::WriteWithFlags(uint64_t offset, std::span<const std::byte> data,
+                                  int rw_flags) {
   PS_RETURN_IF_ERROR(CheckDeviceRange(*this, offset, data.size(), data.data()));
   size_t done = 0;
   while (done < data.size()) {
     size_t chunk = std::min(data.size() - done, kMaxIoBytes);
-    int64_t rc = ring_->WriteAt(fd_, offset + done, data.data() + done, chunk, RWF_DSYNC);
+    int64_t rc = ring_->WriteAt(fd_, offset + done, data.data() + done, chunk, rw_flags);
     if (rc < 0) {
       return ErrnoStatus(static_cast<int>(-rc),
                          fmt::format("write {} bytes at offset {} of '{}'", chunk, offset + done,

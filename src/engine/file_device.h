@@ -1,7 +1,7 @@
 // file_device.h — a Device over a regular file or a block device, driven by io_uring.
 //
-// Opened with O_DIRECT (page cache bypassed); writes carry RWF_DSYNC so each is durable when it
-// completes. A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
+// Opened with O_DIRECT (page cache bypassed); Write carries RWF_DSYNC so each is durable when
+// it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
 // RWF_DSYNC durability, and a warning in the log. A missing file is created and preallocated
 // (fallocate) to the requested size; a block device's size comes from BLKGETSIZE64. The file
 // is locked (flock) so a second engine cannot open it at the same time.
@@ -31,6 +31,7 @@ class FileDevice final : public Device {
   uint64_t size() const override { return size_; }
   const std::string& name() const override { return path_; }
   Status Write(uint64_t offset, std::span<const std::byte> data) override;
+  Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) override;
   Status Read(uint64_t offset, std::span<std::byte> out) override;
   Status Sync() override;
 
@@ -40,6 +41,7 @@ class FileDevice final : public Device {
  private:
   FileDevice(std::string path, int fd, uint64_t size, bool direct, std::unique_ptr<IoRing> ring)
       : path_(std::move(path)), fd_(fd), size_(size), direct_(direct), ring_(std::move(ring)) {}
+  Status WriteWithFlags(uint64_t offset, std::span<const std::byte> data, int rw_flags);
 
   const std::string path_;
   const int fd_;

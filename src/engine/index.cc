@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include <filesystem>
 #include <system_error>
@@ -23,22 +24,22 @@ Status ToStatus(const rocksdb::Status& s, std::string_view what) {
   return Internal(msg);
 }
 
-rocksdb::WriteOptions SyncedWrite() {
+rocksdb::WriteOptions SyncedWrite(bool sync = true) {
   rocksdb::WriteOptions w;
-  w.sync = true;
+  w.sync = sync;
   return w;
 }
 
 }  // namespace
 
-Index::Index(std::string dir, std::unique_ptr<rocksdb::DB> db)
-    : dir_(std::move(dir)), db_(std::move(db)) {}
+Index::Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync)
+    : dir_(std::move(dir)), sync_(sync), db_(std::move(db)) {}
 
 Index::~Index() {
   if (db_) db_->Close().PermitUncheckedError();
 }
 
-Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
+Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync) {
   if (dir.empty()) return InvalidArgument("index_dir is empty; set it to a directory");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -61,7 +62,7 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir) {
     }
     return st;
   }
-  return std::unique_ptr<Index>(new Index(dir, std::unique_ptr<rocksdb::DB>(raw)));
+  return std::unique_ptr<Index>(new Index(dir, std::unique_ptr<rocksdb::DB>(raw), sync));
 }
 
 Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
@@ -74,13 +75,25 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
 }
 
 Status Index::Put(const ShardKey& key, const ShardRecord& record) {
-  return ToStatus(db_->Put(SyncedWrite(), EncodeShardKey(key), EncodeShardRecord(record)),
+  return ToStatus(db_->Put(SyncedWrite(sync_), EncodeShardKey(key), EncodeShardRecord(record)),
                   fmt::format("index '{}': put {}", dir_, key.ToString()));
 }
 
 Status Index::Delete(const ShardKey& key) {
-  return ToStatus(db_->Delete(SyncedWrite(), EncodeShardKey(key)),
+  return ToStatus(db_->Delete(SyncedWrite(sync_), EncodeShardKey(key)),
                   fmt::format("index '{}': delete {}", dir_, key.ToString()));
+}
+
+Status Index::Apply(const std::vector<Update>& updates) {
+  if (updates.empty()) return OkStatus();
+  rocksdb::WriteBatch batch;
+  for (const Update& u : updates) {
+    rocksdb::Status s = u.record ? batch.Put(EncodeShardKey(u.key), EncodeShardRecord(*u.record))
+                                 : batch.Delete(EncodeShardKey(u.key));
+    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
+  }
+  return ToStatus(db_->Write(SyncedWrite(sync_), &batch),
+                  fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
 }
 
 Status Index::Scan(std::string_view prefix, const std::optional<ShardKey>& start_after,

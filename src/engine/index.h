@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/format.h"
 #include "penstock/status.h"
@@ -28,7 +29,8 @@ class Index {
  public:
   // Opens the RocksDB directory `dir`, creating it (and its parents) if absent.
   // Errors name the directory: kPermissionDenied, kUnavailable (locked by another engine).
-  static Result<std::unique_ptr<Index>> Open(const std::string& dir);
+  // `sync` = false makes mutations unsynced (the null device, where nothing survives anyway).
+  static Result<std::unique_ptr<Index>> Open(const std::string& dir, bool sync = true);
   ~Index();
   Index(const Index&) = delete;
   Index& operator=(const Index&) = delete;
@@ -38,6 +40,14 @@ class Index {
   // Durable on return.
   Status Put(const ShardKey& key, const ShardRecord& record);
   Status Delete(const ShardKey& key);
+  // One mutation of a batch: a put of `record`, or a delete when it is nullopt.
+  struct Update {
+    ShardKey key;
+    std::optional<ShardRecord> record;
+  };
+  // Applies `updates` in order as one atomic, synced RocksDB WriteBatch (the engine's group
+  // commit). Durable on return; all or nothing.
+  Status Apply(const std::vector<Update>& updates);
 
   // Visits shard records whose key starts with `prefix` (ContainerPrefix, ObjectPrefix, or the
   // one-byte shard tag for all shards), in key order, beginning after `start_after` if given,
@@ -54,9 +64,10 @@ class Index {
   const std::string& dir() const { return dir_; }
 
  private:
-  Index(std::string dir, std::unique_ptr<rocksdb::DB> db);
+  Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync);
 
   const std::string dir_;
+  const bool sync_;
   std::unique_ptr<rocksdb::DB> db_;
 };
 

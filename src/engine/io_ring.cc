@@ -1,78 +1,89 @@
 #include "engine/io_ring.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 
-#include "common/log.h"
-
 namespace penstock::engine {
+
+namespace {
+
+constexpr unsigned kLaneEntries = 2;  // one I/O at a time per lane
+
+}  // namespace
+
+int IoRing::NewLane(std::unique_ptr<Lane>& out) {
+  auto lane = std::make_unique<Lane>();
+  int rc = io_uring_queue_init(kLaneEntries, &lane->ring, 0);
+  if (rc < 0) return rc;
+  out = std::move(lane);
+  return 0;
+}
 
 Result<std::unique_ptr<IoRing>> IoRing::Create(unsigned entries) {
   entries = std::clamp(entries, 1u, kMaxEntries);
   std::unique_ptr<IoRing> ring(new IoRing(entries));
-  int rc = io_uring_queue_init(entries, &ring->ring_, 0);
+  std::unique_ptr<Lane> first;
+  int rc = NewLane(first);
   if (rc < 0) {
-    return ErrnoStatus(-rc, "io_uring_queue_init(" + std::to_string(entries) +
-                                " entries) failed; the kernel needs io_uring enabled "
-                                "(sysctl kernel.io_uring_disabled=0) and enough RLIMIT_MEMLOCK");
+    return ErrnoStatus(-rc, "io_uring_queue_init failed; the kernel needs io_uring enabled "
+                            "(sysctl kernel.io_uring_disabled=0) and enough RLIMIT_MEMLOCK");
   }
-  ring->reaper_ = std::thread([r = ring.get()] { r->ReapLoop(); });
+  ring->idle_.push_back(first.get());
+  ring->lanes_.push_back(std::move(first));
   return ring;
 }
 
 IoRing::~IoRing() {
-  if (reaper_.joinable()) {
-    // A NOP with null user data tells the reaper to stop.
-    slots_.acquire();
-    {
-      std::lock_guard lock(submit_mu_);
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-      io_uring_prep_nop(sqe);
-      io_uring_sqe_set_data(sqe, nullptr);
-      SubmitLocked();
-    }
-    reaper_.join();
-  }
-  io_uring_queue_exit(&ring_);
+  for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
 }
 
-void IoRing::SubmitLocked() {
+IoRing::Lane* IoRing::Acquire() {
+  std::unique_lock lock(mu_);
   for (;;) {
-    int rc = io_uring_submit(&ring_);
-    if (rc >= 0) return;
-    if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) {
-      sched_yield();  // the reaper drains completions; try again
-      continue;
+    if (!idle_.empty()) {
+      Lane* lane = idle_.back();
+      idle_.pop_back();
+      return lane;
     }
-    // The SQE stays queued and references a caller's stack: there is no safe way back.
-    PS_LOG_ERROR("io_uring_submit failed: {}; aborting", std::string(strerror(-rc)));
-    std::abort();
+    if (lanes_.size() < max_lanes_) {
+      std::unique_ptr<Lane> lane;
+      if (NewLane(lane) == 0) {  // on failure (memlock, fds) make do with the lanes we have
+        lanes_.push_back(std::move(lane));
+        return lanes_.back().get();
+      }
+    }
+    idle_cv_.wait(lock, [&] { return !idle_.empty(); });
   }
+}
+
+void IoRing::Release(Lane* lane) {
+  {
+    std::lock_guard lock(mu_);
+    idle_.push_back(lane);
+  }
+  idle_cv_.notify_one();
 }
 
 template <typename Prepare>
 int64_t IoRing::Execute(Prepare prepare) {
-  Op op;
-  slots_.acquire();
-  {
-    std::lock_guard lock(submit_mu_);
-    // Never null: at most `entries` I/Os hold a slot and the SQ ring has `entries` entries.
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-    prepare(sqe);
-    io_uring_sqe_set_data(sqe, &op);
-    SubmitLocked();
+  Lane* lane = Acquire();
+  io_uring_sqe* sqe = io_uring_get_sqe(&lane->ring);  // never null: the lane is empty
+  prepare(sqe);
+  int rc = io_uring_submit_and_wait(&lane->ring, 1);
+  io_uring_cqe* cqe = nullptr;
+  if (rc >= 0 || rc == -EINTR) {
+    // Submitted (or interrupted while waiting): collect the completion.
+    do {
+      rc = io_uring_wait_cqe(&lane->ring, &cqe);
+    } while (rc == -EINTR || rc == -EAGAIN);
   }
-  int32_t result;
-  {
-    std::unique_lock lock(op.mu);
-    op.cv.wait(lock, [&] { return op.done; });
-    result = op.result;
+  int64_t result = rc;
+  if (rc == 0 && cqe != nullptr) {
+    result = cqe->res;
+    io_uring_cqe_seen(&lane->ring, cqe);
   }
-  slots_.release();
+  Release(lane);
   return result;
 }
 
@@ -87,38 +98,6 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
     io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(length), offset);
     sqe->rw_flags = rw_flags;
   });
-}
-
-void IoRing::ReapLoop() {
-  for (;;) {
-    io_uring_cqe* cqe = nullptr;
-    int rc = io_uring_wait_cqe(&ring_, &cqe);
-    if (rc == -EINTR || rc == -EAGAIN) continue;
-    if (rc < 0) {
-      PS_LOG_ERROR("io_uring_wait_cqe failed: {}; aborting", std::string(strerror(-rc)));
-      std::abort();
-    }
-    bool stop = false;
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      ++seen;
-      auto* op = static_cast<Op*>(io_uring_cqe_get_data(cqe));
-      if (op == nullptr) {
-        stop = true;
-        continue;
-      }
-      std::lock_guard lock(op->mu);
-      op->result = cqe->res;
-      op->done = true;
-      op->cv.notify_one();
-    }
-    io_uring_cq_advance(&ring_, seen);
-    if (stop) {
-      slots_.release();
-      return;
-    }
-  }
 }
 
 }  // namespace penstock::engine

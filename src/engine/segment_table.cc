@@ -6,8 +6,9 @@
 
 namespace penstock::engine {
 
-SegmentTable::SegmentTable(uint32_t segment_count, uint64_t segment_bytes)
-    : segment_bytes_(segment_bytes), segments_(segment_count) {
+SegmentTable::SegmentTable(uint32_t segment_count, uint64_t segment_bytes,
+                           uint32_t reserve_segments)
+    : segment_bytes_(segment_bytes), segments_(segment_count), reserve_(reserve_segments) {
   for (uint32_t i = 0; i < segment_count; ++i) free_.insert(i);
 }
 
@@ -38,44 +39,70 @@ void SegmentTable::FinishRecovery() {
   }
 }
 
-Result<Extent> SegmentTable::Allocate(uint64_t bytes) {
+Result<Extent> SegmentTable::Allocate(uint64_t bytes, AppendStream stream) {
   if (bytes == 0) return Extent{};
   if (bytes > segment_bytes_ || bytes % kBlockSize != 0) {
     return InvalidArgument(fmt::format("cannot allocate {} bytes: must be a multiple of 4 KiB and "
                                        "at most the segment size {}", bytes, segment_bytes_));
   }
   std::lock_guard lock(mu_);
-  if (open_ != kNoOpen) {
-    Segment& s = segments_[open_];
-    if (s.fill + bytes > segment_bytes_ && ReclaimableLocked(s)) s.fill = 0;  // all of it died
-    if (s.fill + bytes > segment_bytes_) {
-      if (free_.empty()) {
-        return ResourceExhausted(fmt::format(
-            "no space: all {} segments of {} bytes are in use and the open one has {} bytes left "
-            "({} requested); delete shards (or wait for GC), then retry",
-            segments_.size(), segment_bytes_, segment_bytes_ - s.fill, bytes));
-      }
-      s.state = SegmentState::kSealed;
-      uint32_t sealed = open_;
-      open_ = kNoOpen;
-      MaybeFreeLocked(sealed);
-    }
-  }
-  if (open_ == kNoOpen) {
-    if (free_.empty()) {
-      return ResourceExhausted(fmt::format("no space: all {} segments of {} bytes are in use; "
-                                           "delete shards (or wait for GC), then retry",
-                                           segments_.size(), segment_bytes_));
-    }
-    open_ = *free_.begin();
-    free_.erase(free_.begin());
-    segments_[open_] = Segment{.state = SegmentState::kOpen};
-  }
-  Segment& s = segments_[open_];
-  Extent extent{.segment = open_, .offset = s.fill, .length = bytes};
+  uint32_t& open = stream == AppendStream::kUser ? open_ : gc_open_;
+  PS_RETURN_IF_ERROR(MakeRoomLocked(open, bytes, stream == AppendStream::kUser ? reserve_ : 0));
+  Segment& s = segments_[open];
+  Extent extent{.segment = open, .offset = s.fill, .length = bytes};
   s.fill += bytes;
   s.pending += bytes;
   return extent;
+}
+
+Status SegmentTable::MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor) {
+  if (open != kNoOpen) {
+    Segment& s = segments_[open];
+    if (s.fill + bytes > segment_bytes_ && ReclaimableLocked(s)) s.fill = 0;  // all of it died
+    if (s.fill + bytes <= segment_bytes_) return OkStatus();
+    if (free_.size() <= free_floor) {
+      const uint64_t left = segment_bytes_ - s.fill;
+      // With GC on, seal it anyway: an open segment is never a GC victim, and this one may be
+      // the best to clean. Without GC keep it open, so smaller shards can still use its tail.
+      if (reserve_ > 0) {
+        s.state = SegmentState::kSealed;
+        uint32_t sealed = open;
+        open = kNoOpen;
+        MaybeFreeLocked(sealed);
+      }
+      return ResourceExhausted(fmt::format(
+          "no space: all {} segments of {} bytes are in use ({} kept for GC) and the open one "
+          "had {} bytes left ({} requested); delete shards (or wait for GC), then retry",
+          segments_.size(), segment_bytes_, free_floor, left, bytes));
+    }
+    s.state = SegmentState::kSealed;
+    uint32_t sealed = open;
+    open = kNoOpen;
+    MaybeFreeLocked(sealed);
+  }
+  if (free_.size() <= free_floor) {
+    return ResourceExhausted(fmt::format("no space: all {} segments of {} bytes are in use ({} "
+                                         "kept for GC); delete shards (or wait for GC), then "
+                                         "retry", segments_.size(), segment_bytes_, free_floor));
+  }
+  open = *free_.begin();
+  free_.erase(free_.begin());
+  segments_[open] = Segment{.state = SegmentState::kOpen};
+  return OkStatus();
+}
+
+uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes,
+                                  const std::set<uint32_t>& exclude) const {
+  std::lock_guard lock(mu_);
+  uint32_t best = kNoSegment;
+  for (uint32_t i = 0; i < segments_.size(); ++i) {
+    const Segment& s = segments_[i];
+    if (s.state != SegmentState::kSealed || s.pending != 0 || exclude.contains(i)) continue;
+    uint64_t dead = segment_bytes_ - s.live;
+    if (dead == 0 || dead < min_dead_bytes) continue;
+    if (best == kNoSegment || s.live < segments_[best].live) best = i;
+  }
+  return best;
 }
 
 void SegmentTable::Commit(const Extent& extent) {
@@ -138,7 +165,8 @@ SegmentTableStats SegmentTable::Stats() const {
     stats.live_bytes += segments_[i].live;
     stats.pending_bytes += segments_[i].pending;
   }
-  if (open_ != kNoOpen) open_tail = segment_bytes_ - segments_[open_].fill;
+  if (open_ != kNoOpen) open_tail += segment_bytes_ - segments_[open_].fill;
+  if (gc_open_ != kNoOpen) open_tail += segment_bytes_ - segments_[gc_open_].fill;
   stats.dead_bytes = stats.used_bytes - stats.live_bytes - stats.pending_bytes - open_tail;
   return stats;
 }

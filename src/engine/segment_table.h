@@ -4,6 +4,11 @@
 // The space allocator of the engine, in memory only: rebuilt from the index at Open
 // (RecoverExtent for every indexed shard, then FinishRecovery). No I/O.
 //
+// Two append streams: writers fill the user-open segment; GC relocates live extents into its own
+// GC-open segment, so cold relocated data is not mixed with fresh writes. The last
+// `reserve_segments` free segments are kept for GC (a user Allocate that would need one fails
+// with kResourceExhausted), so GC can always make progress on a full device.
+//
 // Segment life cycle: kFree -> kOpen (appends at its fill pointer) -> kSealed (full) -> kFree
 // when it holds no live bytes, no pending (written but not yet indexed) extent, and no reader
 // pins it. The open segment is rewound in place when everything in it has died.
@@ -35,6 +40,7 @@ struct Extent {
 };
 
 enum class SegmentState : uint8_t { kFree, kOpen, kSealed };
+enum class AppendStream : uint8_t { kUser, kGc };
 
 struct SegmentTableStats {
   uint64_t total_segments = 0;
@@ -47,7 +53,8 @@ struct SegmentTableStats {
 
 class SegmentTable {
  public:
-  SegmentTable(uint32_t segment_count, uint64_t segment_bytes);
+  // `reserve_segments` free segments are kept back from kUser allocations (see above).
+  SegmentTable(uint32_t segment_count, uint64_t segment_bytes, uint32_t reserve_segments = 0);
 
   // Recovery, before any other call: count an indexed shard's extent as live.
   void RecoverExtent(const Extent& extent);
@@ -58,7 +65,7 @@ class SegmentTable {
   // Reserves `bytes` (a multiple of kBlockSize, at most segment_bytes) at the open segment's
   // fill pointer, opening a free segment when it does not fit. bytes == 0 gives an empty
   // extent. Errors: kResourceExhausted when no segment has room (delete shards, then retry).
-  Result<Extent> Allocate(uint64_t bytes);
+  Result<Extent> Allocate(uint64_t bytes, AppendStream stream = AppendStream::kUser);
   void Commit(const Extent& extent);   // pending -> live
   void Abandon(const Extent& extent);  // pending -> dead
   void Release(const Extent& extent);  // live -> dead
@@ -66,6 +73,11 @@ class SegmentTable {
   // A reader pins the segment of the extent it is about to read.
   void Pin(uint32_t segment);
   void Unpin(uint32_t segment);
+
+  // The sealed segment with the fewest live bytes that holds at least `min_dead_bytes` of
+  // reclaimable space (and no pending extent), or kNoSegment. Open segments and those in
+  // `exclude` are never chosen.
+  uint32_t PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {}) const;
 
   SegmentTableStats Stats() const;
   SegmentState state(uint32_t segment) const;
@@ -84,13 +96,17 @@ class SegmentTable {
   static constexpr uint32_t kNoOpen = UINT32_MAX;
 
   void MaybeFreeLocked(uint32_t segment);
+  // Seals the stream's open segment if `bytes` does not fit, and opens a free one.
+  Status MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor);
   bool ReclaimableLocked(const Segment& s) const { return s.live == 0 && s.pending == 0 && s.pins == 0; }
 
   const uint64_t segment_bytes_;
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // guarded by mu_
   std::set<uint32_t> free_;        // guarded by mu_; lowest index reused first
-  uint32_t open_ = kNoOpen;        // guarded by mu_
+  const uint32_t reserve_;
+  uint32_t open_ = kNoOpen;        // guarded by mu_; the user stream's open segment
+  uint32_t gc_open_ = kNoOpen;     // guarded by mu_; the GC stream's open segment
 };
 
 }  // namespace penstock::engine

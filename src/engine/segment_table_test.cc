@@ -79,5 +79,40 @@ TEST(SegmentTableTest, RecoveryReopensTheSegmentWithMostRoom) {
   EXPECT_EQ(s.live_bytes, kSeg + 8192 + 32768);
 }
 
+TEST(SegmentTableTest, ReserveIsForGcOnlyAndGcHasItsOwnOpenSegment) {
+  SegmentTable t(3, kSeg, /*reserve_segments=*/1);
+  t.Commit(*t.Allocate(kSeg));             // segment 0
+  Extent half = *t.Allocate(kSeg / 2);     // seals 0, opens 1
+  t.Commit(half);
+  t.Commit(*t.Allocate(kSeg / 2));
+  EXPECT_EQ(t.Allocate(4096).status().code(), StatusCode::kResourceExhausted);  // 2 is reserved
+  Extent gc = *t.Allocate(4096, AppendStream::kGc);
+  EXPECT_EQ(gc.segment, 2u);
+  EXPECT_EQ(t.state(2), SegmentState::kOpen);
+  t.Commit(gc);
+  EXPECT_EQ(t.Stats().free_segments, 0u);
+}
+
+TEST(SegmentTableTest, PickVictimPrefersTheEmptiestSealedSegment) {
+  SegmentTable t(4, kSeg);
+  std::vector<Extent> e;
+  for (int i = 0; i < 12; ++i) {  // 4 extents of kSeg/4 per segment: segments 0, 1, 2 full
+    e.push_back(*t.Allocate(kSeg / 4));
+    t.Commit(e.back());
+  }
+  t.Commit(*t.Allocate(4096));  // seals 2, opens 3
+  EXPECT_EQ(t.PickVictim(4096), kNoSegment);  // nothing dead yet
+  t.Release(e[0]);                           // segment 0: 3/4 live
+  t.Release(e[4]);
+  t.Release(e[5]);  // segment 1: 1/2 live
+  EXPECT_EQ(t.PickVictim(4096), 1u);
+  EXPECT_EQ(t.PickVictim(kSeg / 2 + 4096), kNoSegment);  // not dead enough
+  EXPECT_EQ(t.PickVictim(4096, {1}), 0u);
+  t.Release(e[6]);
+  t.Release(e[7]);  // segment 1 freed by itself
+  EXPECT_EQ(t.state(1), SegmentState::kFree);
+  EXPECT_EQ(t.PickVictim(4096), 0u);
+}
+
 }  // namespace
 }  // namespace penstock::engine

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,6 +52,19 @@ inline ShardKey Key(uint64_t container, uint64_t object, uint64_t stripe = 0, ui
 inline bool SameBytes(const AlignedBuffer& got, const std::vector<std::byte>& want) {
   return got.size() == want.size() &&
          (want.empty() || std::memcmp(got.data(), want.data(), want.size()) == 0);
+}
+
+// Flips one bit of the byte `at` bytes into the first copy of `data` found in the file `path`
+// (data must be at least at + 64 bytes, and distinctive). False if not found.
+inline bool FlipByteOf(const std::string& path, const std::vector<std::byte>& data, size_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string needle(reinterpret_cast<const char*>(data.data()) + at, 64);
+  size_t pos = file.find(needle);
+  if (pos == std::string::npos) return false;
+  f.seekp(static_cast<std::streamoff>(pos));
+  f.put(static_cast<char>(file[pos] ^ 0x01));
+  return f.good();
 }
 
 }  // namespace penstock::engine::testing

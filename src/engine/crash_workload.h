@@ -1,0 +1,68 @@
+// crash_workload.h — what the crash test's worker process and its checker agree on.
+//
+// The worker (engine_crash_worker.cc) writes and deletes shards and reports each operation
+// through a pipe twice, as fixed-size WireRecords: an intent before calling the engine and an
+// ack only after the call returned OK. The checker (engine_crash_test.cc) kills the worker at
+// a random moment, reopens the engine and checks every key against what was acknowledged.
+// Shard contents are a pure function of (object, version), so the checker can regenerate the
+// exact bytes any version must hold. Test-only; pure functions and constants, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/test_util.h"
+
+namespace penstock::engine::crash {
+
+enum class Wire : uint32_t {
+  kReady = 0,        // engine open, workload starting
+  kWriteIntent = 1,  // about to Write (object, version)
+  kWriteAck = 2,     // Write returned OK
+  kDeleteIntent = 3,
+  kDeleteAck = 4,
+  kFailed = 5,       // the call returned an error (state of the key: either)
+};
+
+// One report; 32 bytes, so each write(2) to the pipe is atomic (< PIPE_BUF).
+struct WireRecord {
+  Wire kind = Wire::kReady;
+  uint32_t length = 0;
+  uint64_t object = 0;
+  uint64_t version = 0;
+  uint64_t hash = 0;  // FNV-1a of the shard's bytes (kWriteIntent, kWriteAck)
+};
+static_assert(sizeof(WireRecord) == 32);
+
+inline constexpr uint64_t kObjects = 48;
+inline constexpr int kWorkerThreads = 4;  // thread t owns objects t, t + 4, ...
+
+inline ShardKey KeyOf(uint64_t object) { return testing::Key(7, object); }
+inline uint32_t LengthOf(uint64_t object, uint64_t version) {
+  return static_cast<uint32_t>(1 + (object * 7919 + version * 104729) % (24 * 1024));
+}
+inline std::vector<std::byte> DataOf(uint64_t object, uint64_t version) {
+  return testing::Pattern(LengthOf(object, version), object * 1'000'003 + version);
+}
+inline uint64_t Fnv1a(const std::byte* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 1099511628211ull;
+  return h;
+}
+
+// Small segments so GC runs all the time under the workload.
+inline EngineOptions CrashOptions(const std::string& dir) {
+  EngineOptions o;
+  o.data_path = dir + "/data";
+  o.index_dir = dir + "/index";
+  o.segment_bytes = 256 * 1024;
+  o.capacity_bytes = (1 << 20) + 12 * o.segment_bytes;
+  o.queue_depth = 32;
+  o.gc_min_dead_fraction = 0.4;
+  o.gc_rate_bytes_per_sec = 0;
+  return o;
+}
+
+}  // namespace penstock::engine::crash

@@ -1,0 +1,216 @@
+// engine_gc.cc — garbage collection: relocating live shards out of partly dead segments.
+//
+// A pass picks the sealed segment with the fewest live bytes (SegmentTable::PickVictim), pins
+// it (so it cannot be freed and reused while GC reads it), finds its live shards by scanning
+// the index, and moves them in groups: read, verify every block's crc32c, append to the GC
+// stream's open segment (no flush), then queue one kRelocate per shard to the committer, which
+// flushes once and commits the group in one batch, each relocation only if the key still points
+// at the old place (a concurrent overwrite or delete wins; the copy is then garbage). Shards are
+// taken in offset order, a group's span read with one I/O and its copies written in contiguous
+// runs (one I/O per run), so small shards do not cost an I/O each. When the
+// last live shard has moved the segment frees itself (SegmentTable), once unpinned.
+// A shard that fails its checksum is left where it is and recorded as corrupt (CorruptShards);
+// its segment stays in use.
+//
+// When it runs: the GC thread cleans segments at least gc_min_dead_fraction dead, paced to
+// gc_rate_bytes_per_sec; when free segments drop below gc_free_segments_low it takes any segment
+// at least 1/8 dead and does not pace. A writer that finds no space runs passes itself
+// (AllocateForWrite) before giving up with kResourceExhausted; pacing stops while one waits.
+// Passes are serialised by gc_mu_.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/log.h"
+#include "engine/commit_request.h"
+#include "engine/device.h"
+#include "engine/engine.h"
+#include "engine/index.h"
+#include "engine/pacer.h"
+#include "engine/segment_table.h"
+
+namespace penstock {
+
+using engine::CommitRequest;
+using engine::kBlockSize;
+using engine::kNoSegment;
+using engine::ShardRecord;
+
+namespace {
+
+constexpr uint64_t kGroupBytes = 8ull << 20;  // relocated per committer batch
+constexpr auto kIdlePoll = std::chrono::milliseconds(100);
+
+}  // namespace
+
+Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
+  auto extent = table_->Allocate(bytes);
+  if (extent.ok() || extent.status().code() != StatusCode::kResourceExhausted ||
+      !options_.gc_enabled) {
+    return extent;
+  }
+  gc_waiters_.fetch_add(1);
+  // Each pass frees at most one segment; a full device may need a few before one is spare.
+  for (uint32_t pass = 0; pass < table_->segment_count() && !extent.ok(); ++pass) {
+    auto cleaned = CleanOneSegment(kBlockSize, /*throttled=*/false);
+    extent = table_->Allocate(bytes);  // even with no victim: the GC thread may have freed one
+    if (!cleaned.ok() || !*cleaned) break;
+  }
+  gc_waiters_.fetch_sub(1);
+  return extent;
+}
+
+Result<uint64_t> Engine::CollectGarbage(uint64_t max_segments) {
+  {
+    std::lock_guard lock(gc_mu_);
+    gc_stuck_.clear();
+  }
+  uint64_t before = gc_segments_cleaned_.load();
+  // Bounded: a pass either empties its victim or excludes it from later passes.
+  for (uint64_t pass = 0; pass < 2ull * table_->segment_count(); ++pass) {
+    if (gc_segments_cleaned_.load() - before >= max_segments) break;
+    PS_ASSIGN_OR_RETURN(bool did, CleanOneSegment(kBlockSize, /*throttled=*/false));
+    if (!did) break;
+  }
+  return gc_segments_cleaned_.load() - before;
+}
+
+void Engine::GcLoop() {
+  uint64_t idle_polls = 0;
+  for (;;) {
+    bool pressure = table_->Stats().free_segments < options_.gc_free_segments_low;
+    // Under pressure take emptier victims too, but not nearly full ones: moving a segment to
+    // win a few blocks would churn the device without end.
+    uint64_t min_dead = pressure ? segment_bytes_ / 8
+                                 : static_cast<uint64_t>(static_cast<double>(segment_bytes_) *
+                                                         options_.gc_min_dead_fraction);
+    auto did = CleanOneSegment(std::max<uint64_t>(min_dead, kBlockSize), !pressure);
+    if (!did.ok()) {
+      PS_LOG_WARN("engine GC: {}", did.status().ToString());
+    }
+    if (did.ok() && *did) {
+      std::lock_guard lock(bg_mu_);
+      if (bg_stop_) return;
+      continue;
+    }
+    if (++idle_polls % 100 == 0) {  // now and then, retry segments that held corrupt shards
+      std::lock_guard lock(gc_mu_);
+      gc_stuck_.clear();
+    }
+    if (!SleepUntil(std::chrono::steady_clock::now() + kIdlePoll)) return;
+  }
+}
+
+Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
+  std::lock_guard gc_lock(gc_mu_);
+  uint32_t victim = table_->PickVictim(min_dead_bytes, gc_stuck_);
+  if (victim == kNoSegment) return false;
+  table_->Pin(victim);
+  struct Unpin {
+    engine::SegmentTable& t;
+    uint32_t s;
+    ~Unpin() { t.Unpin(s); }
+  } unpin{*table_, victim};
+
+  std::vector<std::pair<ShardKey, ShardRecord>> live;
+  PS_RETURN_IF_ERROR(index_->Scan(engine::Index::AllShardsPrefix(), std::nullopt,
+                                  [&](const ShardKey& key, const ShardRecord& record) {
+                                    if (record.segment == victim) live.emplace_back(key, record);
+                                    return true;
+                                  }));
+  std::sort(live.begin(), live.end(),
+            [](const auto& x, const auto& y) { return x.second.offset < y.second.offset; });
+  engine::Pacer pacer(throttled ? options_.gc_rate_bytes_per_sec : 0);
+  size_t next = 0;
+  while (next < live.size()) {
+    // A group: shards whose span in the victim is at most kGroupBytes (or one larger shard),
+    // read with one I/O, then written to the GC stream in contiguous runs.
+    size_t end = next + 1;
+    const uint64_t span_start = live[next].second.offset;
+    uint64_t span_end = span_start + live[next].second.allocated_bytes();
+    while (end < live.size()) {
+      const ShardRecord& r = live[end].second;
+      if (r.offset + r.allocated_bytes() - span_start > kGroupBytes) break;
+      span_end = r.offset + r.allocated_bytes();
+      ++end;
+    }
+    AlignedBuffer in(span_end - span_start);
+    PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(victim, span_start), {in.data(), in.size()})
+                           .WithContext(fmt::format("GC of segment {}", victim)));
+    AlignedBuffer out(span_end - span_start);
+    struct Run {
+      uint64_t device_offset, out_offset, length;
+    };
+    std::vector<Run> runs;
+    std::vector<std::unique_ptr<CommitRequest>> group;
+    uint64_t cursor = 0;
+    Status failed;
+    for (; next < end; ++next) {
+      const auto& [key, record] = live[next];
+      const uint64_t bytes = record.allocated_bytes();
+      std::span<const std::byte> blocks(in.data() + (record.offset - span_start), bytes);
+      if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
+        // The victim is pinned, so these bytes are what the record named at scan time.
+        checksum_errors_.fetch_add(1, std::memory_order_relaxed);
+        MarkCorrupt(key);
+        PS_LOG_WARN("engine GC: shard {} in segment {} fails its checksum; left in place",
+                    key.ToString(), victim);
+        continue;
+      }
+      auto extent = table_->Allocate(bytes, engine::AppendStream::kGc);
+      if (!extent.ok()) {
+        failed = extent.status();
+        break;
+      }
+      std::memcpy(out.data() + cursor, blocks.data(), bytes);
+      uint64_t at = DeviceOffset(extent->segment, extent->offset);
+      if (!runs.empty() && runs.back().device_offset + runs.back().length == at) {
+        runs.back().length += bytes;
+      } else {
+        runs.push_back({at, cursor, bytes});
+      }
+      cursor += bytes;
+      auto req = std::make_unique<CommitRequest>();
+      req->kind = CommitRequest::Kind::kRelocate;
+      req->key = key;
+      req->record = record;
+      req->record.segment = extent->segment;
+      req->record.offset = extent->offset;
+      req->extent = *extent;
+      req->expected = {record.segment, record.offset, bytes};
+      req->expected_version = record.version;
+      group.push_back(std::move(req));
+    }
+    for (const Run& run : runs) {
+      if (!failed.ok()) break;
+      failed = device_->WriteUnsynced(run.device_offset, {out.data() + run.out_offset, run.length});
+    }
+    if (!failed.ok()) {
+      for (auto& r : group) table_->Abandon(r->extent);
+      return failed.WithContext(fmt::format("GC of segment {}", victim));
+    }
+    device_bytes_written_.fetch_add(cursor, std::memory_order_relaxed);
+    std::vector<CommitRequest*> queued;
+    for (auto& r : group) queued.push_back(r.get());
+    if (!queued.empty()) {
+      (void)Commit(queued);  // kAborted for shards overwritten meanwhile: fine
+      for (CommitRequest* r : queued) {
+        if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
+      }
+    }
+    if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(cursor))) {
+      return true;  // stopping
+    }
+  }
+  if (table_->live_bytes(victim) == 0) {
+    gc_segments_cleaned_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    gc_stuck_.insert(victim);  // a corrupt shard stays; do not pick it again until a retry
+  }
+  return true;
+}
+
+}  // namespace penstock
