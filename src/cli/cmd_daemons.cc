@@ -34,6 +34,8 @@ struct TargetFlags {
   std::string segment_size = "64M";
   std::string fault_domain;
   unsigned io_threads = 4;
+  std::string gc_rate = "64M";
+  std::string scrub_rate = "16M";
   int heartbeat_ms = 1000;
   std::string log_level = "info";
 };
@@ -69,6 +71,8 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
     RequireSetting(*app, "data-dir");
     o.capacity_bytes = ParseSize(f.capacity, "--capacity");
     o.segment_bytes = ParseSize(f.segment_size, "--segment-size");
+    o.gc_rate_bytes_per_sec = ParseSize(f.gc_rate, "--gc-rate");
+    o.scrub_rate_bytes_per_sec = ParseSize(f.scrub_rate, "--scrub-rate");
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock target: error: " << e.what() << "\n";
     return 2;
@@ -124,6 +128,8 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "segment-size", &tf->segment_size, "engine segment size (e.g. 64M)");
   AddSetting(*t, "fault-domain", &tf->fault_domain, "fault-domain label (default: the target's uuid)");
   AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
+  AddSetting(*t, "gc-rate", &tf->gc_rate, "background garbage collection, bytes relocated per second (0: unlimited)");
+  AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));
   AddSetting(*t, "log-level", &tf->log_level, "trace|debug|info|warn|error");
   out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});

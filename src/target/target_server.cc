@@ -75,7 +75,23 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   eo.index_dir = options.data_dir + "/index";
   eo.capacity_bytes = options.capacity_bytes;
   eo.segment_bytes = options.segment_bytes;
-  PS_ASSIGN_OR_RETURN(t->engine_, Engine::Open(eo));
+  eo.gc_rate_bytes_per_sec = options.gc_rate_bytes_per_sec;
+  eo.scrub_rate_bytes_per_sec = options.scrub_rate_bytes_per_sec;
+  // After a kill -9 the kernel may hold the dead process's lock on the data file for a moment
+  // (while it tears down its io_uring): retry briefly before giving up.
+  auto open_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    auto engine = Engine::Open(eo);
+    if (engine.ok()) {
+      t->engine_ = std::move(*engine);
+      break;
+    }
+    if (engine.status().code() != StatusCode::kUnavailable ||
+        std::chrono::steady_clock::now() >= open_deadline) {
+      return engine.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 
   Engine* engine = t->engine_.get();
   auto gauge = [&](const char* name, const char* help, auto field) {
@@ -91,6 +107,23 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   gauge("penstock_target_shards", "Shards stored.", &EngineStats::shards);
   gauge("penstock_engine_checksum_errors", "Blocks that failed their crc32c on read.",
         &EngineStats::checksum_errors);
+  gauge("penstock_engine_gc_segments_cleaned", "Segments reclaimed by garbage collection.",
+        &EngineStats::gc_segments_cleaned);
+  gauge("penstock_engine_gc_bytes_moved", "Live bytes relocated by garbage collection.",
+        &EngineStats::gc_bytes_moved);
+  gauge("penstock_engine_write_amplification", "Bytes written to the device per byte written by users.",
+        &EngineStats::write_amplification);
+  gauge("penstock_engine_device_bytes_written", "Bytes written to the device (data and GC).",
+        &EngineStats::device_bytes_written);
+  gauge("penstock_engine_commit_batches", "Group commits (one device flush and index batch each).",
+        &EngineStats::commit_batches);
+  gauge("penstock_engine_commit_ops", "Writes and deletes made durable by group commits.",
+        &EngineStats::commit_ops);
+  gauge("penstock_engine_scrub_bytes_verified", "Bytes verified by the background scrub.",
+        &EngineStats::scrub_bytes_verified);
+  gauge("penstock_engine_scrub_corrupt_shards", "Shards the scrub found corrupt.",
+        &EngineStats::scrub_corrupt_shards);
+  gauge("penstock_target_free_segments", "Free segments.", &EngineStats::free_segments);
 
   t->service_ = std::make_unique<ShardService>(engine, &t->metrics_, options.io_threads);
   RpcServerOptions ro;

@@ -40,6 +40,9 @@ def test_every_daemon_serves_metrics(cluster, tmp_path):
             assert types["penstock_target_ops_total"] == "counter"
             assert samples["penstock_target_capacity_bytes"][0][1] > 0
             assert "penstock_target_op_seconds_bucket" in samples
+            for name in ("penstock_engine_gc_segments_cleaned", "penstock_engine_write_amplification",
+                         "penstock_engine_scrub_bytes_verified", "penstock_engine_commit_batches"):
+                assert name in samples, name
     total_writes = 0
     for d in cluster.record["daemons"]:
         if d["name"] != "mgmt":
