@@ -151,6 +151,11 @@ class Engine {
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);
+  // Bytes [offset, offset + length) of the shard, fewer when the shard is shorter (none when
+  // offset is past its end). Reads and verifies only the 4 KiB blocks that hold the range.
+  // `info` (optional) receives the shard's length and version. Errors as Read().
+  Result<AlignedBuffer> ReadRange(const ShardKey& key, uint64_t offset, uint64_t length,
+                                  ShardInfo* info = nullptr);
   Status Delete(const ShardKey& key);           // kNotFound if absent
   Result<ShardInfo> Stat(const ShardKey& key);  // kNotFound if absent
   // Shards of `container` (all objects, or one `object`) in key order, at most `limit`,
@@ -182,13 +187,17 @@ class Engine {
   uint64_t DeviceOffset(uint32_t segment, uint64_t offset) const {
     return data_offset_ + uint64_t{segment} * segment_bytes_ + offset;
   }
+  // Checks `padded` (whole 4 KiB blocks of the shard starting at block `first_block`) against
+  // the record's checksums.
   Status VerifyBlocks(const ShardKey& key, const engine::ShardRecord& record,
-                      std::span<const std::byte> padded);
+                      std::span<const std::byte> padded, size_t first_block = 0);
   std::shared_mutex& KeyLock(const ShardKey& key);
   void StartThreads();
   void StopThreads();
-  // Read without the client counters (used by Read and by scrub).
-  Result<AlignedBuffer> ReadShard(const ShardKey& key);
+  // Read without the client counters (used by Read and by scrub): the whole shard, or
+  // [offset, offset + length) of it.
+  Result<AlignedBuffer> ReadShard(const ShardKey& key, uint64_t offset = 0,
+                                  uint64_t length = UINT64_MAX, ShardInfo* info = nullptr);
   void MarkCorrupt(const ShardKey& key);
 
   // Group commit (engine_commit.cc).

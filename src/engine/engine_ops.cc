@@ -8,6 +8,8 @@
 // outside the lock; verify every block.
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include <mutex>
 #include <shared_mutex>
 
@@ -92,7 +94,16 @@ Result<AlignedBuffer> Engine::Read(const ShardKey& key) {
   return out;
 }
 
-Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key) {
+Result<AlignedBuffer> Engine::ReadRange(const ShardKey& key, uint64_t offset, uint64_t length,
+                                        ShardInfo* info) {
+  PS_ASSIGN_OR_RETURN(AlignedBuffer out, ReadShard(key, offset, length, info));
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(out.size(), std::memory_order_relaxed);
+  return out;
+}
+
+Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key, uint64_t offset, uint64_t length,
+                                        ShardInfo* info) {
   std::optional<ShardRecord> record;
   std::optional<SegmentPin> pin;
   {
@@ -101,22 +112,36 @@ Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key) {
     if (!record) return NotFoundStatus(key);
     if (record->segment != kNoSegment) pin.emplace(*table_, record->segment);
   }
-  AlignedBuffer out(record->length);
-  if (record->length > 0) {
-    std::span<std::byte> blocks(out.data(), out.capacity());
-    PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(record->segment, record->offset), blocks)
-                           .WithContext(fmt::format("read shard {}", key.ToString())));
-    pin.reset();
-    if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(key, *record, blocks));
-  }
+  if (info) *info = ShardInfo{record->length, record->version};
+  const uint64_t begin = std::min(offset, record->length);
+  const uint64_t end = length >= record->length - begin ? record->length : begin + length;
+  if (begin == end) return AlignedBuffer(0);
+  // Whole 4 KiB blocks covering [begin, end): the unit of I/O alignment and of checksums.
+  const uint64_t first_block = begin / kBlockSize;
+  const uint64_t block_bytes = (end + kBlockSize - 1) / kBlockSize * kBlockSize - first_block * kBlockSize;
+  AlignedBuffer out(block_bytes);
+  std::span<std::byte> blocks(out.data(), block_bytes);
+  PS_RETURN_IF_ERROR(
+      device_->Read(DeviceOffset(record->segment, record->offset + first_block * kBlockSize), blocks)
+          .WithContext(fmt::format("read shard {}", key.ToString())));
+  pin.reset();
+  if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(key, *record, blocks, first_block));
+  const uint64_t skip = begin - first_block * kBlockSize;
+  if (skip) std::memmove(out.data(), out.data() + skip, end - begin);
+  out.resize_within_capacity(end - begin);
   return out;
 }
 
 Status Engine::VerifyBlocks(const ShardKey& key, const ShardRecord& record,
-                            std::span<const std::byte> padded) {
+                            std::span<const std::byte> padded, size_t first_block) {
   std::vector<uint32_t> actual = engine::BlockChecksums(padded);
-  for (size_t i = 0; i < actual.size(); ++i) {
-    if (actual[i] == record.block_crcs[i]) continue;
+  for (size_t j = 0; j < actual.size(); ++j) {
+    const size_t i = first_block + j;
+    if (i >= record.block_crcs.size()) {
+      return Internal(fmt::format("shard {}: block {} is past its {} checksums", key.ToString(), i,
+                                  record.block_crcs.size()));
+    }
+    if (actual[j] == record.block_crcs[i]) continue;
     checksum_errors_.fetch_add(1, std::memory_order_relaxed);
     MarkCorrupt(key);
     uint64_t shard_offset = i * kBlockSize;
@@ -125,7 +150,7 @@ Status Engine::VerifyBlocks(const ShardKey& key, const ShardRecord& record,
         "check (stored {:08x}, read {:08x}); this copy is lost, rebuild it from another replica "
         "or from parity", key.ToString(), shard_offset, device_->name(),
         DeviceOffset(record.segment, record.offset) + shard_offset, record.block_crcs[i],
-        actual[i]));
+        actual[j]));
   }
   return OkStatus();
 }

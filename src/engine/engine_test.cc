@@ -188,6 +188,53 @@ TEST(EngineTest, CorruptedBlockIsDataLossNeverWrongBytes) {
   EXPECT_TRUE(SameBytes(*e->Read(Key(4, 3)), Pattern(5000, 43)));  // neighbours unharmed
 }
 
+TEST(EngineTest, ReadRangeReturnsExactlyTheRange) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  ShardKey k = Key(6, 1, 1, 0);
+  auto data = Pattern(5 * 4096 + 123, 7);
+  ASSERT_TRUE(e->Write(k, data, 9).ok());
+  struct Case { uint64_t off, len; };
+  for (Case c : {Case{0, 1}, Case{0, 4096}, Case{1, 4096}, Case{4095, 2}, Case{4096, 4096},
+                 Case{10000, 9000}, Case{5 * 4096, 123}, Case{5 * 4096 + 100, 1000},
+                 Case{0, UINT64_MAX}, Case{data.size(), 10}, Case{data.size() + 5000, 10}}) {
+    ShardInfo info;
+    auto got = e->ReadRange(k, c.off, c.len, &info);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    uint64_t begin = std::min<uint64_t>(c.off, data.size());
+    uint64_t end = c.len >= data.size() - begin ? data.size() : begin + c.len;
+    ASSERT_EQ(got->size(), end - begin) << c.off << "+" << c.len;
+    EXPECT_TRUE(std::equal(got->data(), got->data() + got->size(), data.begin() + static_cast<long>(begin)))
+        << c.off << "+" << c.len;
+    EXPECT_EQ(info.length, data.size());
+    EXPECT_EQ(info.version, 9u);
+  }
+  EXPECT_EQ(e->ReadRange(Key(6, 9), 0, 10).status().code(), StatusCode::kNotFound);
+}
+
+TEST(EngineTest, ReadRangeVerifiesOnlyTheBlocksItReads) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  auto e = MustOpen(o);
+  ShardKey k = Key(7, 1, 1, 0);
+  auto data = Pattern(4 * 4096, 11);
+  ASSERT_TRUE(e->Write(k, data, 1).ok());
+  std::fstream f(o.data_path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string needle(reinterpret_cast<const char*>(data.data()) + 2 * 4096, 64);
+  size_t pos = file.find(needle);
+  ASSERT_NE(pos, std::string::npos);
+  f.seekp(static_cast<std::streamoff>(pos + 7));  // corrupt block 2
+  f.put(static_cast<char>(file[pos + 7] ^ 0x40));
+  f.close();
+  EXPECT_TRUE(e->ReadRange(k, 0, 2 * 4096).ok());   // blocks 0-1: fine
+  EXPECT_TRUE(e->ReadRange(k, 3 * 4096, 10).ok());  // block 3: fine
+  auto bad = e->ReadRange(k, 2 * 4096 + 100, 10);   // inside block 2
+  ASSERT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("shard offset 8192"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(e->ReadRange(k, 4000, 200).status().code(), StatusCode::kOk);  // blocks 0-1 again
+}
+
 TEST(EngineTest, PairingOfDeviceAndIndexIsChecked) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir);
