@@ -35,6 +35,9 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{30000};
   // Stripes in flight per put/get.
   unsigned max_inflight_stripes = 16;
+  // The tenant's API key (sent to mgmt; used to get capability tokens for the targets).
+  // Empty: none, which only a cluster without --auth accepts.
+  std::string api_key;
 };
 
 struct ContainerProps {

@@ -51,6 +51,7 @@ int RunBenchCommand(BenchFlags& f) {
   InitLogging("penstock", f.g.log_level).IgnoreError();
   ClientOptions co;
   co.mgmt_address = f.g.mgmt;
+  co.api_key = f.g.api_key;
   auto client = Client::Connect(co);
   if (!client.ok()) return ReportError(client.status(), f.g.json);
   bool throwaway = false;
@@ -123,6 +124,7 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   b->add_flag("--no-cleanup", f->no_cleanup, "keep what write created (for seq/rand/mixed runs)");
   b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
   AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");
+  AddSetting(*b, "api-key", &f->g.api_key, "the tenant's API key (clusters run with --auth need one)");
   b->add_flag("--json", f->g.json, "machine-readable output");
   out.push_back({b, [f] { return RunBenchCommand(*f); }});
 }

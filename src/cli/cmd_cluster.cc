@@ -1,10 +1,12 @@
 // `penstock up`, `penstock down`, `penstock status`: a local cluster's life cycle and view.
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <map>
@@ -14,6 +16,7 @@
 #include "cli/local_cluster.h"
 #include "common/config.h"
 #include "mgmt/mgmt_client.h"
+#include "mgmt/tenant_registry.h"
 #include "protocol/shard_protocol.h"
 #include "transport/rpc_client.h"
 
@@ -43,6 +46,7 @@ struct UpFlags {
   int wait_ms = 30000;
   std::string log_level = "info";
   bool json = false;
+  bool auth = false;
 };
 
 // Ports for mgmt, mgmt metrics, then (data, metrics) per target.
@@ -130,6 +134,23 @@ int RunUp(const UpFlags& f, bool json_out) {
   mgmt.argv = {exe, "mgmt", "--listen", mgmt.address, "--metrics-listen", mgmt.metrics, "--data-dir",
                dir + "/mgmt", "--heartbeat-timeout-ms", std::to_string(f.heartbeat_timeout_ms),
                "--log-level", f.log_level};
+  std::string admin_key_file;
+  if (f.auth) {
+    // The admin key lives in DATA_DIR/admin.key (0600), kept across restarts of the cluster.
+    admin_key_file = dir + "/admin.key";
+    std::string key;
+    if (std::ifstream in(admin_key_file); in) std::getline(in, key);
+    if (key.empty()) {
+      key = mgmt::NewApiKey();
+      int fd = ::open(admin_key_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) return ReportError(ErrnoStatus(errno, "cannot create '" + admin_key_file + "'"), json_out);
+      std::string line = key + "\n";
+      bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+      ::close(fd);
+      if (!ok) return ReportError(ErrnoStatus(errno, "cannot write '" + admin_key_file + "'"), json_out);
+    }
+    mgmt.argv.insert(mgmt.argv.end(), {"--auth", "--admin-key-file", admin_key_file});
+  }
   for (int i = 0; i < f.targets; ++i) {
     DaemonRecord t;
     t.name = "target-" + std::to_string(i + 1);
@@ -181,6 +202,7 @@ int RunUp(const UpFlags& f, bool json_out) {
   }
   if (json_out) {
     json j = {{"mgmt", rec.mgmt}, {"data_dir", dir}, {"daemons", json::array()}};
+    if (!admin_key_file.empty()) j["admin_key_file"] = admin_key_file;
     for (const auto& d : rec.daemons) {
       j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address},
                               {"metrics", d.metrics}, {"log", d.log}});
@@ -294,6 +316,8 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
       ->check(CLI::Range(100, 600000));
   AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");
   up->add_flag("--json", uf->json, "print the result as JSON");
+  up->add_flag("--auth", uf->auth,
+               "require API keys and capability tokens; the admin key is written to DATA_DIR/admin.key");
   out.push_back({up, [uf] { return RunUp(*uf, uf->json); }});
 
   auto down_opts = std::make_shared<UpFlags>();

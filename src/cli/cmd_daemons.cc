@@ -5,6 +5,8 @@
 #include "cli/commands.h"
 #include "common/config.h"
 #include "common/log.h"
+#include <fstream>
+
 #include "mgmt/mgmt_server.h"
 #include "target/target_server.h"
 
@@ -20,6 +22,10 @@ struct MgmtFlags {
   std::string meta;
   int heartbeat_timeout_ms = 5000;
   std::string log_level = "info";
+  bool auth = false;
+  std::string admin_key;
+  std::string admin_key_file;
+  int64_t token_ttl_ms = 5 * 60 * 1000;
 };
 
 struct TargetFlags {
@@ -56,6 +62,16 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.data_dir = f.data_dir;
   o.meta = f.meta;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+  o.auth = f.auth;
+  o.admin_key = f.admin_key;
+  o.token_ttl_ms = f.token_ttl_ms;
+  if (!f.admin_key_file.empty()) {
+    std::ifstream in(f.admin_key_file);
+    if (!in || !std::getline(in, o.admin_key) || o.admin_key.empty()) {
+      return ReportError(InvalidArgument("cannot read an admin key from '" + f.admin_key_file +
+                                         "'; fix --admin-key-file"), false);
+    }
+  }
   auto server = MgmtServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
   int sig = WaitForTerminationSignal();
@@ -112,6 +128,12 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
              "mark a target down after this long without a heartbeat")
       ->check(CLI::Range(100, 3600000));
   AddSetting(*m, "log-level", &mf->log_level, "trace|debug|info|warn|error");
+  m->add_flag("--auth", mf->auth,
+              "require an API key on container/tenant RPCs and a capability token on every shard request");
+  AddSetting(*m, "admin-key", &mf->admin_key, "the admin API key (prefer --admin-key-file or PENSTOCK_ADMIN_KEY)");
+  AddSetting(*m, "admin-key-file", &mf->admin_key_file, "file whose first line is the admin API key");
+  AddSetting(*m, "token-ttl-ms", &mf->token_ttl_ms, "lifetime of capability tokens")
+      ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
   out.push_back({m, [m, mf] { return RunMgmt(m, *mf); }});
 
   auto tf = std::make_shared<TargetFlags>();

@@ -32,6 +32,7 @@ Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g) {
   InitLogging("penstock", g.log_level).IgnoreError();
   ClientOptions o;
   o.mgmt_address = g.mgmt;
+  o.api_key = g.api_key;
   return Client::Connect(o);
 }
 
@@ -201,6 +202,7 @@ void AddClientFlags(CLI::App& app, GlobalOptions& g) {
   AddSetting(app, "mgmt", &g.mgmt, "mgmt address (host:port)");
   app.add_flag("--json", g.json, "machine-readable output");
   AddSetting(app, "log-level", &g.log_level, "client log level");
+  AddSetting(app, "api-key", &g.api_key, "the tenant's API key (clusters run with --auth need one)");
 }
 
 void AddContainerFlag(CLI::App& app, ObjectFlags& f) {

@@ -24,11 +24,13 @@ struct GlobalOptions {
   std::string mgmt = "127.0.0.1:7000";
   bool json = false;
   std::string log_level = "warn";
+  std::string api_key;  // --api-key / PENSTOCK_API_KEY
 };
 
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
 void AddClusterCommands(CLI::App& root, std::vector<Command>& out);
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
+void AddTenantCommands(CLI::App& root, std::vector<Command>& out);
 void AddBenchCommand(CLI::App& root, std::vector<Command>& out);
 
 // Prints `s` as one line on stderr ("penstock: error: ..."), or as JSON on stdout with

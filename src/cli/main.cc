@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   penstock::cli::AddDaemonCommands(root, commands);
   penstock::cli::AddClusterCommands(root, commands);
   penstock::cli::AddObjectCommands(root, commands);
+  penstock::cli::AddTenantCommands(root, commands);
   penstock::cli::AddBenchCommand(root, commands);
   try {
     root.parse(argc, argv);

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "client/async_op.h"
+#include "client/capability_cache.h"
 #include "client/cluster_view.h"
 #include "client/object_impl.h"
 #include "client/object_ids.h"
@@ -114,6 +115,7 @@ class Client::Impl {
   std::unique_ptr<RpcClient> rpc;
   std::unique_ptr<UcxRpcCaller> caller;
   std::unique_ptr<ClusterView> view;
+  std::unique_ptr<CapabilityCache> caps;
   std::unique_ptr<ShardClient> shards;
   OpTracker tracker;
 
@@ -201,6 +203,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   PS_ASSIGN_OR_RETURN(impl->mgmt, MgmtClient::Connect(options.mgmt_address));
+  impl->mgmt->set_api_key(options.api_key);
+  impl->caps = std::make_unique<CapabilityCache>(impl->mgmt.get(), !options.api_key.empty());
   RpcClientOptions ro;
   ro.timeout = options.timeout;
   PS_ASSIGN_OR_RETURN(impl->rpc, RpcClient::Create(ro));
@@ -208,6 +212,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   PS_RETURN_IF_ERROR(impl->view->Refresh());
   impl->caller = std::make_unique<UcxRpcCaller>(impl->rpc.get());
   impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
+  impl->shards->set_capabilities(impl->caps.get());
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

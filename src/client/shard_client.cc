@@ -24,6 +24,20 @@ std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint6
   return EncodeHeader(h);
 }
 
+Status ShardClient::AttachToken(std::vector<std::byte>& header, uint64_t container) {
+  if (caps_ == nullptr || !caps_->enabled()) return OkStatus();
+  PS_ASSIGN_OR_RETURN(std::vector<std::byte> token, caps_->Get(container));
+  AttachCapability(header, token);
+  return OkStatus();
+}
+
+bool ShardClient::TokenRefused(const Status& s, uint64_t container) {
+  if (caps_ == nullptr || !caps_->enabled()) return false;
+  if (s.code() != StatusCode::kPermissionDenied && s.code() != StatusCode::kUnauthenticated) return false;
+  caps_->Invalidate(container);
+  return true;
+}
+
 bool ShardClient::BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try,
                                     int attempt) {
   if (!s.retryable() || s.code() == StatusCode::kResourceExhausted) return false;
@@ -45,16 +59,23 @@ bool ShardClient::ShouldRetry(const Status& s, const WireShardKey& key,
 RpcReply ShardClient::CallWithRetry(const WireShardKey& key, ShardOp op,
                                     std::span<const std::byte> payload, uint64_t version) {
   auto first = std::chrono::steady_clock::now();
+  bool refetched = false;
   for (int attempt = 0;; ++attempt) {
     RpcReply reply;
     auto target = Locate(key);
+    std::vector<std::byte> header = RequestHeader(key, version);
     if (!target.ok()) {
       reply.status = target.status();
+    } else if (Status t = AttachToken(header, key.container); !t.ok()) {
+      reply.status = t;
     } else {
-      reply = rpc_->CallSync(target->address, static_cast<uint16_t>(op), RequestHeader(key, version),
-                             payload);
+      reply = rpc_->CallSync(target->address, static_cast<uint16_t>(op), header, payload);
       if (!reply.status.ok() && reply.status.retryable()) {
         reply.status = reply.status.WithContext(Describe(key));
+      }
+      if (!refetched && TokenRefused(reply.status, key.container)) {
+        refetched = true;
+        continue;
       }
     }
     if (reply.status.ok() || !ShouldRetry(reply.status, key, first, attempt)) return reply;
@@ -84,11 +105,17 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
   h.limit = 1000;
   h.container = container;
   auto first = std::chrono::steady_clock::now();
+  bool refetched = false;
   for (int attempt = 0;;) {
     h.map_epoch = view_->epoch();
-    RpcReply r = rpc_->CallSync(target.address, static_cast<uint16_t>(ShardOp::kList),
-                                EncodeHeader(h), {});
+    std::vector<std::byte> header = EncodeHeader(h);
+    PS_RETURN_IF_ERROR(AttachToken(header, container));
+    RpcReply r = rpc_->CallSync(target.address, static_cast<uint16_t>(ShardOp::kList), header, {});
     if (!r.status.ok()) {
+      if (!refetched && TokenRefused(r.status, container)) {
+        refetched = true;
+        continue;
+      }
       if (BackoffAndRefresh(r.status, first, attempt++) && view_->IsUp(target.id)) continue;
       return r.status.WithContext("listing target " + std::to_string(target.id) + " (" +
                                   target.address + ")");
@@ -108,16 +135,24 @@ void ShardClient::StartWrite(const WireShardKey& key, std::span<const std::byte>
                              uint64_t version, std::function<void(Status)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWrite), RequestHeader(key, version),
-             data, [done = std::move(done)](RpcReply r) { done(std::move(r.status)); });
+  std::vector<std::byte> header = RequestHeader(key, version);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
+             [this, c = key.container, done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(std::move(r.status));
+             });
 }
 
 void ShardClient::StartRead(const WireShardKey& key,
                             std::function<void(Result<AlignedBuffer>)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kRead), RequestHeader(key, 0), {},
-             [done = std::move(done)](RpcReply r) {
+  std::vector<std::byte> header = RequestHeader(key, 0);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kRead), header, {},
+             [this, c = key.container, done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
                if (!r.status.ok()) return done(std::move(r.status));
                done(std::move(r.payload));
              });
@@ -132,8 +167,11 @@ void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint6
   std::memcpy(&h.base, base.data(), sizeof(h.base));
   h.offset = offset;
   h.length = length;
-  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kReadRange), EncodeHeader(h), {},
-             [done = std::move(done)](RpcReply r) {
+  std::vector<std::byte> header = EncodeHeader(h);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kReadRange), header, {},
+             [this, c = key.container, done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
                if (!r.status.ok()) return done(std::move(r.status));
                done(std::move(r.payload));
              });

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "client/capability_cache.h"
 #include "client/cluster_view.h"
 #include "common/buffer.h"
 #include "protocol/shard_protocol.h"
@@ -25,6 +26,12 @@ class ShardClient {
   // `rpc` and `view` are borrowed and must outlive this object.
   ShardClient(RpcCaller* rpc, ClusterView* view, std::chrono::milliseconds retry_budget)
       : rpc_(rpc), view_(view), retry_budget_(retry_budget) {}
+
+  // Attach a capability token from `caps` (borrowed; null: none) to every request. Blocking
+  // calls refetch the token and retry once when a target refuses it (kPermissionDenied /
+  // kUnauthenticated); asynchronous ones forget it so the caller's next attempt refetches.
+  // Set before the first call.
+  void set_capabilities(CapabilityCache* caps) { caps_ = caps; }
 
   Status Write(const WireShardKey& key, std::span<const std::byte> data, uint64_t version);
   // The shard's bytes. kNotFound when the target has no such shard.
@@ -57,12 +64,17 @@ class ShardClient {
   // refreshes the map and returns true.
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
   std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version) const;
+  // Appends the token for `container` to `header` (nothing without a cache or key).
+  Status AttachToken(std::vector<std::byte>& header, uint64_t container);
+  // After a refusal of a token: forgets it; true when the status is such a refusal.
+  bool TokenRefused(const Status& s, uint64_t container);
   RpcReply CallWithRetry(const WireShardKey& key, ShardOp op, std::span<const std::byte> payload,
                          uint64_t version);
 
   RpcCaller* rpc_;
   ClusterView* view_;
   std::chrono::milliseconds retry_budget_;
+  CapabilityCache* caps_ = nullptr;
 };
 
 }  // namespace penstock

@@ -278,7 +278,7 @@ ClusterSummary ClusterState::Summary() const {
 
 Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
                                                     const std::string& redundancy,
-                                                    uint64_t stripe_unit) {
+                                                    uint64_t stripe_unit, uint64_t tenant_id) {
   PS_RETURN_IF_ERROR(ValidateContainerName(name));
   PS_ASSIGN_OR_RETURN(std::string red, NormalizeRedundancy(redundancy));
   PS_ASSIGN_OR_RETURN(uint64_t unit, NormalizeStripeUnit(stripe_unit));
@@ -293,6 +293,7 @@ Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
   c.set_redundancy(red);
   c.set_stripe_unit(unit);
   c.set_created_ms(options_.now_ms());
+  c.set_tenant_id(tenant_id);
   WriteBatch batch;
   batch.Put(ContainerKey(name), c.SerializeAsString());
   batch.Put(kNextContainerIdKey, std::to_string(next_container_id_ + 1));
@@ -312,6 +313,14 @@ Result<v1::Container> ClusterState::GetContainer(const std::string& name) const 
                     name + "`");
   }
   return it->second;
+}
+
+Result<v1::Container> ClusterState::GetContainerById(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, c] : containers_) {
+    if (c.id() == id) return c;
+  }
+  return NotFound("container id " + std::to_string(id) + " does not exist (deleted?)");
 }
 
 std::vector<v1::Container> ClusterState::ListContainers() const {

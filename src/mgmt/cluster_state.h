@@ -96,10 +96,13 @@ class ClusterState {
   // Creates a container; redundancy "" means "none", stripe_unit 0 means 1 MiB.
   // Errors: kInvalidArgument (name, redundancy, stripe unit — see container_rules.h);
   // kAlreadyExists "container 'x' already exists".
+  // `tenant_id` owns it (0: the built-in default tenant).
   Result<v1::Container> CreateContainer(const std::string& name, const std::string& redundancy,
-                                        uint64_t stripe_unit);
+                                        uint64_t stripe_unit, uint64_t tenant_id = 0);
   // Errors: kNotFound "container 'x' does not exist; create it with `penstock container create x`".
   Result<v1::Container> GetContainer(const std::string& name) const;
+  // Errors: kNotFound "container id N does not exist".
+  Result<v1::Container> GetContainerById(uint64_t id) const;
   // All containers, ordered by name.
   std::vector<v1::Container> ListContainers() const;
   // Errors: kNotFound as GetContainer.

@@ -180,6 +180,7 @@ Result<Resp> MgmtClient::Call(
     PS_ASSIGN_OR_RETURN(auto leader, Leader(deadline));
     grpc::ClientContext ctx;
     ctx.set_deadline(deadline);
+    if (!api_key_.empty()) ctx.AddMetadata("x-penstock-api-key", api_key_);
     Resp resp;
     grpc::Status s = (leader.second.get()->*rpc)(&ctx, req, &resp);
     if (s.ok() || !ha() || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
@@ -220,6 +221,26 @@ Result<v1::ListContainersResponse> MgmtClient::ListContainers(
 Result<v1::DeleteContainerResponse> MgmtClient::DeleteContainer(
     const v1::DeleteContainerRequest& req) {
   return Call("DeleteContainer", &v1::Mgmt::Stub::DeleteContainer, req);
+}
+
+Result<v1::CreateTenantResponse> MgmtClient::CreateTenant(const v1::CreateTenantRequest& req) {
+  return Call("CreateTenant", &v1::Mgmt::Stub::CreateTenant, req);
+}
+
+Result<v1::ListTenantsResponse> MgmtClient::ListTenants(const v1::ListTenantsRequest& req) {
+  return Call("ListTenants", &v1::Mgmt::Stub::ListTenants, req);
+}
+
+Result<v1::DeleteTenantResponse> MgmtClient::DeleteTenant(const v1::DeleteTenantRequest& req) {
+  return Call("DeleteTenant", &v1::Mgmt::Stub::DeleteTenant, req);
+}
+
+Result<v1::Capability> MgmtClient::GetCapability(const v1::GetCapabilityRequest& req) {
+  return Call("GetCapability", &v1::Mgmt::Stub::GetCapability, req);
+}
+
+Result<v1::RotateClusterKeyResponse> MgmtClient::RotateClusterKey(const v1::RotateClusterKeyRequest& req) {
+  return Call("RotateClusterKey", &v1::Mgmt::Stub::RotateClusterKey, req);
 }
 
 Result<v1::MgmtStatus> MgmtClient::GetStatus(const v1::GetStatusRequest& req) {

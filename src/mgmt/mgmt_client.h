@@ -48,6 +48,10 @@ class MgmtClient {
       const std::string& address,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
+  // Sends `api_key` with every later call (metadata `x-penstock-api-key`); "" sends none.
+  // Call before sharing the client between threads.
+  void set_api_key(std::string api_key) { api_key_ = std::move(api_key); }
+
   // The address(es) given to Connect.
   const std::string& address() const { return address_; }
   // The instance calls go to now (the leader once found; the only one with one address).
@@ -64,6 +68,11 @@ class MgmtClient {
   Result<v1::Container> GetContainer(const v1::GetContainerRequest& req);
   Result<v1::ListContainersResponse> ListContainers(const v1::ListContainersRequest& req = {});
   Result<v1::DeleteContainerResponse> DeleteContainer(const v1::DeleteContainerRequest& req);
+  Result<v1::CreateTenantResponse> CreateTenant(const v1::CreateTenantRequest& req);
+  Result<v1::ListTenantsResponse> ListTenants(const v1::ListTenantsRequest& req = {});
+  Result<v1::DeleteTenantResponse> DeleteTenant(const v1::DeleteTenantRequest& req);
+  Result<v1::Capability> GetCapability(const v1::GetCapabilityRequest& req);
+  Result<v1::RotateClusterKeyResponse> RotateClusterKey(const v1::RotateClusterKeyRequest& req = {});
   // With several addresses: the leader's status.
   Result<v1::MgmtStatus> GetStatus(const v1::GetStatusRequest& req = {});
 
@@ -100,6 +109,7 @@ class MgmtClient {
   const std::string address_;
   const std::vector<std::string> addresses_;
   const std::chrono::milliseconds timeout_;
+  std::string api_key_;  // set before use, then read-only
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_
   std::string leader_;                                              // guarded by mu_

@@ -58,7 +58,18 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   ClusterStateOptions state_options;
   state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
   PS_ASSIGN_OR_RETURN(s->state_, ClusterState::Load(s->store_.get(), state_options));
-  s->service_ = std::make_unique<MgmtService>(s->state_.get(), &s->metrics_);
+  if (options.auth && options.admin_key.empty()) {
+    return InvalidArgument("--auth needs an admin key to manage tenants; set PENSTOCK_ADMIN_KEY (or --admin-key)");
+  }
+  if (options.token_ttl_ms <= 0) {
+    return InvalidArgument("token TTL " + std::to_string(options.token_ttl_ms) + " ms must be positive");
+  }
+  mgmt::TenantRegistryOptions tenant_options;
+  tenant_options.auth_enabled = options.auth;
+  tenant_options.admin_key = options.admin_key;
+  PS_ASSIGN_OR_RETURN(s->tenants_, mgmt::TenantRegistry::Load(s->store_.get(), tenant_options));
+  s->service_ = std::make_unique<MgmtService>(s->state_.get(), &s->metrics_, s->tenants_.get(),
+                                              options.token_ttl_ms);
 
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
@@ -138,7 +149,8 @@ void MgmtServer::StartElection() {
   eo.on_elected = [this, key = eo.key](int64_t term) {
     // Fence first: from here on only this term's writes land; then take the state over.
     etcd_store_->SetFence(key, term);
-    return state_->Reload();
+    PS_RETURN_IF_ERROR(state_->Reload());
+    return tenants_->Reload();
   };
   election_ = std::make_unique<mgmt::LeaderElection>(&etcd_store_->client(), std::move(eo));
   mgmt::Leadership l;

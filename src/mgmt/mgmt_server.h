@@ -34,6 +34,7 @@
 #include "mgmt/etcd_meta_store.h"
 #include "mgmt/leader_election.h"
 #include "mgmt/meta_store.h"
+#include "mgmt/tenant_registry.h"
 #include "penstock/status.h"
 
 namespace grpc {
@@ -68,6 +69,13 @@ struct MgmtServerOptions {
   int heartbeat_timeout_ms = 5000;
   // /metrics listen address "host:port"; port 0 picks a free one; empty disables it.
   std::string metrics_listen = "127.0.0.1:0";
+  // Security (tenant_registry.h): require an API key on container and tenant RPCs, and a
+  // capability token on every shard request at the targets.
+  bool auth = false;
+  // The admin API key (acts for the default tenant, manages tenants and keys); empty: none.
+  std::string admin_key;
+  // Lifetime of the capability tokens GetCapability issues.
+  int64_t token_ttl_ms = 5 * 60 * 1000;
 };
 
 class MgmtServer {
@@ -87,6 +95,8 @@ class MgmtServer {
   uint16_t metrics_port() const;
   // The state machine (for in-process tools and tests).
   mgmt::ClusterState* state() const { return state_.get(); }
+  // Tenants and cluster keys (for in-process tools and tests).
+  mgmt::TenantRegistry* tenants() const { return tenants_.get(); }
   // Whether this instance serves (always true with RocksDB).
   bool is_leader() const;
   // The current leader's address as far as this instance knows ("" when none).
@@ -111,6 +121,7 @@ class MgmtServer {
   mgmt::EtcdMetaStore* etcd_store_ = nullptr;  // store_ when it is etcd
   std::unique_ptr<mgmt::LeaderElection> election_;
   std::unique_ptr<mgmt::ClusterState> state_;
+  std::unique_ptr<mgmt::TenantRegistry> tenants_;
   MetricsRegistry metrics_;
   std::unique_ptr<mgmt::MgmtService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "protocol/capability.h"
 
 #ifndef PENSTOCK_VERSION
 #define PENSTOCK_VERSION "unknown"
@@ -20,8 +21,38 @@ Status FromGrpcStatus(const grpc::Status& s) {
   return Status(static_cast<StatusCode>(s.error_code()), s.error_message());
 }
 
-MgmtService::MgmtService(ClusterState* state, MetricsRegistry* metrics)
-    : state_(state), metrics_(metrics) {}
+MgmtService::MgmtService(ClusterState* state, MetricsRegistry* metrics, TenantRegistry* tenants,
+                         int64_t token_ttl_ms)
+    : state_(state), metrics_(metrics), tenants_(tenants), token_ttl_ms_(token_ttl_ms) {}
+
+Result<Caller> MgmtService::Authenticate(grpc::ServerContext* ctx) const {
+  std::string key;
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find("x-penstock-api-key"); it != md.end()) {
+    key.assign(it->second.data(), it->second.size());
+  } else if (auto it = md.find("authorization"); it != md.end()) {
+    std::string v(it->second.data(), it->second.size());
+    if (v.rfind("Bearer ", 0) != 0) {
+      return Unauthenticated("authorization metadata must be 'Bearer <api key>'");
+    }
+    key = v.substr(7);
+  }
+  return tenants_->Authenticate(key);
+}
+
+Result<Caller> MgmtService::AuthenticateAdmin(grpc::ServerContext* ctx) const {
+  PS_ASSIGN_OR_RETURN(Caller c, Authenticate(ctx));
+  if (!c.admin) return PermissionDenied("only the admin key may manage tenants and cluster keys");
+  return c;
+}
+
+Result<v1::Container> MgmtService::OwnedContainer(const Caller& caller, const std::string& name) const {
+  PS_ASSIGN_OR_RETURN(v1::Container c, state_->GetContainer(name));
+  if (!caller.admin && c.tenant_id() != caller.tenant) {
+    return PermissionDenied("container '" + name + "' belongs to another tenant");
+  }
+  return c;
+}
 
 void MgmtService::set_address(std::string address) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -58,6 +89,7 @@ grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
   if (r.ok()) {
     resp->set_target_id(r->target_id);
     resp->set_epoch(r->epoch);
+    *resp->mutable_key_set() = tenants_->KeySet();
   }
   return Done("RegisterTarget", r.status());
 }
@@ -66,7 +98,10 @@ grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
                                     v1::HeartbeatResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("Heartbeat", g);
   Result<uint64_t> r = state_->Heartbeat(*req);
-  if (r.ok()) resp->set_epoch(*r);
+  if (r.ok()) {
+    resp->set_epoch(*r);
+    *resp->mutable_key_set() = tenants_->KeySet();
+  }
   return Done("Heartbeat", r.status());
 }
 
@@ -77,35 +112,46 @@ grpc::Status MgmtService::GetClusterMap(grpc::ServerContext*, const v1::GetClust
   return Done("GetClusterMap", OkStatus());
 }
 
-grpc::Status MgmtService::CreateContainer(grpc::ServerContext*,
+grpc::Status MgmtService::CreateContainer(grpc::ServerContext* ctx,
                                           const v1::CreateContainerRequest* req,
                                           v1::Container* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("CreateContainer", g);
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("CreateContainer", caller.status());
   Result<v1::Container> r =
-      state_->CreateContainer(req->name(), req->redundancy(), req->stripe_unit());
+      state_->CreateContainer(req->name(), req->redundancy(), req->stripe_unit(), caller->tenant);
   if (r.ok()) *resp = std::move(r).value();
   return Done("CreateContainer", r.status());
 }
 
-grpc::Status MgmtService::GetContainer(grpc::ServerContext*, const v1::GetContainerRequest* req,
+grpc::Status MgmtService::GetContainer(grpc::ServerContext* ctx, const v1::GetContainerRequest* req,
                                        v1::Container* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("GetContainer", g);
-  Result<v1::Container> r = state_->GetContainer(req->name());
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("GetContainer", caller.status());
+  Result<v1::Container> r = OwnedContainer(*caller, req->name());
   if (r.ok()) *resp = std::move(r).value();
   return Done("GetContainer", r.status());
 }
 
-grpc::Status MgmtService::ListContainers(grpc::ServerContext*, const v1::ListContainersRequest*,
+grpc::Status MgmtService::ListContainers(grpc::ServerContext* ctx, const v1::ListContainersRequest*,
                                          v1::ListContainersResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("ListContainers", g);
-  for (v1::Container& c : state_->ListContainers()) *resp->add_containers() = std::move(c);
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("ListContainers", caller.status());
+  for (v1::Container& c : state_->ListContainers()) {
+    if (caller->admin || c.tenant_id() == caller->tenant) *resp->add_containers() = std::move(c);
+  }
   return Done("ListContainers", OkStatus());
 }
 
-grpc::Status MgmtService::DeleteContainer(grpc::ServerContext*,
+grpc::Status MgmtService::DeleteContainer(grpc::ServerContext* ctx,
                                           const v1::DeleteContainerRequest* req,
                                           v1::DeleteContainerResponse*) {
   if (Status g = CheckLeader(); !g.ok()) return Done("DeleteContainer", g);
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("DeleteContainer", caller.status());
+  if (auto c = OwnedContainer(*caller, req->name()); !c.ok()) return Done("DeleteContainer", c.status());
   return Done("DeleteContainer", state_->DeleteContainer(req->name()));
 }
 
@@ -152,6 +198,61 @@ grpc::Status MgmtService::WatchClusterMap(grpc::ServerContext* ctx,
     state_->WaitForEpochAbove(known, std::chrono::milliseconds(200));
   }
   return Done("WatchClusterMap", Cancelled("watch cancelled by the client"));
+}
+
+grpc::Status MgmtService::CreateTenant(grpc::ServerContext* ctx, const v1::CreateTenantRequest* req,
+                                       v1::CreateTenantResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("CreateTenant", g);
+  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("CreateTenant", c.status());
+  auto r = tenants_->CreateTenant(req->name());
+  if (r.ok()) *resp = std::move(r).value();
+  return Done("CreateTenant", r.status());
+}
+
+grpc::Status MgmtService::ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest*,
+                                      v1::ListTenantsResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("ListTenants", g);
+  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("ListTenants", c.status());
+  for (v1::Tenant& t : tenants_->ListTenants()) *resp->add_tenants() = std::move(t);
+  return Done("ListTenants", OkStatus());
+}
+
+grpc::Status MgmtService::DeleteTenant(grpc::ServerContext* ctx, const v1::DeleteTenantRequest* req,
+                                       v1::DeleteTenantResponse*) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("DeleteTenant", g);
+  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("DeleteTenant", c.status());
+  return Done("DeleteTenant", tenants_->DeleteTenant(req->name()).status());
+}
+
+grpc::Status MgmtService::GetCapability(grpc::ServerContext* ctx, const v1::GetCapabilityRequest* req,
+                                        v1::Capability* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("GetCapability", g);
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("GetCapability", caller.status());
+  Result<v1::Container> c = state_->GetContainerById(req->container_id());
+  if (!c.ok()) return Done("GetCapability", c.status());
+  if (!caller->admin && c->tenant_id() != caller->tenant) {
+    return Done("GetCapability", PermissionDenied("container '" + c->name() + "' belongs to another tenant"));
+  }
+  uint32_t rights = req->rights() == 0 ? (kRightRead | kRightWrite) : req->rights();
+  if (rights & ~uint32_t{kRightRead | kRightWrite | kRightAdmin}) {
+    return Done("GetCapability", InvalidArgument("unknown rights bits " + std::to_string(rights)));
+  }
+  if ((rights & kRightAdmin) && !caller->admin) {
+    return Done("GetCapability", PermissionDenied("only the admin key may ask for admin rights"));
+  }
+  *resp = tenants_->Issue(c->tenant_id(), c->id(), static_cast<uint8_t>(rights), state_->Summary().epoch,
+                          token_ttl_ms_);
+  return Done("GetCapability", OkStatus());
+}
+
+grpc::Status MgmtService::RotateClusterKey(grpc::ServerContext* ctx, const v1::RotateClusterKeyRequest*,
+                                           v1::RotateClusterKeyResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("RotateClusterKey", g);
+  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("RotateClusterKey", c.status());
+  auto id = tenants_->RotateKey();
+  if (id.ok()) resp->set_current_key_id(*id);
+  return Done("RotateClusterKey", id.status());
 }
 
 }  // namespace penstock::mgmt

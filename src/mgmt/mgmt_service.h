@@ -22,6 +22,7 @@
 
 #include "common/metrics.h"
 #include "mgmt/cluster_state.h"
+#include "mgmt/tenant_registry.h"
 #include "penstock/mgmt.grpc.pb.h"
 #include "penstock/status.h"
 
@@ -42,7 +43,10 @@ struct Leadership {
 
 class MgmtService final : public v1::Mgmt::Service {
  public:
-  MgmtService(ClusterState* state, MetricsRegistry* metrics);
+  // `tenants` is borrowed. Container RPCs and GetCapability act for the caller named by the
+  // API key in the metadata (`authorization: Bearer KEY` or `x-penstock-api-key: KEY`).
+  MgmtService(ClusterState* state, MetricsRegistry* metrics, TenantRegistry* tenants,
+              int64_t token_ttl_ms);
 
   // The "host:port" reported by GetStatus; set once the server has bound its port.
   void set_address(std::string address);
@@ -69,6 +73,16 @@ class MgmtService final : public v1::Mgmt::Service {
                          v1::MgmtStatus* resp) override;
   grpc::Status WatchClusterMap(grpc::ServerContext* ctx, const v1::WatchClusterMapRequest* req,
                                grpc::ServerWriter<v1::ClusterMap>* writer) override;
+  grpc::Status CreateTenant(grpc::ServerContext* ctx, const v1::CreateTenantRequest* req,
+                            v1::CreateTenantResponse* resp) override;
+  grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest* req,
+                           v1::ListTenantsResponse* resp) override;
+  grpc::Status DeleteTenant(grpc::ServerContext* ctx, const v1::DeleteTenantRequest* req,
+                            v1::DeleteTenantResponse* resp) override;
+  grpc::Status GetCapability(grpc::ServerContext* ctx, const v1::GetCapabilityRequest* req,
+                             v1::Capability* resp) override;
+  grpc::Status RotateClusterKey(grpc::ServerContext* ctx, const v1::RotateClusterKeyRequest* req,
+                                v1::RotateClusterKeyResponse* resp) override;
 
  private:
   bool IsLeader() const { return !leadership_.is_leader || leadership_.is_leader(); }
@@ -77,8 +91,17 @@ class MgmtService final : public v1::Mgmt::Service {
   // Counts the call and converts its status.
   grpc::Status Done(const char* method, const Status& s);
 
+  // The caller named by the request's API key (see TenantRegistry::Authenticate).
+  Result<Caller> Authenticate(grpc::ServerContext* ctx) const;
+  // Authenticate + an admin check (kPermissionDenied for tenants).
+  Result<Caller> AuthenticateAdmin(grpc::ServerContext* ctx) const;
+  // The container `name` if `caller` may use it (kPermissionDenied for another tenant's).
+  Result<v1::Container> OwnedContainer(const Caller& caller, const std::string& name) const;
+
   ClusterState* const state_;
   MetricsRegistry* const metrics_;
+  TenantRegistry* const tenants_;
+  const int64_t token_ttl_ms_;
   Leadership leadership_;  // set before serving, then read-only
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;

@@ -2,6 +2,43 @@
 
 namespace penstock {
 
+size_t RequestHeaderSize(uint16_t op) {
+  switch (static_cast<ShardOp>(op)) {
+    case ShardOp::kWrite:
+    case ShardOp::kRead:
+    case ShardOp::kDelete:
+    case ShardOp::kStat: return sizeof(ShardRequestHeader);
+    case ShardOp::kReadRange: return sizeof(RangeReadHeader);
+    case ShardOp::kList: return sizeof(ListRequestHeader);
+  }
+  return 0;
+}
+
+void AttachCapability(std::vector<std::byte>& header, std::span<const std::byte> token) {
+  if (token.empty() || header.size() < 2) return;
+  header[1] = static_cast<std::byte>(static_cast<uint8_t>(header[1]) | kRequestHasCapability);
+  uint16_t len = static_cast<uint16_t>(token.size());
+  const size_t at = header.size();
+  header.resize(at + sizeof(len) + token.size());
+  std::memcpy(header.data() + at, &len, sizeof(len));
+  std::memcpy(header.data() + at + sizeof(len), token.data(), token.size());
+}
+
+Result<std::span<const std::byte>> RequestCapability(std::span<const std::byte> header, size_t fixed) {
+  if (header.size() < 2 || fixed < 2 || header.size() < fixed) {
+    return InvalidArgument("request header truncated: " + std::to_string(header.size()) + " bytes");
+  }
+  if (!(static_cast<uint8_t>(header[1]) & kRequestHasCapability)) return std::span<const std::byte>();
+  uint16_t len;
+  if (header.size() < fixed + sizeof(len)) return InvalidArgument("capability trailer truncated");
+  std::memcpy(&len, header.data() + fixed, sizeof(len));
+  if (header.size() - fixed - sizeof(len) < len) {
+    return InvalidArgument("capability trailer claims " + std::to_string(len) + " bytes, " +
+                           std::to_string(header.size() - fixed - sizeof(len)) + " present");
+  }
+  return header.subspan(fixed + sizeof(len), len);
+}
+
 std::vector<std::byte> EncodeListEntries(const std::vector<ListEntry>& entries) {
   size_t total = sizeof(uint32_t);
   for (const auto& e : entries) total += sizeof(ListEntryHeader) + e.data.size();

@@ -77,6 +77,11 @@ enum ListFlags : uint8_t {
   kListHasStartAfter = 4,
 };
 
+// Bit of the flags byte (offset 1 of every request header: ShardRequestHeader, RangeReadHeader,
+// ListRequestHeader) saying a capability token follows the fixed header: u16 length, then the
+// token bytes (protocol/capability.h). Headers without it decode as before.
+inline constexpr uint8_t kRequestHasCapability = 0x80;
+
 struct ListRequestHeader {
   uint8_t version;
   uint8_t flags;  // ListFlags
@@ -133,6 +138,17 @@ Result<T> DecodeHeader(std::span<const std::byte> bytes, const char* what) {
   }
   return h;
 }
+
+// Size of the fixed request header of `op` (0 for an unknown opcode).
+size_t RequestHeaderSize(uint16_t op);
+
+// Sets kRequestHasCapability in `header` (a request header of `fixed` bytes) and appends the
+// token trailer. An empty token leaves the header unchanged.
+void AttachCapability(std::vector<std::byte>& header, std::span<const std::byte> token);
+
+// The token carried by a request header whose fixed part is `fixed` bytes: empty when the flag
+// is not set. Errors: kInvalidArgument when the trailer is truncated.
+Result<std::span<const std::byte>> RequestCapability(std::span<const std::byte> header, size_t fixed);
 
 // List reply payload: u32 count, then per entry a ListEntryHeader and data_bytes bytes.
 std::vector<std::byte> EncodeListEntries(const std::vector<ListEntry>& entries);

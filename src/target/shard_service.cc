@@ -1,6 +1,7 @@
 #include "target/shard_service.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "common/log.h"
 #include "protocol/shard_protocol.h"
@@ -50,10 +51,64 @@ void ShardService::Handle(RpcRequest request, Responder respond) {
   });
 }
 
+void ShardService::SetKeySet(CapabilityKeySet keys) {
+  auto p = std::make_shared<const CapabilityKeySet>(std::move(keys));
+  std::lock_guard<std::mutex> lock(keys_mu_);
+  keys_ = std::move(p);
+}
+
+Status ShardService::Authorize(const RpcRequest& request) const {
+  const size_t fixed = RequestHeaderSize(request.opcode);
+  if (fixed == 0) return OkStatus();  // unknown opcode: answered by Execute
+  std::shared_ptr<const CapabilityKeySet> keys;
+  {
+    std::lock_guard<std::mutex> lock(keys_mu_);
+    keys = keys_;
+  }
+  if (!keys) return Unavailable("target has not received the cluster keys from mgmt yet; retry");
+  if (request.header.size() < fixed) {
+    return InvalidArgument(std::string(ShardOpName(request.opcode)) + " header truncated: " +
+                           std::to_string(request.header.size()) + " bytes, need " + std::to_string(fixed));
+  }
+  auto token = RequestCapability(request.header, fixed);
+  if (!token.ok()) return token.status();
+  if (token->empty()) {
+    if (!keys->auth_enabled) return OkStatus();
+    return Unauthenticated("this cluster requires a capability token on every shard request; "
+                           "pass an API key (--api-key / PENSTOCK_API_KEY)");
+  }
+  uint64_t container = 0;
+  uint8_t right = kRightRead;
+  switch (static_cast<ShardOp>(request.opcode)) {
+    case ShardOp::kList: {
+      ListRequestHeader h;
+      std::memcpy(&h, request.header.data(), sizeof(h));
+      container = h.container;
+      break;
+    }
+    case ShardOp::kWrite:
+    case ShardOp::kDelete: right = kRightWrite; [[fallthrough]];
+    default: {
+      ShardRequestHeader h;
+      std::memcpy(&h, request.header.data(), sizeof(h));
+      container = h.key.container;
+    }
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  return VerifyCapability(*token, *keys, container, right, now).status();
+}
+
 RpcReply ShardService::Execute(const RpcRequest& request) {
   auto start = std::chrono::steady_clock::now();
   RpcReply reply;
-  switch (static_cast<ShardOp>(request.opcode)) {
+  if (Status auth = Authorize(request); !auth.ok()) {
+    metrics_
+        ->GetCounter("penstock_target_auth_refusals_total", "Shard requests refused by the capability check.",
+                     {{"code", std::string(StatusCodeName(auth.code()))}})
+        .Inc();
+    reply = ErrorReply(std::move(auth));
+  } else switch (static_cast<ShardOp>(request.opcode)) {
     case ShardOp::kWrite: reply = Write(request); break;
     case ShardOp::kRead: reply = Read(request); break;
     case ShardOp::kDelete: reply = Delete(request); break;

@@ -2,14 +2,23 @@
 // (protocol/shard_protocol.h), runs them against the engine on a pool of I/O threads and
 // replies. The transport calls Handle() on its own thread; Handle() never blocks it.
 //
+// Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
+// from mgmt for the request's container and the op's right (read: read, read_range, stat,
+// list; write: write, delete) before the engine is touched; a refusal returns no data. Until
+// the first SetKeySet every request is refused kUnavailable (retryable: the target is still
+// registering). With auth disabled in the key set, requests without a token pass (a token that
+// is present is still checked).
+//
 // Borrowed: the engine and the metrics registry must outlive the service. Thread-safe.
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "common/metrics.h"
 #include "common/thread_pool.h"
 #include "engine/engine.h"
+#include "protocol/capability.h"
 #include "transport/rpc.h"
 
 namespace penstock {
@@ -21,10 +30,15 @@ class ShardService {
   // RpcHandler: queues the request for an I/O thread and returns at once.
   void Handle(RpcRequest request, Responder respond);
 
+  // Installs the key set from mgmt (registration and every heartbeat).
+  void SetKeySet(CapabilityKeySet keys);
+
   // Runs one request to completion on the calling thread (used by the pool; exposed for tests).
   RpcReply Execute(const RpcRequest& request);
 
  private:
+  // OK when the request may run (see the class comment).
+  Status Authorize(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
   RpcReply ReadRange(const RpcRequest& request);
@@ -34,6 +48,8 @@ class ShardService {
 
   Engine* engine_;
   MetricsRegistry* metrics_;
+  mutable std::mutex keys_mu_;
+  std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
   ThreadPool pool_;
 };
 

@@ -23,6 +23,7 @@ class ShardServiceTest : public ::testing::Test {
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     engine_ = std::move(*e);
     service_ = std::make_unique<ShardService>(engine_.get(), &metrics_, 2);
+    service_->SetKeySet({});  // auth disabled
   }
 
   static RpcRequest Request(ShardOp op, uint64_t stripe, std::string_view payload = {}) {

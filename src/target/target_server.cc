@@ -146,6 +146,18 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
 std::string TargetServer::address() const { return rpc_->address(); }
 uint16_t TargetServer::metrics_port() const { return http_->port(); }
 
+namespace {
+
+CapabilityKeySet FromProto(const v1::ClusterKeySet& ks) {
+  CapabilityKeySet out;
+  out.auth_enabled = ks.auth_enabled();
+  for (const auto& k : ks.keys()) out.keys.push_back(ClusterKey{k.id(), k.secret()});
+  out.revoked_tenants.assign(ks.revoked_tenants().begin(), ks.revoked_tenants().end());
+  return out;
+}
+
+}  // namespace
+
 Status TargetServer::Register() {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.register_timeout_ms);
   Status last;
@@ -165,6 +177,7 @@ Status TargetServer::Register() {
       auto r = mgmt_->RegisterTarget(req);
       if (r.ok()) {
         target_id_ = r->target_id();
+        service_->SetKeySet(FromProto(r->key_set()));
         return OkStatus();
       }
       last = r.status();
@@ -193,6 +206,7 @@ void TargetServer::HeartbeatLoop() {
     req.set_capacity_bytes(st.capacity_bytes);
     req.set_shards(st.shards);
     auto r = mgmt_->Heartbeat(req);
+    if (r.ok() && r->has_key_set()) service_->SetKeySet(FromProto(r->key_set()));
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         PS_LOG_WARN("mgmt does not know this target any more; registering again");
