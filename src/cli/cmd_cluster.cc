@@ -260,6 +260,13 @@ std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
   return out;
 }
 
+// Space of a target as its last heartbeat reported it: dead = written but overwritten or
+// deleted and not yet reclaimed by GC; free = not in any used segment.
+uint64_t DeadBytes(const v1::Target& t) { return t.used_bytes() > t.live_bytes() ? t.used_bytes() - t.live_bytes() : 0; }
+uint64_t FreeBytes(const v1::Target& t) {
+  return t.capacity_bytes() > t.used_bytes() ? t.capacity_bytes() - t.used_bytes() : 0;
+}
+
 int RunStatus(const GlobalOptions& g) {
   auto mc = MgmtClient::Connect(g.mgmt);
   if (!mc.ok()) return ReportError(mc.status(), g.json);
@@ -271,28 +278,32 @@ int RunStatus(const GlobalOptions& g) {
   for (const auto& t : map->targets()) (t.state() == v1::TARGET_STATE_UP ? up : down)++;
   auto transports = ProbeTransports(*map);
   if (g.json) {
-    json j = {{"mgmt", g.mgmt}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
+    json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
               {"containers", st->containers()}, {"targets", json::array()}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
                               {"state", t.state() == v1::TARGET_STATE_UP ? "up" : "down"},
                               {"address", t.address()}, {"metrics", t.metrics_address()},
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
-                              {"used_bytes", t.used_bytes()}, {"transport", transports[t.id()]}});
+                              {"used_bytes", t.used_bytes()}, {"live_bytes", t.live_bytes()},
+                              {"dead_bytes", DeadBytes(t)}, {"free_bytes", FreeBytes(t)},
+                              {"transport", transports[t.id()]}});
     }
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("mgmt %s  epoch %llu  targets %d up, %d down  containers %llu\n", g.mgmt.c_str(),
+  std::printf("mgmt %s (leader %s)  epoch %llu  targets %d up, %d down  containers %llu\n", g.mgmt.c_str(),
+              st->leader_address().empty() ? g.mgmt.c_str() : st->leader_address().c_str(),
               static_cast<unsigned long long>(map->epoch()), up, down,
               static_cast<unsigned long long>(st->containers()));
-  std::printf("%-4s %-5s %-22s %-22s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "METRICS", "CAPACITY", "USED",
-              "TRANSPORT");
+  std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
+              "LIVE", "DEAD", "FREE", "TRANSPORT");
+  auto h = [](uint64_t b) { return HumanBytes(static_cast<double>(b)); };
   for (const auto& t : map->targets()) {
-    std::printf("%-4u %-5s %-22s %-22s %10s %10s  %s\n", t.id(), t.state() == v1::TARGET_STATE_UP ? "up" : "down",
-                t.address().c_str(), t.metrics_address().c_str(),
-                HumanBytes(static_cast<double>(t.capacity_bytes())).c_str(),
-                HumanBytes(static_cast<double>(t.used_bytes())).c_str(), transports[t.id()].c_str());
+    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(),
+                t.state() == v1::TARGET_STATE_UP ? "up" : "down", t.address().c_str(),
+                h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
+                h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), transports[t.id()].c_str());
   }
   return 0;
 }

@@ -103,10 +103,13 @@ def test_status_lists_targets(cluster):
     assert st["targets_up"] == 3 and st["targets_down"] == 0
     assert len(st["targets"]) == 3
     assert all(t["capacity_bytes"] > 0 for t in st["targets"])
+    for t in st["targets"]:
+        assert t["free_bytes"] + t["used_bytes"] == t["capacity_bytes"]
+        assert t["dead_bytes"] + t["live_bytes"] <= t["used_bytes"] or t["dead_bytes"] == 0
     # Which UCX transport the client's connection to each target uses.
     expect = "tcp" if cluster.transport == "tcp" else "posix"
     assert all(expect in t["transport"] for t in st["targets"]), st["targets"]
     if cluster.transport == "shm":
         assert all("tcp" not in t["transport"] for t in st["targets"]), st["targets"]
     human = cluster.cli("status").stdout
-    assert "epoch" in human and human.count(" up ") >= 3
+    assert "epoch" in human and human.count(" up ") >= 3 and "FREE" in human and "DEAD" in human
