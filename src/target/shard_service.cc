@@ -147,32 +147,18 @@ RpcReply ShardService::Write(const RpcRequest& request) {
 RpcReply ShardService::Read(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "read");
   if (!h.ok()) return ErrorReply(h.status());
-  ShardKey key = FromWire(h->key);
-  auto info = engine_->Stat(key);
-  if (!info.ok()) return ErrorReply(info.status());
-  auto data = engine_->Read(key);
-  if (!data.ok()) {
-    if (data.status().code() == StatusCode::kDataLoss) {
-      PS_LOG_ERROR("checksum failure serving read: {}", data.status().message());
-    }
-    return ErrorReply(data.status());
-  }
-  RpcReply reply;
-  ShardReplyHeader rh{};
-  rh.version = kShardProtocolVersion;
-  rh.length = data->size();
-  rh.shard_version = info->version;
-  reply.header = EncodeHeader(rh);
-  metrics_->GetCounter("penstock_target_bytes_read_total", "Shard bytes read.").Inc(data->size());
-  reply.payload = std::move(*data);
-  return reply;
+  return ServeRead(FromWire(h->key), 0, UINT64_MAX);
 }
 
 RpcReply ShardService::ReadRange(const RpcRequest& request) {
   auto h = DecodeHeader<RangeReadHeader>(request.header, "read_range");
   if (!h.ok()) return ErrorReply(h.status());
+  return ServeRead(FromWire(h->base.key), h->offset, h->length);
+}
+
+RpcReply ShardService::ServeRead(const ShardKey& key, uint64_t offset, uint64_t length) {
   ShardInfo info;
-  auto data = engine_->ReadRange(FromWire(h->base.key), h->offset, h->length, &info);
+  auto data = engine_->ReadRange(key, offset, length, &info);
   if (!data.ok()) {
     if (data.status().code() == StatusCode::kDataLoss) {
       PS_LOG_ERROR("checksum failure serving read: {}", data.status().message());

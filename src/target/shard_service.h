@@ -42,6 +42,9 @@ class ShardService {
   RpcReply Write(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
   RpcReply ReadRange(const RpcRequest& request);
+  // Reads [offset, offset + length) of `key` (the whole shard with 0, UINT64_MAX) and builds
+  // the reply: ShardReplyHeader with the shard's full length and version, the bytes as payload.
+  RpcReply ServeRead(const ShardKey& key, uint64_t offset, uint64_t length);
   RpcReply Delete(const RpcRequest& request);
   RpcReply Stat(const RpcRequest& request);
   RpcReply List(const RpcRequest& request);

@@ -43,7 +43,9 @@ def test_kill9_target_and_restart(cluster_factory, tmp_path):
 
 def test_target_down_is_detected_and_reads_fail_cleanly(cluster_factory, tmp_path):
     c = cluster_factory(targets=3)
-    c.cli("container", "create", "c")
+    # 64 KiB stripes: the 8 MiB object has 128 stripes, so some surely live on the dead target
+    # (with 1 MiB stripes, (2/3)^9 of the time none would).
+    c.cli("container", "create", "c", "--stripe-unit", "64K")
     objs = put_many(c, tmp_path, [8 * 1024 * 1024])
     epoch0 = json.loads(c.cli("status", "--json").stdout)["epoch"]
     c.kill9("target-1")
@@ -54,7 +56,7 @@ def test_target_down_is_detected_and_reads_fail_cleanly(cluster_factory, tmp_pat
             break
         time.sleep(0.2)
     assert st["targets_down"] == 1 and st["epoch"] > epoch0
-    # 8 stripes over 3 targets: some live on the dead one. The get fails with a clear error
+    # Some stripes live on the dead target. The get fails with a clear error
     # (after the client's retry budget), leaves no partial file.
     r = c.cli("get", "o0", str(tmp_path / "partial"), "--container", "c", check=False)
     assert r.returncode == 1
