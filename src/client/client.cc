@@ -18,6 +18,7 @@
 #include "client/shard_client.h"
 #include "client/stripe_pipeline.h"
 #include "common/log.h"
+#include "mgmt/cluster_map_watch.h"
 #include "mgmt/mgmt_client.h"
 #include "protocol/object_head.h"
 #include "transport/rpc_client.h"
@@ -118,6 +119,8 @@ class Client::Impl {
   std::unique_ptr<CapabilityCache> caps;
   std::unique_ptr<ShardClient> shards;
   OpTracker tracker;
+  // Last member: destroyed first, so no map push arrives while the rest is torn down.
+  std::unique_ptr<ClusterMapWatch> watch;
 
   Result<ContainerInfo> Container(const std::string& name) {
     v1::GetContainerRequest req;
@@ -210,6 +213,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   PS_ASSIGN_OR_RETURN(impl->rpc, RpcClient::Create(ro));
   impl->view = std::make_unique<ClusterView>(impl->mgmt.get());
   PS_RETURN_IF_ERROR(impl->view->Refresh());
+  ClusterView* view = impl->view.get();
+  impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },
+                                            view->epoch());
   impl->caller = std::make_unique<UcxRpcCaller>(impl->rpc.get());
   impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
   impl->shards->set_capabilities(impl->caps.get());

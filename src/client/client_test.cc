@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/test_cluster.h"
+#include "mgmt/mgmt_client.h"
 
 namespace penstock {
 namespace {
@@ -104,6 +105,25 @@ TEST_F(ClientTest, ConcurrentPutsAndGetsFromManyThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// The client learns map changes from mgmt's stream, without asking.
+TEST(ClientMapWatchTest, EpochFollowsMembershipWithoutAnyCall) {
+  testing::InProcessCluster cluster(1);
+  ASSERT_TRUE(cluster.ok());
+  const uint64_t before = cluster.client().map_epoch();
+  auto mgmt = MgmtClient::Connect(cluster.mgmt_address());
+  ASSERT_TRUE(mgmt.ok());
+  v1::RegisterTargetRequest req;  // a new member (never contacted by the client)
+  req.set_uuid("00000000-0000-4000-8000-00000000beef");
+  req.set_address("127.0.0.1:1");
+  req.set_metrics_address("127.0.0.1:2");
+  req.set_capacity_bytes(1 << 30);
+  ASSERT_TRUE((*mgmt)->RegisterTarget(req).ok());
+  for (int i = 0; i < 500 && cluster.client().map_epoch() == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(cluster.client().map_epoch(), before);
 }
 
 }  // namespace

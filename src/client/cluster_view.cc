@@ -7,18 +7,23 @@ namespace penstock {
 Status ClusterView::Refresh() {
   if (mgmt_ == nullptr) return OkStatus();
   PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
+  Apply(map);
+  return OkStatus();
+}
+
+void ClusterView::Apply(const v1::ClusterMap& map) {
   std::vector<TargetRef> targets;
   for (const auto& t : map.targets()) {
     targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP});
   }
   Set(map.epoch(), std::move(targets));
-  return OkStatus();
 }
 
 void ClusterView::Set(uint64_t epoch, std::vector<TargetRef> targets) {
   std::vector<PlacementTarget> placement;
   for (const auto& t : targets) placement.push_back({t.id, t.uuid, 1});
   std::lock_guard<std::mutex> lock(mu_);
+  if (epoch < epoch_) return;  // a refresh and the watch may race: never go back
   epoch_ = epoch;
   targets_ = std::move(targets);
   placement_ = std::move(placement);

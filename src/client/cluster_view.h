@@ -1,7 +1,7 @@
 // cluster_view.h — the client's cached copy of the cluster map and the placement over it.
 //
-// Loaded from mgmt at connect and refreshed on demand (after a target error or when a reply
-// reports a newer epoch). Lookups return copies, so a refresh never invalidates what a caller
+// Loaded from mgmt at connect, kept current by mgmt's map stream (WatchClusterMap) and
+// refreshed on demand after a target error. Lookups return copies, so a refresh never invalidates what a caller
 // holds. Thread-safe.
 #pragma once
 
@@ -16,6 +16,9 @@
 namespace penstock {
 
 class MgmtClient;
+namespace v1 {
+class ClusterMap;
+}
 
 struct TargetRef {
   uint32_t id = 0;
@@ -32,8 +35,10 @@ class ClusterView {
   // Fetches the current map from mgmt (a no-op for a view built without mgmt).
   Status Refresh();
 
-  // Replaces the map (tests, and later map pushes from mgmt).
+  // Replaces the map unless `epoch` is older than the one held (map pushes from mgmt's
+  // WatchClusterMap, tests).
   void Set(uint64_t epoch, std::vector<TargetRef> targets);
+  void Apply(const v1::ClusterMap& map);
 
   // Target holding `key` (rendezvous over all member targets).
   // Errors: kUnavailable when the map has no targets.

@@ -59,6 +59,7 @@ class InProcessCluster {
   }
 
   bool ok() const { return client_ != nullptr; }
+  std::string mgmt_address() const { return mgmt_->address(); }
   Client& client() { return *client_; }
 
  private:
