@@ -13,16 +13,11 @@ namespace penstock::engine {
 namespace {
 
 using testing::Key;
+using testing::MustOpen;
 using testing::Pattern;
 using testing::SameBytes;
 using testing::ScratchDir;
 using testing::SmallOptions;
-
-std::unique_ptr<Engine> MustOpen(const EngineOptions& o) {
-  auto e = Engine::Open(o);
-  EXPECT_TRUE(e.ok()) << e.status().ToString();
-  return e.ok() ? std::move(*e) : nullptr;
-}
 
 TEST(EngineTest, RoundTripsEverySize) {
   ScratchDir dir;

@@ -22,6 +22,13 @@ namespace penstock::engine::testing {
 // A fresh directory, removed with everything in it at destruction.
 using ScratchDir = ::penstock::testing::TempDir;
 
+// Opens an engine, failing the test (and returning null) when it cannot.
+inline std::unique_ptr<Engine> MustOpen(const EngineOptions& o) {
+  auto e = Engine::Open(o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
 // Options for a small engine inside `dir`: `segments` segments of `segment_bytes`.
 inline EngineOptions SmallOptions(const ScratchDir& dir, uint64_t segments = 16,
                                   uint64_t segment_bytes = 1 << 20) {
