@@ -287,6 +287,9 @@ int RunStatus(const GlobalOptions& g) {
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
                               {"used_bytes", t.used_bytes()}, {"live_bytes", t.live_bytes()},
                               {"dead_bytes", DeadBytes(t)}, {"free_bytes", FreeBytes(t)},
+                              {"corrupt_shard_count", t.corrupt_shard_count()},
+                              {"corrupt_shards", std::vector<std::string>(t.corrupt_shards().begin(),
+                                                                          t.corrupt_shards().end())},
                               {"transport", transports[t.id()]}});
     }
     std::cout << j.dump() << std::endl;
@@ -304,6 +307,12 @@ int RunStatus(const GlobalOptions& g) {
                 t.state() == v1::TARGET_STATE_UP ? "up" : "down", t.address().c_str(),
                 h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
                 h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), transports[t.id()].c_str());
+  }
+  for (const auto& t : map->targets()) {
+    if (t.corrupt_shard_count() == 0) continue;
+    std::printf("target %u: %llu corrupt shard(s) found by scrub or reads, e.g. %s\n", t.id(),
+                static_cast<unsigned long long>(t.corrupt_shard_count()),
+                t.corrupt_shards().empty() ? "?" : t.corrupt_shards(0).c_str());
   }
   return 0;
 }

@@ -213,6 +213,8 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
     next.set_used_bytes(req.used_bytes());
     next.set_live_bytes(req.live_bytes());
     next.set_shards(req.shards());
+    next.set_corrupt_shard_count(req.corrupt_shard_count());
+    *next.mutable_corrupt_shards() = req.corrupt_shards();
     next.set_last_heartbeat_ms(now);
     WriteBatch batch;
     batch.Put(TargetKey(next.id()), next.SerializeAsString());
@@ -225,6 +227,8 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
   t.set_used_bytes(req.used_bytes());
   t.set_live_bytes(req.live_bytes());
   t.set_shards(req.shards());
+  t.set_corrupt_shard_count(req.corrupt_shard_count());
+  *t.mutable_corrupt_shards() = req.corrupt_shards();
   t.set_last_heartbeat_ms(now);
   return epoch_;
 }

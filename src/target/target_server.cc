@@ -205,6 +205,10 @@ void TargetServer::HeartbeatLoop() {
     req.set_live_bytes(st.live_bytes);
     req.set_capacity_bytes(st.capacity_bytes);
     req.set_shards(st.shards);
+    // Corrupt shards (scrub or reads) reach mgmt with every heartbeat, for repair.
+    std::vector<ShardKey> corrupt = engine_->CorruptShards();
+    req.set_corrupt_shard_count(corrupt.size());
+    for (size_t i = 0; i < corrupt.size() && i < 64; ++i) req.add_corrupt_shards(corrupt[i].ToString());
     auto r = mgmt_->Heartbeat(req);
     if (r.ok() && r->has_key_set()) service_->SetKeySet(FromProto(r->key_set()));
     if (!r.ok()) {

@@ -96,6 +96,19 @@ def test_flipped_byte_is_a_checksum_error(cluster_factory, tmp_path):
         f.write(bytes([b[0] ^ 0xFF]))
         f.flush()
         os.fsync(f.fileno())
+    # The background scrub finds it without any read, and the target reports it to mgmt.
+    target_name = img.parent.name
+    target_id = next(t["id"] for t in json.loads(c.cli("status", "--json").stdout)["targets"]
+                     if t["address"] == c.daemon(target_name)["address"])
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        st = json.loads(c.cli("status", "--json").stdout)
+        t = next(t for t in st["targets"] if t["id"] == target_id)
+        if t["corrupt_shard_count"] >= 1:
+            break
+        time.sleep(0.3)
+    assert t["corrupt_shard_count"] == 1 and len(t["corrupt_shards"]) == 1, t
+    assert "corrupt shard" in c.cli("status").stdout
     r = c.cli("get", "victim", str(tmp_path / "out"), "--container", "c", check=False)
     assert r.returncode == 1
     assert "checksum" in r.stderr and "victim" in r.stderr
