@@ -1,4 +1,5 @@
 #include "mgmt/etcd_meta_store.h"
+#include "mgmt/meta_store_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -6,14 +7,6 @@
 
 namespace penstock::mgmt {
 namespace {
-
-using Rows = std::vector<std::pair<std::string, std::string>>;
-
-std::string ValueOf(MetaStore& s, const std::string& key) {
-  Result<std::optional<std::string>> v = s.Get(key);
-  if (!v.ok()) return "<error>";
-  return v->value_or("<absent>");
-}
 
 TEST(Base64, RoundTrip) {
   for (std::string in : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),

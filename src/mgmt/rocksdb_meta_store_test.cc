@@ -1,4 +1,5 @@
 #include "mgmt/rocksdb_meta_store.h"
+#include "mgmt/meta_store_test_util.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,15 +11,6 @@
 
 namespace penstock::mgmt {
 namespace {
-
-using Rows = std::vector<std::pair<std::string, std::string>>;
-
-// The value of `key`, "<absent>" when missing, "<error>" on failure.
-std::string ValueOf(MetaStore& s, const std::string& key) {
-  Result<std::optional<std::string>> v = s.Get(key);
-  if (!v.ok()) return "<error>";
-  return v->value_or("<absent>");
-}
 
 TEST(RocksDbMetaStore, PutGetDeleteScanCommit) {
   ::penstock::testing::TempDir dir;
