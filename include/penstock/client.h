@@ -12,7 +12,8 @@
 //   kAlreadyExists    container name taken
 //   kInvalidArgument  bad name or option
 //   kUnavailable      mgmt or a target cannot be reached (already retried for `timeout`)
-//   kDataLoss         a shard failed its checksum or is missing (no wrong bytes are returned)
+//   kDataLoss         a shard failed its checksum or is missing and the container's redundancy
+//                     cannot make up for it (no wrong bytes are returned)
 //   kFailedPrecondition  e.g. removing a container that still holds objects without force
 #pragma once
 
@@ -35,6 +36,10 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{30000};
   // Stripes in flight per put/get.
   unsigned max_inflight_stripes = 16;
+  // Protected containers: how long an operation that could complete without its last shards
+  // waits for them before it completes degraded (a slow or stopped target). The missing shards
+  // are repaired later by mgmt.
+  std::chrono::milliseconds straggler_timeout{2000};
   // The tenant's API key (sent to mgmt; used to get capability tokens for the targets).
   // Empty: none, which only a cluster without --auth accepts.
   std::string api_key;

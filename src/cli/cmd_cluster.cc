@@ -43,6 +43,8 @@ struct UpFlags {
   std::string capacity = "1G";
   std::string segment_size = "64M";
   int heartbeat_timeout_ms = 5000;
+  int64_t lost_timeout_ms = 0;
+  int repair_interval_ms = 30000;
   int wait_ms = 30000;
   std::string log_level = "info";
   bool json = false;
@@ -133,7 +135,8 @@ int RunUp(const UpFlags& f, bool json_out) {
   mgmt.log = dir + "/logs/mgmt.log";
   mgmt.argv = {exe, "mgmt", "--listen", mgmt.address, "--metrics-listen", mgmt.metrics, "--data-dir",
                dir + "/mgmt", "--heartbeat-timeout-ms", std::to_string(f.heartbeat_timeout_ms),
-               "--log-level", f.log_level};
+               "--lost-timeout-ms", std::to_string(f.lost_timeout_ms), "--repair-interval-ms",
+               std::to_string(f.repair_interval_ms), "--log-level", f.log_level};
   std::string admin_key_file;
   if (f.auth) {
     // The admin key lives in DATA_DIR/admin.key (0600), kept across restarts of the cluster.
@@ -274,15 +277,26 @@ int RunStatus(const GlobalOptions& g) {
   if (!st.ok()) return ReportError(st.status(), g.json);
   auto map = (*mc)->GetClusterMap();
   if (!map.ok()) return ReportError(map.status(), g.json);
-  int up = 0, down = 0;
-  for (const auto& t : map->targets()) (t.state() == v1::TARGET_STATE_UP ? up : down)++;
+  int up = 0, down = 0, lost = 0;
+  for (const auto& t : map->targets()) {
+    (t.state() == v1::TARGET_STATE_UP ? up : t.state() == v1::TARGET_STATE_LOST ? lost : down)++;
+  }
+  auto state_name = [](const v1::Target& t) {
+    return t.state() == v1::TARGET_STATE_UP ? "up" : t.state() == v1::TARGET_STATE_LOST ? "lost" : "down";
+  };
   auto transports = ProbeTransports(*map);
+  const v1::RepairStatus& rs = st->repair();
   if (g.json) {
     json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
-              {"containers", st->containers()}, {"targets", json::array()}};
+              {"targets_lost", lost}, {"containers", st->containers()}, {"targets", json::array()},
+              {"repair", {{"state", rs.state()}, {"epoch", rs.epoch()}, {"stripes_checked", rs.stripes_checked()},
+                          {"stripes_total", rs.stripes_total()}, {"shards_repaired", rs.shards_repaired()},
+                          {"bytes_repaired", rs.bytes_repaired()}, {"stripes_unrecoverable", rs.stripes_unrecoverable()},
+                          {"passes", rs.passes()}, {"last_pass_ms", rs.last_pass_ms()},
+                          {"bytes_per_second", rs.bytes_per_second()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
-                              {"state", t.state() == v1::TARGET_STATE_UP ? "up" : "down"},
+                              {"state", state_name(t)},
                               {"address", t.address()}, {"metrics", t.metrics_address()},
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
                               {"used_bytes", t.used_bytes()}, {"live_bytes", t.live_bytes()},
@@ -295,16 +309,27 @@ int RunStatus(const GlobalOptions& g) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("mgmt %s (leader %s)  epoch %llu  targets %d up, %d down  containers %llu\n", g.mgmt.c_str(),
+  std::printf("mgmt %s (leader %s)  epoch %llu  targets %d up, %d down%s  containers %llu\n", g.mgmt.c_str(),
               st->leader_address().empty() ? g.mgmt.c_str() : st->leader_address().c_str(),
               static_cast<unsigned long long>(map->epoch()), up, down,
+              lost ? (", " + std::to_string(lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st->containers()));
+  if (!rs.state().empty()) {
+    std::printf("repair %s: %llu/%llu stripes checked, %llu shards (%s) rewritten at %s/s, %llu unrecoverable; "
+                "%llu passes\n",
+                rs.state().c_str(), static_cast<unsigned long long>(rs.stripes_checked()),
+                static_cast<unsigned long long>(rs.stripes_total()),
+                static_cast<unsigned long long>(rs.shards_repaired()),
+                HumanBytes(static_cast<double>(rs.bytes_repaired())).c_str(),
+                HumanBytes(rs.bytes_per_second()).c_str(),
+                static_cast<unsigned long long>(rs.stripes_unrecoverable()),
+                static_cast<unsigned long long>(rs.passes()));
+  }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
               "LIVE", "DEAD", "FREE", "TRANSPORT");
   auto h = [](uint64_t b) { return HumanBytes(static_cast<double>(b)); };
   for (const auto& t : map->targets()) {
-    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(),
-                t.state() == v1::TARGET_STATE_UP ? "up" : "down", t.address().c_str(),
+    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state_name(t), t.address().c_str(),
                 h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
                 h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), transports[t.id()].c_str());
   }
@@ -313,6 +338,29 @@ int RunStatus(const GlobalOptions& g) {
     std::printf("target %u: %llu corrupt shard(s) found by scrub or reads, e.g. %s\n", t.id(),
                 static_cast<unsigned long long>(t.corrupt_shard_count()),
                 t.corrupt_shards().empty() ? "?" : t.corrupt_shards(0).c_str());
+  }
+  return 0;
+}
+
+struct OutFlags {
+  GlobalOptions g;
+  uint32_t id = 0;
+};
+
+int RunOut(const OutFlags& f) {
+  auto mc = MgmtClient::Connect(f.g.mgmt);
+  if (!mc.ok()) return ReportError(mc.status(), f.g.json);
+  (*mc)->set_api_key(f.g.api_key);
+  v1::MarkTargetLostRequest req;
+  req.set_target_id(f.id);
+  auto r = (*mc)->MarkTargetLost(req);
+  if (!r.ok()) return ReportError(r.status(), f.g.json);
+  if (f.g.json) {
+    std::cout << json{{"target", f.id}, {"state", "lost"}, {"epoch", r->epoch()}}.dump() << std::endl;
+  } else {
+    std::printf("target %u declared lost (epoch %llu); mgmt rebuilds its shards on the other targets — follow it "
+                "with `penstock status`\n",
+                f.id, static_cast<unsigned long long>(r->epoch()));
   }
   return 0;
 }
@@ -332,6 +380,11 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*up, "segment-size", &uf->segment_size, "engine segment size of each target");
   AddSetting(*up, "heartbeat-timeout-ms", &uf->heartbeat_timeout_ms, "mark a silent target down after this long")
       ->check(CLI::Range(100, 3600000));
+  AddSetting(*up, "lost-timeout-ms", &uf->lost_timeout_ms,
+             "declare a silent target lost and rebuild its shards after this long (0: only `penstock out`)")
+      ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400000));
+  AddSetting(*up, "repair-interval-ms", &uf->repair_interval_ms, "mgmt's repair pass interval")
+      ->check(CLI::Range(100, 86400000));
   AddSetting(*up, "wait-ms", &uf->wait_ms, "how long to wait for every target to register")
       ->check(CLI::Range(100, 600000));
   AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");
@@ -351,6 +404,14 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*status, "mgmt", &g->mgmt, "mgmt address (host:port)");
   status->add_flag("--json", g->json, "print as JSON");
   out.push_back({status, [g] { return RunStatus(*g); }});
+
+  auto of = std::make_shared<OutFlags>();
+  CLI::App* o = root.add_subcommand("out", "declare a target lost for good: its shards are rebuilt on the others");
+  o->add_option("ID", of->id, "target id (see `penstock status`)")->required();
+  AddSetting(*o, "mgmt", &of->g.mgmt, "mgmt address (host:port)");
+  AddSetting(*o, "api-key", &of->g.api_key, "the admin API key (clusters run with --auth)");
+  o->add_flag("--json", of->g.json, "print the result as JSON");
+  out.push_back({o, [of] { return RunOut(*of); }});
 }
 
 }  // namespace penstock::cli

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "mgmt/mgmt_server.h"
+#include "repair/repairer.h"
 #include "target/target_server.h"
 
 namespace penstock::cli {
@@ -21,6 +22,9 @@ struct MgmtFlags {
   std::string data_dir;
   std::string meta;
   int heartbeat_timeout_ms = 5000;
+  int64_t lost_timeout_ms = 0;
+  int repair_interval_ms = 30000;
+  std::string repair_rate = "0";
   std::string log_level = "info";
   bool auth = false;
   std::string admin_key;
@@ -47,9 +51,11 @@ struct TargetFlags {
 };
 
 int RunMgmt(CLI::App* app, MgmtFlags& f) {
+  uint64_t repair_rate = 0;
   try {
     ApplyConfigFile(*app, f.config);
     RequireSetting(*app, "data-dir");
+    repair_rate = ParseSize(f.repair_rate, "--repair-rate");
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock mgmt: error: " << e.what() << "\n";
     return 2;
@@ -62,6 +68,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.data_dir = f.data_dir;
   o.meta = f.meta;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+  o.lost_timeout_ms = f.lost_timeout_ms;
   o.auth = f.auth;
   o.admin_key = f.admin_key;
   o.token_ttl_ms = f.token_ttl_ms;
@@ -74,8 +81,25 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   }
   auto server = MgmtServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
+  MgmtServer* raw = server->get();
+  RepairOptions ro;
+  ro.mgmt_address = raw->address();
+  ro.api_key = o.admin_key;
+  ro.interval = std::chrono::milliseconds(f.repair_interval_ms);
+  ro.rate_bytes_per_s = repair_rate;
+  ro.is_leader = [raw] { return raw->is_leader(); };
+  ro.metrics = raw->metrics();
+  auto repair = Repairer::Start(ro);
+  if (!repair.ok()) {
+    raw->Shutdown();
+    return ReportError(repair.status().WithContext("starting the repair service"), false);
+  }
+  Repairer* rep = repair->get();
+  raw->set_repair_status([rep] { return rep->status(); });
   int sig = WaitForTerminationSignal();
   PS_LOG_INFO("signal {} received; shutting down", sig);
+  raw->set_repair_status({});
+  (*repair)->Stop();
   (*server)->Shutdown();
   return 0;
 }
@@ -127,6 +151,14 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*m, "heartbeat-timeout-ms", &mf->heartbeat_timeout_ms,
              "mark a target down after this long without a heartbeat")
       ->check(CLI::Range(100, 3600000));
+  AddSetting(*m, "lost-timeout-ms", &mf->lost_timeout_ms,
+             "declare a target lost (and rebuild its shards elsewhere) after this long without a heartbeat; "
+             "0: only by `penstock out`")
+      ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400000));
+  AddSetting(*m, "repair-interval-ms", &mf->repair_interval_ms,
+             "repair pass interval when the map does not change (passes also run on every map change)")
+      ->check(CLI::Range(100, 86400000));
+  AddSetting(*m, "repair-rate", &mf->repair_rate, "repair write traffic limit per second (e.g. 200M; 0: unlimited)");
   AddSetting(*m, "log-level", &mf->log_level, "trace|debug|info|warn|error");
   m->add_flag("--auth", mf->auth,
               "require an API key on container/tenant RPCs and a capability token on every shard request");

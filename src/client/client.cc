@@ -16,6 +16,7 @@
 #include "client/object_impl.h"
 #include "client/object_ids.h"
 #include "client/shard_client.h"
+#include "client/stripe_io.h"
 #include "client/stripe_pipeline.h"
 #include "common/log.h"
 #include "mgmt/cluster_map_watch.h"
@@ -118,6 +119,7 @@ class Client::Impl {
   std::unique_ptr<ClusterView> view;
   std::unique_ptr<CapabilityCache> caps;
   std::unique_ptr<ShardClient> shards;
+  std::unique_ptr<StripeIo> io;
   OpTracker tracker;
   // Last member: destroyed first, so no map push arrives while the rest is torn down.
   std::unique_ptr<ClusterMapWatch> watch;
@@ -138,9 +140,19 @@ class Client::Impl {
     return {c.id, hi, lo, UINT64_MAX, 0, 0};
   }
 
+  static Redundancy RedundancyOf(const ContainerInfo& c) {
+    auto r = ParseRedundancy(c.redundancy);
+    if (!r.ok()) {
+      PS_LOG_WARN("container '{}' has redundancy '{}' this client does not know; treating it as none", c.name,
+                  c.redundancy);
+      return {};
+    }
+    return *r;
+  }
+
   // The head of `name`, or kNotFound naming the object.
   Result<ObjectHead> ReadHead(const ContainerInfo& c, const std::string& name) {
-    auto data = shards->Read(HeadKey(c, name));
+    auto data = io->ReadHead(RedundancyOf(c), HeadKey(c, name));
     if (!data.ok()) {
       if (data.status().code() == StatusCode::kNotFound) {
         return NotFound(What(c.name, name) + " does not exist; see `penstock ls --container " +
@@ -148,13 +160,13 @@ class Client::Impl {
       }
       return data.status().WithContext("reading the head of " + What(c.name, name));
     }
-    auto head = DecodeObjectHead(data->span());
+    auto head = DecodeObjectHead(data->data.span());
     if (!head.ok()) return head.status().WithContext(What(c.name, name));
     return head;
   }
 
   static StripeLayout Layout(const ContainerInfo& c, const ObjectHead& h) {
-    return {c.id, h.data_hi, h.data_lo, h.size, h.stripe_unit};
+    return {c.id, h.data_hi, h.data_lo, h.size, h.stripe_unit, RedundancyOf(c)};
   }
 
   Status PutFrom(const std::string& container, const std::string& name, ObjectSource& source,
@@ -172,19 +184,19 @@ class Client::Impl {
     head.mtime_ms = NowMs();
     const StripeLayout layout = Layout(c, head);
     const std::string what = What(container, name);
-    const uint64_t version = static_cast<uint64_t>(head.mtime_ms);
+    const uint64_t version = NewVersion();
 
-    Status s = WriteStripes(*shards, layout, source, options.max_inflight_stripes, version, progress, what);
+    Status s = WriteStripes(*io, layout, source, options.max_inflight_stripes, version, progress, what);
     if (s.ok()) {
       // The head is the commit point: until it is written the new data is invisible.
-      s = shards->Write(HeadKey(c, name), EncodeObjectHead(head), version);
+      s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion());
       if (!s.ok()) s = s.WithContext("committing " + what);
     }
     if (!s.ok()) {
-      DeleteStripes(*shards, layout, layout.stripe_count());
+      DeleteStripes(*io, layout, layout.stripe_count());
       return s;
     }
-    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*shards, Layout(c, *old), old->stripe_count());
+    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
     return OkStatus();
   }
 
@@ -194,7 +206,7 @@ class Client::Impl {
     PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
     PS_ASSIGN_OR_RETURN(ObjectHead head, ReadHead(c, name));
     if (prepare) PS_RETURN_IF_ERROR(prepare(head.size));
-    return ReadStripes(*shards, Layout(c, head), sink, options.max_inflight_stripes, progress,
+    return ReadStripes(*io, Layout(c, head), sink, options.max_inflight_stripes, progress,
                        What(container, name));
   }
 };
@@ -219,6 +231,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->caller = std::make_unique<UcxRpcCaller>(impl->rpc.get());
   impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
   impl->shards->set_capabilities(impl->caps.get());
+  impl->io = std::make_unique<StripeIo>(impl->shards.get(), impl->view.get(), options.straggler_timeout);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -323,17 +336,33 @@ Result<ObjectInfo> Client::Stat(const std::string& container, const std::string&
 Result<std::vector<ObjectInfo>> Client::List(const std::string& container) {
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_RETURN_IF_ERROR(impl_->view->Refresh());
-  std::map<std::string, ObjectInfo> by_name;
+  // Heads of protected containers have several copies (and tombstones for deleted objects):
+  // the newest copy of each head id decides.
+  // Up to m targets may be unreachable: every head has m + 1 copies on distinct targets.
+  const Redundancy red = Impl::RedundancyOf(c);
+  std::map<std::pair<uint64_t, uint64_t>, ListEntry> newest;
+  uint32_t unreachable = 0;
   for (const TargetRef& t : impl_->view->targets()) {
-    PS_ASSIGN_OR_RETURN(auto entries, impl_->shards->List(t, c.id, kListHeadsOnly | kListWithData));
-    for (const auto& e : entries) {
-      auto h = DecodeObjectHead(e.data);
-      if (!h.ok()) {
-        PS_LOG_WARN("skipping an unreadable object head on target {}: {}", t.id, h.status().ToString());
-        continue;
-      }
-      by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms};
+    if (t.lost) continue;
+    auto entries = impl_->shards->List(t, c.id, kListHeadsOnly | kListWithData);
+    if (!entries.ok()) {
+      if (red.protected_() && ++unreachable <= red.m) continue;
+      return entries.status();
     }
+    for (auto& e : *entries) {
+      auto& slot = newest[{e.key.object_hi, e.key.object_lo}];
+      if (slot.shard_version <= e.shard_version) slot = std::move(e);
+    }
+  }
+  std::map<std::string, ObjectInfo> by_name;
+  for (auto& [id, e] : newest) {
+    if (e.data.empty()) continue;  // tombstone: deleted
+    auto h = DecodeObjectHead(e.data);
+    if (!h.ok()) {
+      PS_LOG_WARN("skipping an unreadable object head: {}", h.status().ToString());
+      continue;
+    }
+    by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms};
   }
   std::vector<ObjectInfo> out;
   for (auto& [n, info] : by_name) out.push_back(std::move(info));
@@ -344,8 +373,8 @@ Status Client::Delete(const std::string& container, const std::string& name) {
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_ASSIGN_OR_RETURN(ObjectHead head, impl_->ReadHead(c, name));
   // Head first: the object disappears at once; its stripes are then removed.
-  PS_RETURN_IF_ERROR(impl_->shards->Delete(impl_->HeadKey(c, name)));
-  DeleteStripes(*impl_->shards, Impl::Layout(c, head), head.stripe_count());
+  PS_RETURN_IF_ERROR(impl_->io->DeleteHead(Impl::RedundancyOf(c), impl_->HeadKey(c, name), NewVersion()));
+  DeleteStripes(*impl_->io, Impl::Layout(c, head), head.stripe_count());
   return OkStatus();
 }
 
@@ -361,12 +390,13 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
     h.stripe_unit = c.stripe_unit;
     std::tie(h.data_hi, h.data_lo) = NewDataId();
     h.mtime_ms = NowMs();
-    PS_RETURN_IF_ERROR(impl_->shards->Write(impl_->HeadKey(c, name), EncodeObjectHead(h),
-                                            static_cast<uint64_t>(h.mtime_ms)));
+    PS_RETURN_IF_ERROR(impl_->io->WriteHead(Impl::RedundancyOf(c), impl_->HeadKey(c, name), EncodeObjectHead(h),
+                                            NewVersion()));
     head = std::move(h);
   }
-  return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->shards.get(), &impl_->tracker, c.id,
-                                                              impl_->HeadKey(c, name), std::move(*head)));
+  return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->io.get(), &impl_->tracker, c.id,
+                                                              Impl::RedundancyOf(c), impl_->HeadKey(c, name),
+                                                              std::move(*head)));
 }
 
 uint64_t Client::map_epoch() const { return impl_->view->epoch(); }

@@ -14,14 +14,15 @@ Status ClusterView::Refresh() {
 void ClusterView::Apply(const v1::ClusterMap& map) {
   std::vector<TargetRef> targets;
   for (const auto& t : map.targets()) {
-    targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP});
+    targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP,
+                       t.state() == v1::TARGET_STATE_LOST, t.fault_domain()});
   }
   Set(map.epoch(), std::move(targets));
 }
 
 void ClusterView::Set(uint64_t epoch, std::vector<TargetRef> targets) {
   std::vector<PlacementTarget> placement;
-  for (const auto& t : targets) placement.push_back({t.id, t.uuid, 1});
+  for (const auto& t : targets) placement.push_back({t.id, t.uuid, 1, t.fault_domain, t.lost});
   std::lock_guard<std::mutex> lock(mu_);
   if (epoch < epoch_) return;  // a refresh and the watch may race: never go back
   epoch_ = epoch;
@@ -34,7 +35,27 @@ Result<TargetRef> ClusterView::Locate(const PlacementKey& key) const {
   if (placement_.empty()) {
     return Unavailable("the cluster has no targets; start some with `penstock target` or `penstock up`");
   }
-  return targets_[PlaceShard(key, placement_)];
+  auto slots = PlaceSlots(key, placement_, 1);
+  if (slots.empty() || slots.front() == SIZE_MAX) return Unavailable("every target of the cluster is lost; add targets");
+  return targets_[slots.front()];
+}
+
+Result<std::vector<TargetRef>> ClusterView::LocateSlots(const PlacementKey& key, size_t width) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (placement_.empty()) {
+    return Unavailable("the cluster has no targets; start some with `penstock target` or `penstock up`");
+  }
+  std::vector<TargetRef> out;
+  for (size_t i : PlaceSlots(key, placement_, width)) {
+    if (i == SIZE_MAX) {
+      TargetRef none;
+      none.lost = true;  // no target for this slot: treated as lost (never up)
+      out.push_back(none);
+    } else {
+      out.push_back(targets_[i]);
+    }
+  }
+  return out;
 }
 
 std::vector<TargetRef> ClusterView::targets() const {

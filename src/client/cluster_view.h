@@ -25,6 +25,8 @@ struct TargetRef {
   std::string uuid;
   std::string address;  // data plane host:port
   bool up = false;
+  bool lost = false;  // declared lost: never read from or written to
+  std::string fault_domain;
 };
 
 class ClusterView {
@@ -43,6 +45,11 @@ class ClusterView {
   // Target holding `key` (rendezvous over all member targets).
   // Errors: kUnavailable when the map has no targets.
   Result<TargetRef> Locate(const PlacementKey& key) const;
+
+  // The slots of a protected stripe (slot i holds shard i; see PlaceSlots). A slot without a
+  // usable target is a TargetRef with id 0, lost and not up; fewer than `width` only when the
+  // map has fewer targets. Errors: kUnavailable when the map has no targets.
+  Result<std::vector<TargetRef>> LocateSlots(const PlacementKey& key, size_t width) const;
 
   std::vector<TargetRef> targets() const;
   // Whether the map marks target `id` up (false for an unknown id).

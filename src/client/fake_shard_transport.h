@@ -32,9 +32,15 @@ class FakeShardTransport : public RpcCaller {
     thread_.join();
   }
 
-  void Call(const std::string&, uint16_t opcode, std::span<const std::byte> header,
+  void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
             std::span<const std::byte> payload, std::function<void(RpcReply)> done) override {
-    RpcReply reply = Serve(opcode, header, payload);  // applied at once, in submission order
+    RpcReply reply;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto dead = dead_.find(address);
+      if (dead != dead_.end()) reply.status = dead->second;
+    }
+    if (reply.status.ok()) reply = Serve(opcode, header, payload);  // applied at once, in order
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_[opcode];
@@ -65,6 +71,24 @@ class FakeShardTransport : public RpcCaller {
     std::lock_guard<std::mutex> lock(mu_);
     failures_[static_cast<uint16_t>(op)] = {std::move(s), n};
   }
+  // Every call to `address` fails with `s` (a dead target) until Revive(address).
+  void Kill(const std::string& address, Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_[address] = std::move(s);
+  }
+  void Revive(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_.erase(address);
+  }
+  // Reads of the shard (container, object, stripe, shard) fail their checksum until rewritten.
+  void Corrupt(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    shards_[{container, hi, lo, stripe, shard}].corrupt = true;
+  }
+  bool Has(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    return shards_.count({container, hi, lo, stripe, shard}) != 0;
+  }
   int calls(ShardOp op) {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_[static_cast<uint16_t>(op)];
@@ -92,9 +116,18 @@ class FakeShardTransport : public RpcCaller {
     }
     Key key{h->key.container, h->key.object_hi, h->key.object_lo, h->key.stripe, h->key.shard};
     switch (static_cast<ShardOp>(opcode)) {
-      case ShardOp::kWrite:
-        shards_[key].assign(payload.begin(), payload.end());
+      case ShardOp::kWrite: {
+        auto it = shards_.find(key);
+        if ((h->flags & kWriteIfNotOlder) && it != shards_.end() && it->second.version > h->shard_version) {
+          r.status = Aborted("fake: newer version stored");
+          break;
+        }
+        auto& s = shards_[key];
+        s.bytes.assign(payload.begin(), payload.end());
+        s.version = h->shard_version;
+        s.corrupt = false;
         break;
+      }
       case ShardOp::kRead:
       case ShardOp::kReadRange: {
         auto it = shards_.find(key);
@@ -102,13 +135,35 @@ class FakeShardTransport : public RpcCaller {
           r.status = NotFound("fake: no such shard");
           break;
         }
-        uint64_t begin = 0, end = it->second.size();
+        if (it->second.corrupt) {
+          r.status = DataLoss("fake: checksum mismatch");
+          break;
+        }
+        ShardReplyHeader rh{};
+        rh.version = kShardProtocolVersion;
+        rh.length = it->second.bytes.size();
+        rh.shard_version = it->second.version;
+        r.header = EncodeHeader(rh);
+        uint64_t begin = 0, end = it->second.bytes.size();
         if (static_cast<ShardOp>(opcode) == ShardOp::kReadRange) {
           auto rh = DecodeHeader<RangeReadHeader>(header, "fake range");
           begin = std::min<uint64_t>(rh->offset, end);
           end = std::min<uint64_t>(end, begin + rh->length);
         }
-        r.payload = AlignedBuffer::CopyOf(std::span(it->second).subspan(begin, end - begin));
+        r.payload = AlignedBuffer::CopyOf(std::span(it->second.bytes).subspan(begin, end - begin));
+        break;
+      }
+      case ShardOp::kStat: {
+        auto it = shards_.find(key);
+        if (it == shards_.end()) {
+          r.status = NotFound("fake: no such shard");
+          break;
+        }
+        ShardReplyHeader rh{};
+        rh.version = kShardProtocolVersion;
+        rh.length = it->second.bytes.size();
+        rh.shard_version = it->second.version;
+        r.header = EncodeHeader(rh);
         break;
       }
       case ShardOp::kDelete:
@@ -136,8 +191,13 @@ class FakeShardTransport : public RpcCaller {
     }
   }
 
+  struct Shard {
+    std::vector<std::byte> bytes;
+    uint64_t version = 0;
+    bool corrupt = false;
+  };
   std::mutex data_mu_;
-  std::map<Key, std::vector<std::byte>> shards_;  // guarded by data_mu_
+  std::map<Key, Shard> shards_;  // guarded by data_mu_
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -146,6 +206,7 @@ class FakeShardTransport : public RpcCaller {
   bool delivering_ = false;
   std::deque<std::pair<RpcReply, std::function<void(RpcReply)>>> queue_;
   std::map<uint16_t, std::pair<Status, int>> failures_;
+  std::map<std::string, Status> dead_;
   std::map<uint16_t, int> calls_;
   std::thread thread_;
 };

@@ -15,15 +15,15 @@ int64_t NowMs() {
 
 }  // namespace
 
-ObjectImpl::ObjectImpl(ShardClient* shards, OpTracker* tracker, uint64_t container_id,
+ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, Redundancy red,
                        WireShardKey head_key, ObjectHead head)
-    : shards_(shards),
+    : io_(io),
       tracker_(tracker),
       container_id_(container_id),
+      red_(red),
       head_key_(head_key),
       name_(head.name),
-      head_(std::move(head)),
-      version_(static_cast<uint64_t>(NowMs()) * 1000) {
+      head_(std::move(head)) {
   written_end_ = head_.size;
 }
 
@@ -32,11 +32,9 @@ uint64_t ObjectImpl::size() const {
   return head_.size;
 }
 
-uint64_t ObjectImpl::NextVersion() { return version_.fetch_add(1); }
-
 StripeLayout ObjectImpl::Layout() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {container_id_, head_.data_hi, head_.data_lo, head_.size, head_.stripe_unit};
+  return {container_id_, head_.data_hi, head_.data_lo, head_.size, head_.stripe_unit, red_};
 }
 
 std::shared_ptr<AsyncOp> ObjectImpl::NewOp(std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
@@ -127,14 +125,14 @@ void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> p
     }
     auto group = std::make_shared<std::vector<ReadPiece>>(pieces.begin() + static_cast<std::ptrdiff_t>(i),
                                                           pieces.begin() + static_cast<std::ptrdiff_t>(j));
-    shards_->StartReadRange(layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
-                            [group, seg_begin](Result<AlignedBuffer> r) { DeliverRead(*group, seg_begin, r); });
+    io_->Read(layout.geometry(), layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
+              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, r); });
     i = j;
   }
 }
 
 void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
-                             const Result<AlignedBuffer>& r) {
+                             const Result<ShardData>& r) {
   for (const ReadPiece& p : group) {
     Status st;
     {
@@ -142,8 +140,9 @@ void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_b
       if (!p.op->finished) {  // a finished (cancelled, expired) op's buffers are not ours
         if (r.ok()) {
           const uint64_t from = p.begin - seg_begin;
-          const uint64_t got = r->size() > from ? std::min<uint64_t>(r->size() - from, p.length) : 0;
-          if (got) p.op->CopyToIov(p.op_offset, r->span().subspan(from, got));
+          const auto& bytes = r->data;
+          const uint64_t got = bytes.size() > from ? std::min<uint64_t>(bytes.size() - from, p.length) : 0;
+          if (got) p.op->CopyToIov(p.op_offset, bytes.span().subspan(from, got));
           p.op->ZeroIov(p.op_offset + got, p.length - got);  // never written: zeros
         } else if (r.status().code() == StatusCode::kNotFound) {
           p.op->ZeroIov(p.op_offset, p.length);  // sparse: a stripe never written reads as zeros
@@ -214,21 +213,25 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
   // What the stripe holds ends at most at the object's known end; a write from the stripe's
   // start to (at least) there replaces all of it, so no read is needed.
   const bool whole = begin == 0 && (stop == su || stripe * su + stop >= known_end);
+  const StripeGeometry geo = layout.geometry();
   if (whole) {
-    shards_->StartWrite(layout.key(stripe), data->span(), NextVersion(),
-                        [data, finish](Status s) { finish(std::move(s)); });
+    io_->Write(geo, layout.key(stripe), data, NextVersion(), [finish](Status s) { finish(std::move(s)); });
     return;
   }
-  shards_->StartRead(layout.key(stripe), [self, layout, stripe, begin, stop, data, finish](Result<AlignedBuffer> old) {
+  // Read-modify-write of the bytes the stripe holds (at most up to the object's known end).
+  const uint64_t old_extent = known_end > stripe * su ? std::min(su, known_end - stripe * su) : 0;
+  auto merge = [self, layout, geo, stripe, begin, stop, data, finish](Result<ShardData> old) {
     if (!old.ok() && old.status().code() != StatusCode::kNotFound) return finish(old.status());
-    const uint64_t old_len = old.ok() ? old->size() : 0;
+    const uint64_t old_len = old.ok() ? old->data.size() : 0;
     auto merged = std::make_shared<AlignedBuffer>(std::max(old_len, stop));
     std::memset(merged->data(), 0, merged->size());
-    if (old_len) std::memcpy(merged->data(), old->data(), old_len);
+    if (old_len) std::memcpy(merged->data(), old->data.data(), old_len);
     std::memcpy(merged->data() + begin, data->data(), data->size());
-    self->shards_->StartWrite(layout.key(stripe), merged->span(), self->NextVersion(),
-                              [merged, finish](Status s) { finish(std::move(s)); });
-  });
+    self->io_->Write(geo, layout.key(stripe), merged, NextVersion(), [finish](Status s) { finish(std::move(s)); });
+  };
+  if (old_extent == 0 && geo.red.kind == Redundancy::Kind::kErasure) return merge(NotFound("nothing written yet"));
+  io_->Read(geo, layout.key(stripe), 0, geo.red.kind == Redundancy::Kind::kErasure ? old_extent : UINT64_MAX,
+            std::move(merge));
 }
 
 void ObjectImpl::WithStripe(uint64_t stripe, std::function<void()> fn) {
@@ -275,10 +278,10 @@ void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
   ObjectHead h = head_;
   h.size = wanted_size_;
   h.mtime_ms = NowMs();
-  auto bytes = std::make_shared<std::vector<std::byte>>(EncodeObjectHead(h));
+  auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
   lock.unlock();
   auto self = shared_from_this();
-  shards_->StartWrite(head_key_, *bytes, NextVersion(), [self, bytes, h](Status s) {
+  io_->StartWriteHead(red_, head_key_, bytes, NextVersion(), [self, h](Status s) {
     std::vector<std::function<void(Status)>> ready;
     std::unique_lock<std::mutex> lock(self->mu_);
     self->head_write_in_flight_ = false;
@@ -331,18 +334,22 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
   const uint64_t su = layout.stripe_unit;
   if (new_size < layout.size) {
     // Cut the stripe that holds the new end, then drop every stripe after it.
+    const StripeGeometry geo = layout.geometry();
     uint64_t keep = new_size / su;
     if (new_size % su != 0) {
-      auto old = shards_->Read(layout.key(keep));
-      if (old.ok() && old->size() > new_size % su) {
-        PS_RETURN_IF_ERROR(shards_->Write(layout.key(keep), old->span().first(new_size % su), NextVersion()));
+      const uint64_t cut = new_size % su;
+      auto old = io_->ReadSync(geo, layout.key(keep), 0,
+                               geo.red.kind == Redundancy::Kind::kErasure ? layout.stripe_length(keep) : UINT64_MAX);
+      if (old.ok() && old->data.size() > cut) {
+        auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
+        PS_RETURN_IF_ERROR(io_->WriteSync(geo, layout.key(keep), kept, NextVersion()));
       } else if (!old.ok() && old.status().code() != StatusCode::kNotFound) {
         return old.status();
       }
       ++keep;
     }
     for (uint64_t s = keep; s < layout.stripe_count(); ++s) {
-      Status st = shards_->Delete(layout.key(s));
+      Status st = io_->DeleteSync(geo, layout.key(s));
       if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
     }
   }
@@ -353,7 +360,7 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
   }
   h.size = new_size;
   h.mtime_ms = NowMs();
-  PS_RETURN_IF_ERROR(shards_->Write(head_key_, EncodeObjectHead(h), NextVersion()));
+  PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(h), NextVersion()));
   std::lock_guard<std::mutex> lock(mu_);
   head_ = h;
   written_end_ = std::min(written_end_, new_size);
@@ -363,8 +370,8 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
 }
 
 Status ObjectImpl::Refresh() {
-  PS_ASSIGN_OR_RETURN(AlignedBuffer bytes, shards_->Read(head_key_));
-  PS_ASSIGN_OR_RETURN(ObjectHead h, DecodeObjectHead(bytes.span()));
+  PS_ASSIGN_OR_RETURN(ShardData bytes, io_->ReadHead(red_, head_key_));
+  PS_ASSIGN_OR_RETURN(ObjectHead h, DecodeObjectHead(bytes.data.span()));
   std::lock_guard<std::mutex> lock(mu_);
   head_ = h;
   written_end_ = h.size;

@@ -17,6 +17,7 @@
 
 #include "client/async_op.h"
 #include "client/shard_client.h"
+#include "client/stripe_io.h"
 #include "client/stripe_pipeline.h"
 #include "protocol/object_head.h"
 
@@ -24,8 +25,9 @@ namespace penstock {
 
 class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl> {
  public:
-  // `shards` and `tracker` are borrowed from the Client, which must outlive this object.
-  ObjectImpl(ShardClient* shards, OpTracker* tracker, uint64_t container_id, WireShardKey head_key,
+  // `io` and `tracker` are borrowed from the Client, which must outlive this object. `red` is
+  // the container's redundancy.
+  ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, Redundancy red, WireShardKey head_key,
              ObjectHead head);
 
   const std::string& name() const override { return name_; }
@@ -65,7 +67,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
                 std::vector<ReadPiece>& pieces);
   void IssueReads(const StripeLayout& layout, std::vector<ReadPiece> pieces);
   static void DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
-                          const Result<AlignedBuffer>& r);
+                          const Result<ShardData>& r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
   // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
@@ -76,11 +78,12 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // Grows the committed size to at least `end` (head rewrite), then calls done.
   void ExtendSize(uint64_t end, std::function<void(Status)> done);
   void StartHeadWrite(std::unique_lock<std::mutex>& lock);
-  uint64_t NextVersion();
+  static uint64_t NextVersion() { return NewVersion(); }
 
-  ShardClient* shards_;
+  StripeIo* io_;
   OpTracker* tracker_;
   const uint64_t container_id_;
+  const Redundancy red_;
   const WireShardKey head_key_;
   const std::string name_;
 
@@ -92,7 +95,6 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   bool head_write_in_flight_ = false;
   uint64_t wanted_size_ = 0;
   std::vector<std::pair<uint64_t, std::function<void(Status)>>> size_waiters_;
-  std::atomic<uint64_t> version_;
 };
 
 }  // namespace penstock

@@ -15,18 +15,22 @@ constexpr uint64_t kStripe = 4096;
 
 class ObjectImplTest : public ::testing::Test {
  protected:
-  ObjectImplTest() : view_(nullptr), shards_(&fake_, &view_, std::chrono::milliseconds(200)) {
+  ObjectImplTest()
+      : view_(nullptr),
+        shards_(&fake_, &view_, std::chrono::milliseconds(200)),
+        io_(&shards_, &view_, std::chrono::milliseconds(200)) {
     view_.Set(1, {{1, "uuid-1", "fake:1", true}, {2, "uuid-2", "fake:2", true}, {3, "uuid-3", "fake:3", true}});
   }
 
-  std::shared_ptr<Object> NewObject(const std::string& name) {
+  std::shared_ptr<Object> NewObject(const std::string& name, const std::string& redundancy = "none") {
     ObjectHead h;
     h.name = name;
     h.stripe_unit = kStripe;
     h.data_hi = ++next_id_;
     h.data_lo = 7;
     WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
-    return std::make_shared<ObjectImpl>(&shards_, &tracker_, 1, head_key, h);
+    red_ = *ParseRedundancy(redundancy);
+    return std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, head_key, h);
   }
 
   static std::vector<std::byte> Bytes(size_t n, uint32_t seed) {
@@ -39,12 +43,25 @@ class ObjectImplTest : public ::testing::Test {
   testing::FakeShardTransport fake_;
   ClusterView view_;
   ShardClient shards_;
+  StripeIo io_;
   OpTracker tracker_;
+  Redundancy red_;
   uint64_t next_id_ = 100;
 };
 
-TEST_F(ObjectImplTest, RandomRangesMatchModel) {
-  auto obj = NewObject("model");
+class ObjectImplRedundancyTest : public ObjectImplTest, public ::testing::WithParamInterface<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Schemes, ObjectImplRedundancyTest, ::testing::Values("none", "rep:2", "ec:2+1"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) {
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return n;
+                         });
+
+TEST_P(ObjectImplRedundancyTest, RandomRangesMatchModel) {
+  auto obj = NewObject("model", GetParam());
   std::vector<std::byte> model;
   std::mt19937_64 rng(3);
   for (int i = 0; i < 3000; ++i) {
@@ -176,6 +193,79 @@ TEST_F(ObjectImplTest, SizeGrowsOnlyAfterDataIsDurable) {
   EXPECT_EQ(obj->size(), 3 * kStripe);
   ASSERT_TRUE(obj->Refresh().ok());  // the head on the "target" says so too
   EXPECT_EQ(obj->size(), 3 * kStripe);
+}
+
+
+// A protected object keeps working with one target dead (writes degrade, reads decode) and
+// with the map saying it is down; what was written degraded reads back after it returns.
+TEST_P(ObjectImplRedundancyTest, OneDeadTargetIsAbsorbed) {
+  if (GetParam() == "none") GTEST_SKIP() << "no redundancy";
+  auto obj = NewObject("dead", GetParam());
+  auto before = Bytes(6 * kStripe, 11);
+  ASSERT_TRUE(obj->Write(0, before).ok());
+  fake_.Kill("fake:2", Unavailable("fake: target 2 is dead"));
+  std::vector<std::byte> out(before.size());
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, before);
+  auto after = Bytes(6 * kStripe, 12);
+  ASSERT_TRUE(obj->Write(kStripe / 2, after).ok());  // partial stripes: read-modify-write, degraded
+  std::vector<std::byte> model = before;
+  model.resize(kStripe / 2 + after.size());
+  std::memcpy(model.data() + kStripe / 2, after.data(), after.size());
+  // Now the map knows: target 2 is down.
+  view_.Set(2, {{1, "uuid-1", "fake:1", true}, {2, "uuid-2", "fake:2", false}, {3, "uuid-3", "fake:3", true}});
+  out.assign(model.size(), std::byte{0});
+  n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, model);
+  EXPECT_GT(io_.stats().degraded_writes.load(), 0u);
+  // Another target dies too: more than the scheme tolerates, a clear error and no wrong bytes.
+  fake_.Kill("fake:1", Unavailable("fake: target 1 is dead"));
+  std::fill(out.begin(), out.end(), std::byte{0x5A});
+  n = obj->Read(0, out);
+  EXPECT_FALSE(n.ok());
+  fake_.Revive("fake:1");
+  fake_.Revive("fake:2");
+  view_.Set(3, {{1, "uuid-1", "fake:1", true}, {2, "uuid-2", "fake:2", true}, {3, "uuid-3", "fake:3", true}});
+  out.assign(model.size(), std::byte{0});
+  n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, model);
+}
+
+// A shard failing its checksum: the read decodes around it and writes it back, so the next read
+// needs no parity.
+TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {
+  auto obj = NewObject("corrupt", "ec:2+1");
+  auto data = Bytes(kStripe, 21);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.Drain();
+  fake_.Corrupt(1, next_id_, 7, 0, 0);
+  std::vector<std::byte> out(kStripe);
+  ASSERT_TRUE(obj->Read(0, out).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(io_.stats().read_repairs.load(), 1u);
+  fake_.Drain();
+  const int before = fake_.calls(ShardOp::kReadRange);
+  const uint64_t degraded = io_.stats().degraded_reads.load();
+  ASSERT_TRUE(obj->Read(0, out).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(fake_.calls(ShardOp::kReadRange) - before, 2);  // the two data cells, no parity
+  EXPECT_EQ(io_.stats().degraded_reads.load(), degraded);
+}
+
+// A replica failing its checksum is read from another and rewritten.
+TEST_F(ObjectImplTest, CorruptReplicaIsRepairedByTheRead) {
+  auto obj = NewObject("corrupt-rep", "rep:3");
+  auto data = Bytes(kStripe, 22);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.Drain();
+  fake_.Corrupt(1, next_id_, 7, 0, 0);
+  std::vector<std::byte> out(kStripe);
+  ASSERT_TRUE(obj->Read(0, out).ok());
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(io_.stats().read_repairs.load(), 1u);
 }
 
 }  // namespace

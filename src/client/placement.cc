@@ -63,6 +63,53 @@ std::vector<size_t> PlaceShards(const PlacementKey& key, std::span<const Placeme
   return out;
 }
 
+std::vector<size_t> PlaceSlots(const PlacementKey& key, std::span<const PlacementTarget> targets,
+                               size_t width) {
+  const std::vector<size_t> ranked = PlaceShards(key, targets, targets.size());
+  auto domain = [&](size_t i) -> const std::string& {
+    return targets[i].fault_domain.empty() ? targets[i].uuid : targets[i].fault_domain;
+  };
+  std::vector<size_t> slots;
+  std::vector<bool> taken(targets.size(), false);
+  std::vector<std::string> domains;
+  auto used = [&](const std::string& d) { return std::find(domains.begin(), domains.end(), d) != domains.end(); };
+  // Best-ranked targets in distinct domains (lost ones keep their rank, so others do not shift).
+  for (size_t i : ranked) {
+    if (slots.size() == width) break;
+    if (used(domain(i))) continue;
+    slots.push_back(i);
+    taken[i] = true;
+    domains.push_back(domain(i));
+  }
+  for (size_t i : ranked) {  // not enough domains: fill in rank order
+    if (slots.size() == width) break;
+    if (taken[i]) continue;
+    slots.push_back(i);
+    taken[i] = true;
+  }
+  // Substitutes for lost slots.
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (!targets[slots[s]].lost) continue;
+    size_t pick = SIZE_MAX;
+    for (int pass = 0; pass < 2 && pick == SIZE_MAX; ++pass) {
+      for (size_t i : ranked) {
+        if (taken[i] || targets[i].lost) continue;
+        if (pass == 0 && used(domain(i))) continue;
+        pick = i;
+        break;
+      }
+    }
+    if (pick == SIZE_MAX) {
+      slots[s] = SIZE_MAX;
+      continue;
+    }
+    taken[pick] = true;
+    domains.push_back(domain(pick));
+    slots[s] = pick;
+  }
+  return slots;
+}
+
 size_t PlaceShard(const PlacementKey& key, std::span<const PlacementTarget> targets) {
   return PlaceShards(key, targets, 1).front();
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace penstock {
 namespace {
@@ -68,6 +69,57 @@ TEST(PlacementTest, PlaceShardsDistinct) {
   std::sort(picks.begin(), picks.end());
   EXPECT_EQ(std::unique(picks.begin(), picks.end()), picks.end());
   EXPECT_EQ(PlaceShards({1, 2, 3, 4}, t, 10).size(), 6u);
+}
+
+
+TEST(PlacementTest, SlotsAreDistinctTargetsInDistinctDomains) {
+  auto t = Targets(8);
+  for (size_t i = 0; i < t.size(); ++i) t[i].fault_domain = "host-" + std::to_string(i / 2);  // 4 hosts
+  for (uint64_t s = 0; s < 500; ++s) {
+    auto slots = PlaceSlots({1, 2, 3, s}, t, 4);
+    ASSERT_EQ(slots.size(), 4u);
+    std::set<std::string> domains;
+    for (size_t i : slots) domains.insert(t[i].fault_domain);
+    EXPECT_EQ(domains.size(), 4u) << "stripe " << s;
+    EXPECT_EQ(slots[0], PlaceShard({1, 2, 3, s}, t));  // slot 0 is the unprotected placement
+    // Wider than the domains: still distinct targets, every domain used.
+    auto wide = PlaceSlots({1, 2, 3, s}, t, 6);
+    EXPECT_EQ(std::set<size_t>(wide.begin(), wide.end()).size(), 6u);
+    EXPECT_TRUE(std::equal(slots.begin(), slots.end(), wide.begin()));  // a prefix
+  }
+}
+
+TEST(PlacementTest, LosingATargetMovesOnlyItsSlots) {
+  auto t = Targets(6);
+  auto lost = t;
+  lost[2].lost = true;
+  int moved = 0;
+  for (uint64_t s = 0; s < 2000; ++s) {
+    auto before = PlaceSlots({4, 5, 6, s}, t, 3);
+    auto after = PlaceSlots({4, 5, 6, s}, lost, 3);
+    ASSERT_EQ(after.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NE(after[i], 2u);
+      if (before[i] == 2) {
+        ++moved;
+        EXPECT_EQ(std::count(before.begin(), before.end(), after[i]), 0) << "substitute is a new target";
+      } else {
+        EXPECT_EQ(after[i], before[i]) << "stripe " << s << " slot " << i << " moved";
+      }
+    }
+  }
+  EXPECT_NEAR(moved, 1000, 150);  // 3 of 6 slots: half of the stripes had one on target 2
+}
+
+TEST(PlacementTest, TooFewUsableTargetsGiveFewerSlots) {
+  auto t = Targets(3);
+  t[0].lost = true;
+  auto three = PlaceSlots({1, 1, 1, 1}, t, 3);
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(std::count(three.begin(), three.end(), SIZE_MAX), 1);  // the lost one's slot stays empty
+  auto two = PlaceSlots({1, 1, 1, 1}, t, 2);
+  EXPECT_EQ(std::count(two.begin(), two.end(), SIZE_MAX), 0);
+  EXPECT_EQ(PlaceSlots({1, 1, 1, 1}, t, 5).size(), 3u);
 }
 
 }  // namespace

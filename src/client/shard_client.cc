@@ -15,9 +15,11 @@ std::string ShardClient::Describe(const WireShardKey& key) const {
   return "target " + std::to_string(t->id) + " (" + t->address + (t->up ? ")" : ", down)");
 }
 
-std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint64_t version) const {
+std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint64_t version,
+                                                 uint8_t flags) const {
   ShardRequestHeader h{};
   h.version = kShardProtocolVersion;
+  h.flags = flags;
   h.map_epoch = view_->epoch();
   h.shard_version = version;
   h.key = key;
@@ -174,6 +176,69 @@ void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint6
                TokenRefused(r.status, c);
                if (!r.status.ok()) return done(std::move(r.status));
                done(std::move(r.payload));
+             });
+}
+
+std::string ShardClient::Name(const TargetRef& t) {
+  return "target " + std::to_string(t.id) + " (" + t.address + ")";
+}
+
+void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
+                               std::span<const std::byte> data, uint64_t version, bool only_if_not_older,
+                               std::function<void(Status)> done) {
+  std::vector<std::byte> header = RequestHeader(key, version, only_if_not_older ? kWriteIfNotOlder : 0);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
+             });
+}
+
+void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
+                              uint64_t length, std::function<void(Result<ShardData>)> done) {
+  RangeReadHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.offset = offset;
+  h.length = length;
+  std::vector<std::byte> header = EncodeHeader(h);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kReadRange), header, {},
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               if (!r.status.ok()) return done(r.status.WithContext(name));
+               auto rh = DecodeHeader<ShardReplyHeader>(r.header, "read reply");
+               if (!rh.ok()) return done(rh.status().WithContext(name));
+               done(ShardData{std::move(r.payload), rh->shard_version, rh->length});
+             });
+}
+
+void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key,
+                                std::function<void(Status)> done) {
+  std::vector<std::byte> header = RequestHeader(key, 0);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kDelete), header, {},
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
+             });
+}
+
+void ShardClient::StartStatTo(const TargetRef& target, const WireShardKey& key,
+                              std::function<void(Result<ShardData>)> done) {
+  std::vector<std::byte> header = RequestHeader(key, 0);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kStat), header, {},
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               if (!r.status.ok()) return done(r.status.WithContext(name));
+               auto rh = DecodeHeader<ShardReplyHeader>(r.header, "stat reply");
+               if (!rh.ok()) return done(rh.status().WithContext(name));
+               ShardData d;
+               d.version = rh->shard_version;
+               d.length = rh->length;
+               done(std::move(d));
              });
 }
 

@@ -21,6 +21,13 @@
 
 namespace penstock {
 
+// A shard's bytes (or a range of them) and the version stored with it.
+struct ShardData {
+  AlignedBuffer data;
+  uint64_t version = 0;
+  uint64_t length = 0;  // the whole shard's length (data may hold a range of it)
+};
+
 class ShardClient {
  public:
   // `rpc` and `view` are borrowed and must outlive this object.
@@ -49,11 +56,31 @@ class ShardClient {
   void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
                       std::function<void(Result<AlignedBuffer>)> done);
 
+  // Single attempts at an explicit target (protected stripes: the caller picked the slot).
+  // `done` runs on a transport thread; errors name the target. `data` must stay valid until
+  // `done` runs. With `only_if_not_older`, the target keeps a stored version newer than
+  // `version` and answers kAborted (a concurrent writer won). Reads: `length` UINT64_MAX reads
+  // to the end; a shorter shard gives a shorter reply.
+  void StartWriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
+                    uint64_t version, bool only_if_not_older, std::function<void(Status)> done);
+  void StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset, uint64_t length,
+                   std::function<void(Result<ShardData>)> done);
+  void StartDeleteTo(const TargetRef& target, const WireShardKey& key, std::function<void(Status)> done);
+  // The shard's version and length (ShardData without bytes).
+  void StartStatTo(const TargetRef& target, const WireShardKey& key, std::function<void(Result<ShardData>)> done);
+
   // For pipelines: true when `s` is worth another attempt at `key` and time remains since
   // `first_try`. Sleeps a backoff step and refreshes the map first; false at once when mgmt
   // has marked the target holding `key` down (its data is unavailable until it returns).
   bool ShouldRetry(const Status& s, const WireShardKey& key,
                    std::chrono::steady_clock::time_point first_try, int attempt);
+
+  // Retry policy for callers that run their own attempts: false when `s` is not retryable or
+  // the retry budget since `first_try` is spent; else sleeps a backoff step, refreshes the map
+  // and returns true.
+  bool Backoff(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt) {
+    return BackoffAndRefresh(s, first_try, attempt);
+  }
 
   // "target 2 (127.0.0.1:7012)" for `key`, with ", down" when mgmt marks it so.
   std::string Describe(const WireShardKey& key) const;
@@ -63,13 +90,15 @@ class ShardClient {
   // False when `s` is not retryable or the retry budget is spent; else sleeps a backoff step,
   // refreshes the map and returns true.
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
-  std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version) const;
+  std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   // Appends the token for `container` to `header` (nothing without a cache or key).
   Status AttachToken(std::vector<std::byte>& header, uint64_t container);
   // After a refusal of a token: forgets it; true when the status is such a refusal.
   bool TokenRefused(const Status& s, uint64_t container);
   RpcReply CallWithRetry(const WireShardKey& key, ShardOp op, std::span<const std::byte> payload,
                          uint64_t version);
+
+  static std::string Name(const TargetRef& t);
 
   RpcCaller* rpc_;
   ClusterView* view_;

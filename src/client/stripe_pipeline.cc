@@ -37,54 +37,49 @@ class DoneQueue {
 };
 
 struct WriteDone {
-  size_t slot;
   uint64_t stripe;
+  std::shared_ptr<const AlignedBuffer> data;
   Status status;
 };
 
 struct ReadDone {
   uint64_t stripe;
-  Result<AlignedBuffer> data;
+  Result<ShardData> data;
 };
 
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSource& source,
+Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& source,
                     unsigned window, uint64_t version, const ProgressFn& progress,
                     const std::string& what) {
+  ShardClient& shards = io.shards();
+  const StripeGeometry geo = layout.geometry();
   const uint64_t n = layout.stripe_count();
   if (n == 0) return OkStatus();
   window = static_cast<unsigned>(std::min<uint64_t>(std::max(window, 1u), n));
-  std::vector<AlignedBuffer> slots;
-  std::vector<size_t> free_slots;
-  for (size_t i = 0; i < window; ++i) {
-    slots.emplace_back(layout.stripe_unit);
-    free_slots.push_back(window - 1 - i);
-  }
   DoneQueue<WriteDone> done_q;
   std::vector<std::pair<Clock::time_point, int>> tries(n);  // first attempt, attempts
-  auto issue = [&](size_t slot, uint64_t stripe) {
-    shards.StartWrite(layout.key(stripe), slots[slot].span(), version,
-                      [&done_q, slot, stripe](Status s) { done_q.Post({slot, stripe, std::move(s)}); });
+  auto issue = [&](uint64_t stripe, std::shared_ptr<const AlignedBuffer> data) {
+    io.Write(geo, layout.key(stripe), data, version,
+             [&done_q, stripe, data](Status s) { done_q.Post({stripe, data, std::move(s)}); });
   };
 
   Status first_error;
   uint64_t next = 0, inflight = 0, bytes_done = 0;
   while (next < n || inflight > 0) {
-    while (first_error.ok() && next < n && !free_slots.empty()) {
-      size_t slot = free_slots.back();
-      free_slots.pop_back();
-      slots[slot].resize_within_capacity(layout.stripe_length(next));
-      Status s = source.ReadAt(next * layout.stripe_unit, slots[slot].span());
+    while (first_error.ok() && next < n && inflight < window) {
+      // A buffer per stripe (recycled by the buffer pool): a protected write may hold it for
+      // late shard requests after it was acknowledged.
+      auto buf = std::make_shared<AlignedBuffer>(layout.stripe_length(next));
+      Status s = source.ReadAt(next * layout.stripe_unit, buf->span());
       if (!s.ok()) {
         first_error = s.WithContext("reading the data of " + what);
-        free_slots.push_back(slot);
         break;
       }
       tries[next] = {Clock::now(), 0};
-      issue(slot, next);
+      issue(next, std::move(buf));
       ++inflight;
       ++next;
     }
@@ -94,32 +89,36 @@ Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSourc
     if (!d.status.ok()) {
       auto& [first, attempts] = tries[d.stripe];
       if (first_error.ok() && shards.ShouldRetry(d.status, layout.key(d.stripe), first, attempts++)) {
-        issue(d.slot, d.stripe);
+        issue(d.stripe, d.data);
         ++inflight;
         continue;
       }
       if (first_error.ok()) {
-        first_error = d.status.WithContext("writing stripe " + std::to_string(d.stripe) + " of " +
-                                           what + " to " + shards.Describe(layout.key(d.stripe)));
+        first_error = d.status.WithContext("writing stripe " + std::to_string(d.stripe) + " of " + what +
+                                           (geo.red.protected_() ? "" : " to " + shards.Describe(layout.key(d.stripe))));
       }
     } else {
-      bytes_done += slots[d.slot].size();
+      bytes_done += d.data->size();
       if (progress) progress(bytes_done, layout.size);
     }
-    free_slots.push_back(d.slot);
   }
   return first_error;
 }
 
-Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& sink,
+Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
                    unsigned window, const ProgressFn& progress, const std::string& what) {
+  ShardClient& shards = io.shards();
+  const StripeGeometry geo = layout.geometry();
   const uint64_t n = layout.stripe_count();
   if (n == 0) return OkStatus();
   window = static_cast<unsigned>(std::min<uint64_t>(std::max(window, 1u), n));
   DoneQueue<ReadDone> done_q;
   std::vector<std::pair<Clock::time_point, int>> tries(n);
   auto issue = [&](uint64_t stripe) {
-    shards.StartRead(layout.key(stripe), [&done_q, stripe](Result<AlignedBuffer> r) {
+    // ec returns exactly the bytes asked for; none and rep return the whole shard, so a shard
+    // of the wrong length shows.
+    const uint64_t len = geo.red.kind == Redundancy::Kind::kErasure ? layout.stripe_length(stripe) : UINT64_MAX;
+    io.Read(geo, layout.key(stripe), 0, len, [&done_q, stripe](Result<ShardData> r) {
       done_q.Post({stripe, std::move(r)});
     });
   };
@@ -135,8 +134,8 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
     if (inflight == 0) break;
     ReadDone d = done_q.Take();
     --inflight;
-    const std::string where = "stripe " + std::to_string(d.stripe) + " of " + what + " on " +
-                              shards.Describe(layout.key(d.stripe));
+    const std::string where = "stripe " + std::to_string(d.stripe) + " of " + what +
+                              (geo.red.protected_() ? "" : " on " + shards.Describe(layout.key(d.stripe)));
     if (!d.data.ok()) {
       Status s = d.data.status();
       auto& [first, attempts] = tries[d.stripe];
@@ -148,7 +147,7 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
       if (s.code() == StatusCode::kNotFound) {
         s = DataLoss(where + " is missing: " + s.message());
       } else if (s.code() == StatusCode::kDataLoss) {
-        s = s.WithContext("checksum error in " + where);
+        s = s.WithContext(geo.red.protected_() ? "reading " + where : "checksum error in " + where);
       } else {
         s = s.WithContext("reading " + where);
       }
@@ -157,12 +156,12 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
     }
     if (!first_error.ok()) continue;  // draining after an error
     const uint64_t expect = layout.stripe_length(d.stripe);
-    if (d.data->size() != expect) {
-      first_error = DataLoss(where + " has " + std::to_string(d.data->size()) + " bytes, expected " +
+    if (d.data->data.size() != expect) {
+      first_error = DataLoss(where + " has " + std::to_string(d.data->data.size()) + " bytes, expected " +
                              std::to_string(expect));
       continue;
     }
-    Status s = sink.WriteAt(d.stripe * layout.stripe_unit, d.data->span());
+    Status s = sink.WriteAt(d.stripe * layout.stripe_unit, d.data->data.span());
     if (!s.ok()) {
       first_error = s;
       continue;
@@ -173,9 +172,10 @@ Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& 
   return first_error;
 }
 
-void DeleteStripes(ShardClient& shards, const StripeLayout& layout, uint64_t count) {
+void DeleteStripes(StripeIo& io, const StripeLayout& layout, uint64_t count) {
+  const StripeGeometry geo = layout.geometry();
   for (uint64_t i = 0; i < count; ++i) {
-    Status s = shards.Delete(layout.key(i));
+    Status s = io.DeleteSync(geo, layout.key(i));
     if (!s.ok() && s.code() != StatusCode::kNotFound) {
       PS_LOG_WARN("could not remove stripe {} (left as garbage): {}", i, s.ToString());
     }

@@ -3,8 +3,9 @@
 //
 // The calling thread drives the pipeline: it reads the source, issues asynchronous shard
 // requests and consumes their completions (which the transport threads only queue), so the
-// source and sink are only ever touched by the caller. Memory in use is window * stripe unit,
-// whatever the object size.
+// source and sink are only ever touched by the caller. Memory in use is window * stripe unit
+// (plus, for protected containers, the parity and stripes still held for late shard requests
+// after a degraded acknowledgement), whatever the object size. Redundancy is StripeIo's.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "client/shard_client.h"
+#include "client/stripe_io.h"
 #include "penstock/client.h"
 
 namespace penstock {
@@ -35,7 +37,9 @@ struct StripeLayout {
   uint64_t data_lo = 0;
   uint64_t size = 0;
   uint64_t stripe_unit = 0;
+  Redundancy red;  // the container's
 
+  StripeGeometry geometry() const { return StripeGeometry::For(red, stripe_unit); }
   uint64_t stripe_count() const { return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit; }
   uint64_t stripe_length(uint64_t i) const {
     uint64_t off = i * stripe_unit;
@@ -45,16 +49,16 @@ struct StripeLayout {
 };
 
 // Writes every stripe of `layout` from `source`. `what` names the object in errors.
-Status WriteStripes(ShardClient& shards, const StripeLayout& layout, ObjectSource& source,
+Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& source,
                     unsigned window, uint64_t version, const ProgressFn& progress,
                     const std::string& what);
 
 // Reads every stripe of `layout` into `sink`. A stripe that is missing or has the wrong
 // length is kDataLoss naming the object, the stripe and the target.
-Status ReadStripes(ShardClient& shards, const StripeLayout& layout, ObjectSink& sink,
+Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
                    unsigned window, const ProgressFn& progress, const std::string& what);
 
 // Best-effort removal of stripes [0, count) (cleanup after a failed or replaced put).
-void DeleteStripes(ShardClient& shards, const StripeLayout& layout, uint64_t count);
+void DeleteStripes(StripeIo& io, const StripeLayout& layout, uint64_t count);
 
 }  // namespace penstock

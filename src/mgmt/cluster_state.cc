@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "mgmt/container_rules.h"
+#include "protocol/redundancy.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -157,6 +158,11 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   const int64_t now = options_.now_ms();
   auto known = target_by_uuid_.find(req.uuid());
   const bool is_new = known == target_by_uuid_.end();
+  if (!is_new && targets_.at(known->second).state() == v1::TARGET_STATE_LOST) {
+    return FailedPrecondition("target " + std::to_string(known->second) + " (uuid " + req.uuid() +
+                              ") was declared lost and its data rebuilt elsewhere; to reuse the device, "
+                              "empty its data directory and start it as a new target");
+  }
 
   v1::Target t;
   if (!is_new) t = targets_.at(known->second);
@@ -202,6 +208,10 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
                     ") is not registered with this mgmt; the target must register again");
   }
   v1::Target& t = it->second;
+  if (t.state() == v1::TARGET_STATE_LOST) {
+    return FailedPrecondition("target " + std::to_string(t.id()) + " was declared lost; empty its data "
+                              "directory and start it as a new target");
+  }
   const int64_t now = options_.now_ms();
   const bool revived = t.state() != v1::TARGET_STATE_UP;
   const bool capacity_changed =
@@ -236,16 +246,23 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
 Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   WriteBatch batch;
-  std::vector<uint32_t> down;
+  std::vector<uint32_t> down, lost;
   for (const auto& [id, t] : targets_) {
-    if (t.state() == v1::TARGET_STATE_UP && now_ms - t.last_heartbeat_ms() > options_.heartbeat_timeout_ms) {
+    const int64_t silent = now_ms - t.last_heartbeat_ms();
+    if (t.state() == v1::TARGET_STATE_UP && silent > options_.heartbeat_timeout_ms) {
       v1::Target next = t;
       next.set_state(v1::TARGET_STATE_DOWN);
       batch.Put(TargetKey(id), next.SerializeAsString());
       down.push_back(id);
+    } else if (t.state() == v1::TARGET_STATE_DOWN && options_.lost_timeout_ms > 0 &&
+               silent > options_.lost_timeout_ms) {
+      v1::Target next = t;
+      next.set_state(v1::TARGET_STATE_LOST);
+      batch.Put(TargetKey(id), next.SerializeAsString());
+      lost.push_back(id);
     }
   }
-  if (down.empty()) return 0;
+  if (down.empty() && lost.empty()) return 0;
   PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
   ++epoch_;
   for (uint32_t id : down) {
@@ -254,7 +271,32 @@ Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
                 t.address(), now_ms - t.last_heartbeat_ms(), epoch_);
     t.set_state(v1::TARGET_STATE_DOWN);
   }
-  return static_cast<int>(down.size());
+  for (uint32_t id : lost) {
+    v1::Target& t = targets_[id];
+    PS_LOG_WARN("target {} ({}) has been down for {} ms; declared LOST, its shards will be rebuilt (epoch {})",
+                id, t.address(), now_ms - t.last_heartbeat_ms(), epoch_);
+    t.set_state(v1::TARGET_STATE_LOST);
+  }
+  return static_cast<int>(down.size() + lost.size());
+}
+
+Result<uint64_t> ClusterState::MarkTargetLost(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = targets_.find(id);
+  if (it == targets_.end()) {
+    return NotFound("target " + std::to_string(id) + " is not registered; see `penstock status`");
+  }
+  if (it->second.state() == v1::TARGET_STATE_LOST) return epoch_;
+  v1::Target next = it->second;
+  next.set_state(v1::TARGET_STATE_LOST);
+  WriteBatch batch;
+  batch.Put(TargetKey(id), next.SerializeAsString());
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  PS_LOG_WARN("target {} ({}) declared LOST by an operator; its shards will be rebuilt (epoch {})", id,
+              next.address(), epoch_);
+  it->second = std::move(next);
+  return epoch_;
 }
 
 v1::ClusterMap ClusterState::GetClusterMap() const {
@@ -272,6 +314,8 @@ ClusterSummary ClusterState::Summary() const {
   for (const auto& [id, t] : targets_) {
     if (t.state() == v1::TARGET_STATE_UP) {
       ++s.targets_up;
+    } else if (t.state() == v1::TARGET_STATE_LOST) {
+      ++s.targets_lost;
     } else {
       ++s.targets_down;
     }
@@ -290,6 +334,14 @@ Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
   std::lock_guard<std::mutex> lock(mu_);
   if (containers_.count(name) != 0) {
     return AlreadyExists("container '" + name + "' already exists");
+  }
+  PS_ASSIGN_OR_RETURN(Redundancy scheme, ParseRedundancy(red));
+  uint32_t usable = 0;
+  for (const auto& [id, t] : targets_) usable += t.state() != v1::TARGET_STATE_LOST;
+  if (scheme.protected_() && scheme.width() > usable) {
+    return FailedPrecondition("redundancy " + red + " puts each stripe on " + std::to_string(scheme.width()) +
+                              " targets, but the cluster has " + std::to_string(usable) +
+                              "; add targets or choose a narrower scheme");
   }
   v1::Container c;
   c.set_id(next_container_id_);

@@ -45,6 +45,9 @@ int64_t SystemNowMs();
 struct ClusterStateOptions {
   // A target silent for longer than this is marked DOWN by CheckLiveness.
   int64_t heartbeat_timeout_ms = 5000;
+  // A target silent for longer than this is declared LOST by CheckLiveness (its data is
+  // rebuilt elsewhere); 0: never automatically (only MarkTargetLost).
+  int64_t lost_timeout_ms = 0;
   NowMsFn now_ms = SystemNowMs;
 };
 
@@ -59,6 +62,7 @@ struct ClusterSummary {
   uint64_t epoch = 0;
   uint32_t targets_up = 0;
   uint32_t targets_down = 0;
+  uint32_t targets_lost = 0;
   uint32_t containers = 0;
 };
 
@@ -78,9 +82,15 @@ class ClusterState {
   // Errors: kNotFound when the id is unknown or belongs to another uuid (re-register).
   Result<uint64_t> Heartbeat(const v1::HeartbeatRequest& req);
 
-  // Marks DOWN every UP target whose last heartbeat is older than the timeout at `now_ms`,
-  // with one epoch bump for all of them. Returns how many were marked DOWN.
+  // Marks DOWN every UP target whose last heartbeat is older than the timeout at `now_ms`, and
+  // LOST every DOWN one silent for longer than lost_timeout_ms (when set), with one epoch bump
+  // for all of them. Returns how many changed state.
   Result<int> CheckLiveness(int64_t now_ms);
+
+  // Declares target `id` lost for good (epoch bump): placement gives its slots to others and
+  // repair rebuilds its shards there; it may not register again. Returns the new epoch.
+  // Errors: kNotFound for an unknown id.
+  Result<uint64_t> MarkTargetLost(uint32_t id);
 
   // Drops the in-memory state and loads it again from the store (see Reload above). On error
   // the state is left empty at epoch 0; call Reload again.
@@ -95,6 +105,7 @@ class ClusterState {
 
   // Creates a container; redundancy "" means "none", stripe_unit 0 means 1 MiB.
   // Errors: kInvalidArgument (name, redundancy, stripe unit — see container_rules.h);
+  // kFailedPrecondition when the redundancy needs more targets than the cluster has (not LOST);
   // kAlreadyExists "container 'x' already exists".
   // `tenant_id` owns it (0: the built-in default tenant).
   Result<v1::Container> CreateContainer(const std::string& name, const std::string& redundancy,

@@ -20,6 +20,7 @@ class ClusterStateTest : public ::testing::Test {
     state_.reset();
     ClusterStateOptions o;
     o.heartbeat_timeout_ms = kTimeout;
+    o.lost_timeout_ms = lost_timeout_ms_;
     o.now_ms = [this] { return now_; };
     Result<std::unique_ptr<ClusterState>> s = ClusterState::Load(&store_, o);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -51,6 +52,7 @@ class ClusterStateTest : public ::testing::Test {
 
   FakeMetaStore store_;
   int64_t now_ = 1'000'000;
+  int64_t lost_timeout_ms_ = 0;
   std::unique_ptr<ClusterState> state_;
 };
 
@@ -181,6 +183,43 @@ TEST_F(ClusterStateTest, SilentTargetGoesDownAndComesBack) {
   EXPECT_EQ(state_->GetClusterMap().targets(1).state(), v1::TARGET_STATE_UP);
 }
 
+TEST_F(ClusterStateTest, LostTargetsGiveUpTheirPlaceForGood) {
+  lost_timeout_ms_ = 10 * kTimeout;
+  Reload();
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
+  ASSERT_TRUE(state_->CreateContainer("two", "rep:2", 0).ok());
+  EXPECT_EQ(state_->CreateContainer("three", "ec:2+1", 0).status().code(), StatusCode::kFailedPrecondition);
+
+  // Down first, then lost once silent past the lost timeout (one bump each).
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(b.target_id, "uuid-b")).ok());
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).state(), v1::TARGET_STATE_DOWN);
+  now_ += 10 * kTimeout;
+  ASSERT_TRUE(state_->Heartbeat(Hb(b.target_id, "uuid-b")).ok());
+  const uint64_t before = state_->GetClusterMap().epoch();
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).state(), v1::TARGET_STATE_LOST);
+  EXPECT_EQ(state_->GetClusterMap().epoch(), before + 1);
+  EXPECT_EQ(state_->Summary().targets_lost, 1u);
+
+  // It may not come back under its old identity, and it no longer counts for new containers.
+  Result<Registration> back = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  EXPECT_EQ(back.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(back.status().message().find("empty its data directory"), std::string::npos);
+  EXPECT_EQ(state_->Heartbeat(Hb(a.target_id, "uuid-a")).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_->CreateContainer("again", "rep:2", 0).status().code(), StatusCode::kFailedPrecondition);
+
+  // An operator can declare a live target lost; the state survives a reload.
+  Result<uint64_t> e = state_->MarkTargetLost(b.target_id);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(state_->MarkTargetLost(99).status().code(), StatusCode::kNotFound);
+  Reload();
+  EXPECT_EQ(state_->GetClusterMap().targets(1).state(), v1::TARGET_STATE_LOST);
+  EXPECT_EQ(state_->GetClusterMap().epoch(), *e);
+}
+
 TEST_F(ClusterStateTest, CapacityChangeInHeartbeatBumps) {
   Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
   v1::HeartbeatRequest h = Hb(a.target_id, "uuid-a");
@@ -234,8 +273,11 @@ TEST_F(ClusterStateTest, ContainerErrors) {
   EXPECT_EQ(del.message(), missing.status().message());
 
   Result<v1::Container> rep = state_->CreateContainer("z", "rep:3", 0);
-  EXPECT_EQ(rep.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rep.status().message(), "redundancy 'rep:3' is not supported yet; use none");
+  EXPECT_EQ(rep.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rep.status().message(),
+            "redundancy rep:3 puts each stripe on 3 targets, but the cluster has 0; add targets or choose a "
+            "narrower scheme");
+  EXPECT_EQ(state_->CreateContainer("z", "rep:x", 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(state_->CreateContainer("bad/name", "none", 0).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(state_->CreateContainer("z", "none", 1000).status().code(),

@@ -2,31 +2,13 @@
 
 #include <cctype>
 
+#include "protocol/redundancy.h"
+
 namespace penstock::mgmt {
 namespace {
 
 bool IsNameChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-}
-
-bool IsDigits(std::string_view s) {
-  if (s.empty() || s.size() > 3) return false;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
-}
-
-// rep:N or ec:K+M with small decimal numbers.
-bool IsWellFormedScheme(std::string_view r) {
-  if (r.starts_with("rep:")) return IsDigits(r.substr(4));
-  if (r.starts_with("ec:")) {
-    std::string_view km = r.substr(3);
-    size_t plus = km.find('+');
-    return plus != std::string_view::npos && IsDigits(km.substr(0, plus)) &&
-           IsDigits(km.substr(plus + 1));
-  }
-  return false;
 }
 
 }  // namespace
@@ -51,13 +33,8 @@ Status ValidateContainerName(std::string_view name) {
 }
 
 Result<std::string> NormalizeRedundancy(std::string_view redundancy) {
-  if (redundancy.empty() || redundancy == "none") return std::string("none");
-  if (IsWellFormedScheme(redundancy)) {
-    return InvalidArgument("redundancy '" + std::string(redundancy) +
-                           "' is not supported yet; use none");
-  }
-  return InvalidArgument("redundancy '" + std::string(redundancy) +
-                         "' is not a redundancy scheme (none, rep:N, ec:K+M); use none");
+  PS_ASSIGN_OR_RETURN(Redundancy r, ParseRedundancy(redundancy));
+  return r.ToString();
 }
 
 Result<uint64_t> NormalizeStripeUnit(uint64_t stripe_unit) {

@@ -20,9 +20,8 @@ inline constexpr uint64_t kMaxStripeUnit = 64ull << 20;  // 64 MiB
 // Errors: kInvalidArgument naming the name and the rule.
 Status ValidateContainerName(std::string_view name);
 
-// The canonical redundancy for `redundancy` ("" means "none"). v1 accepts only "none".
-// Errors: kInvalidArgument — "redundancy 'rep:3' is not supported yet; use none" for a
-// well-formed rep:N / ec:K+M, and a "not a redundancy scheme" message for anything else.
+// The canonical text of `redundancy` ("" and "rep:1" mean "none"; see protocol/redundancy.h).
+// Errors: kInvalidArgument naming the text and the accepted forms.
 Result<std::string> NormalizeRedundancy(std::string_view redundancy);
 
 // The stripe unit to use for `stripe_unit` (0 means kDefaultStripeUnit).

@@ -22,12 +22,9 @@ TEST(ContainerRules, Names) {
 TEST(ContainerRules, Redundancy) {
   EXPECT_EQ(*NormalizeRedundancy(""), "none");
   EXPECT_EQ(*NormalizeRedundancy("none"), "none");
-  Result<std::string> rep = NormalizeRedundancy("rep:3");
-  ASSERT_FALSE(rep.ok());
-  EXPECT_EQ(rep.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(rep.status().message(), "redundancy 'rep:3' is not supported yet; use none");
-  EXPECT_EQ(NormalizeRedundancy("ec:4+2").status().message(),
-            "redundancy 'ec:4+2' is not supported yet; use none");
+  EXPECT_EQ(*NormalizeRedundancy("rep:3"), "rep:3");
+  EXPECT_EQ(*NormalizeRedundancy("rep:1"), "none");
+  EXPECT_EQ(*NormalizeRedundancy("ec:4+2"), "ec:4+2");
   for (const char* bad : {"raid5", "rep:", "ec:4", "NONE", "rep:x"}) {
     Result<std::string> r = NormalizeRedundancy(bad);
     ASSERT_FALSE(r.ok()) << bad;

@@ -243,6 +243,10 @@ Result<v1::RotateClusterKeyResponse> MgmtClient::RotateClusterKey(const v1::Rota
   return Call("RotateClusterKey", &v1::Mgmt::Stub::RotateClusterKey, req);
 }
 
+Result<v1::MarkTargetLostResponse> MgmtClient::MarkTargetLost(const v1::MarkTargetLostRequest& req) {
+  return Call("MarkTargetLost", &v1::Mgmt::Stub::MarkTargetLost, req);
+}
+
 Result<v1::MgmtStatus> MgmtClient::GetStatus(const v1::GetStatusRequest& req) {
   Result<v1::MgmtStatus> r = Call("GetStatus", &v1::Mgmt::Stub::GetStatus, req);
   if (r.ok() && ha() && !r->is_leader()) {  // it stepped down since we found it

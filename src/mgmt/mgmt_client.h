@@ -73,6 +73,7 @@ class MgmtClient {
   Result<v1::DeleteTenantResponse> DeleteTenant(const v1::DeleteTenantRequest& req);
   Result<v1::Capability> GetCapability(const v1::GetCapabilityRequest& req);
   Result<v1::RotateClusterKeyResponse> RotateClusterKey(const v1::RotateClusterKeyRequest& req = {});
+  Result<v1::MarkTargetLostResponse> MarkTargetLost(const v1::MarkTargetLostRequest& req);
   // With several addresses: the leader's status.
   Result<v1::MgmtStatus> GetStatus(const v1::GetStatusRequest& req = {});
 

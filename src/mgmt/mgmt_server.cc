@@ -57,6 +57,11 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   PS_RETURN_IF_ERROR(s->OpenStore());
   ClusterStateOptions state_options;
   state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  if (options.lost_timeout_ms < 0) {
+    return InvalidArgument("lost timeout " + std::to_string(options.lost_timeout_ms) +
+                           " ms must not be negative; fix --lost-timeout-ms (0: never automatically)");
+  }
+  state_options.lost_timeout_ms = options.lost_timeout_ms;
   PS_ASSIGN_OR_RETURN(s->state_, ClusterState::Load(s->store_.get(), state_options));
   if (options.auth && options.admin_key.empty()) {
     return InvalidArgument("--auth needs an admin key to manage tenants; set PENSTOCK_ADMIN_KEY (or --admin-key)");
@@ -206,6 +211,10 @@ void MgmtServer::RunLivenessLoop() {
     }
     lock.lock();
   }
+}
+
+void MgmtServer::set_repair_status(std::function<v1::RepairStatus()> fn) {
+  service_->set_repair_status(std::move(fn));
 }
 
 void MgmtServer::Wait() {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,9 @@ struct MgmtServerOptions {
   bool resign_on_shutdown = true;
   // A target silent for longer than this is marked DOWN.
   int heartbeat_timeout_ms = 5000;
+  // A target silent for longer than this is declared LOST and its shards rebuilt; 0: only by
+  // an operator (`penstock out`).
+  int64_t lost_timeout_ms = 0;
   // /metrics listen address "host:port"; port 0 picks a free one; empty disables it.
   std::string metrics_listen = "127.0.0.1:0";
   // Security (tenant_registry.h): require an API key on container and tenant RPCs, and a
@@ -97,6 +101,10 @@ class MgmtServer {
   mgmt::ClusterState* state() const { return state_.get(); }
   // Tenants and cluster keys (for in-process tools and tests).
   mgmt::TenantRegistry* tenants() const { return tenants_.get(); }
+  // Metrics of this daemon (for services started beside it, such as repair).
+  MetricsRegistry* metrics() { return &metrics_; }
+  // Where GetStatus takes the repair service's progress from (set once, before clients ask).
+  void set_repair_status(std::function<v1::RepairStatus()> fn);
   // Whether this instance serves (always true with RocksDB).
   bool is_leader() const;
   // The current leader's address as far as this instance knows ("" when none).

@@ -128,7 +128,7 @@ TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(dup.status().message(), "container 'ckpt' already exists");
   EXPECT_EQ(client->CreateContainer(NewContainer("r", "rep:3")).status().message(),
-            "redundancy 'rep:3' is not supported yet; use none");
+            "redundancy rep:3 puts each stripe on 3 targets, but the cluster has 2; add targets or choose a narrower scheme");
   ASSERT_TRUE(client->CreateContainer(NewContainer("other", "", 4096)).ok());
   Result<v1::ListContainersResponse> list = client->ListContainers();
   ASSERT_TRUE(list.ok());

@@ -174,7 +174,16 @@ grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusReq
   resp->set_epoch(s.epoch);
   resp->set_targets_up(s.targets_up);
   resp->set_targets_down(s.targets_down);
+  resp->set_targets_lost(s.targets_lost);
   resp->set_containers(s.containers);
+  {
+    std::function<v1::RepairStatus()> repair;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      repair = repair_status_;
+    }
+    if (repair) *resp->mutable_repair() = repair();
+  }
   resp->set_version(PENSTOCK_VERSION);
   resp->set_heartbeat_timeout_ms(state_->heartbeat_timeout_ms());
   return Done("GetStatus", OkStatus());
@@ -244,6 +253,15 @@ grpc::Status MgmtService::GetCapability(grpc::ServerContext* ctx, const v1::GetC
   *resp = tenants_->Issue(c->tenant_id(), c->id(), static_cast<uint8_t>(rights), state_->Summary().epoch,
                           token_ttl_ms_);
   return Done("GetCapability", OkStatus());
+}
+
+grpc::Status MgmtService::MarkTargetLost(grpc::ServerContext* ctx, const v1::MarkTargetLostRequest* req,
+                                         v1::MarkTargetLostResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("MarkTargetLost", g);
+  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("MarkTargetLost", c.status());
+  auto epoch = state_->MarkTargetLost(req->target_id());
+  if (epoch.ok()) resp->set_epoch(*epoch);
+  return Done("MarkTargetLost", epoch.status());
 }
 
 grpc::Status MgmtService::RotateClusterKey(grpc::ServerContext* ctx, const v1::RotateClusterKeyRequest*,

@@ -52,6 +52,11 @@ class MgmtService final : public v1::Mgmt::Service {
   void set_address(std::string address);
   // Set before serving.
   void set_leadership(Leadership leadership) { leadership_ = std::move(leadership); }
+  // Source of MgmtStatus.repair (the repair service beside this mgmt).
+  void set_repair_status(std::function<v1::RepairStatus()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    repair_status_ = std::move(fn);
+  }
   // Ends open WatchClusterMap streams (UNAVAILABLE); call before shutting the server down.
   void Stop() { stopping_ = true; }
 
@@ -73,6 +78,8 @@ class MgmtService final : public v1::Mgmt::Service {
                          v1::MgmtStatus* resp) override;
   grpc::Status WatchClusterMap(grpc::ServerContext* ctx, const v1::WatchClusterMapRequest* req,
                                grpc::ServerWriter<v1::ClusterMap>* writer) override;
+  grpc::Status MarkTargetLost(grpc::ServerContext* ctx, const v1::MarkTargetLostRequest* req,
+                              v1::MarkTargetLostResponse* resp) override;
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const v1::CreateTenantRequest* req,
                             v1::CreateTenantResponse* resp) override;
   grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest* req,
@@ -106,6 +113,7 @@ class MgmtService final : public v1::Mgmt::Service {
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::string address_;  // guarded by mu_
+  std::function<v1::RepairStatus()> repair_status_;  // guarded by mu_
 };
 
 }  // namespace penstock::mgmt

@@ -77,6 +77,11 @@ enum ListFlags : uint8_t {
   kListHasStartAfter = 4,
 };
 
+// Bit of a write's flags byte: write only when the shard is absent or its stored version is not
+// newer than the request's shard_version; otherwise the target answers kAborted. Used by writers
+// of protected stripes and by repair, so a late or repeated write never replaces newer data.
+inline constexpr uint8_t kWriteIfNotOlder = 0x01;
+
 // Bit of the flags byte (offset 1 of every request header: ShardRequestHeader, RangeReadHeader,
 // ListRequestHeader) saying a capability token follows the fixed header: u16 length, then the
 // token bytes (protocol/capability.h). Headers without it decode as before.

@@ -136,7 +136,20 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
 RpcReply ShardService::Write(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
   if (!h.ok()) return ErrorReply(h.status());
-  Status s = engine_->Write(FromWire(h->key), request.payload.span(), h->shard_version);
+  const ShardKey key = FromWire(h->key);
+  Status s;
+  if (h->flags & kWriteIfNotOlder) {
+    const size_t slot = (key.object.lo ^ key.stripe * 0x9e3779b97f4a7c15ull ^ key.shard) % write_locks_.size();
+    std::lock_guard<std::mutex> lock(write_locks_[slot]);
+    auto info = engine_->Stat(key);
+    if (info.ok() && info->version > h->shard_version) {
+      return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(info->version) +
+                                ", newer than " + std::to_string(h->shard_version) + "; a later write won"));
+    }
+    s = engine_->Write(key, request.payload.span(), h->shard_version);
+  } else {
+    s = engine_->Write(key, request.payload.span(), h->shard_version);
+  }
   if (s.ok()) {
     metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")
         .Inc(request.payload.size());

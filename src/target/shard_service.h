@@ -12,6 +12,8 @@
 // Borrowed: the engine and the metrics registry must outlive the service. Thread-safe.
 #pragma once
 
+#include <array>
+
 #include <memory>
 #include <mutex>
 
@@ -51,6 +53,8 @@ class ShardService {
 
   Engine* engine_;
   MetricsRegistry* metrics_;
+  // Conditional writes (kWriteIfNotOlder) check and write under the lock their key hashes to.
+  std::array<std::mutex, 64> write_locks_;
   mutable std::mutex keys_mu_;
   std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
   ThreadPool pool_;

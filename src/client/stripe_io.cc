@@ -1,0 +1,949 @@
+#include "client/stripe_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "common/log.h"
+
+namespace penstock {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t NewVersion() {
+  static std::atomic<uint64_t> last{0};
+  const uint64_t now = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  uint64_t prev = last.load();
+  uint64_t next;
+  do {
+    next = std::max(now, prev + 1);
+  } while (!last.compare_exchange_weak(prev, next));
+  return next;
+}
+
+Timer::Timer() : thread_([this] { Run(); }) {}
+
+Timer::~Timer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void Timer::After(std::chrono::milliseconds delay, std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    due_.emplace(Clock::now() + delay, std::move(fn));
+  }
+  cv_.notify_one();
+}
+
+void Timer::Run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (due_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    auto first = due_.begin();
+    if (first->first > Clock::now()) {
+      cv_.wait_until(lock, first->first);
+      continue;
+    }
+    auto fn = std::move(first->second);
+    due_.erase(first);
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+StripeIo::StripeIo(ShardClient* shards, ClusterView* view, std::chrono::milliseconds straggler)
+    : shards_(shards), view_(view), straggler_(straggler) {}
+
+StripeIo::~StripeIo() {
+  // Read repairs still in flight get a moment to land (a CLI get exits right after its read).
+  std::unique_lock<std::mutex> lock(repairs_mu_);
+  repairs_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return repairs_in_flight_ == 0; });
+}
+
+void StripeIo::WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes,
+                         uint64_t version) {
+  stats_.read_repairs++;
+  {
+    std::lock_guard<std::mutex> lock(repairs_mu_);
+    ++repairs_in_flight_;
+  }
+  shards_->StartWriteTo(t, key, bytes->span(), version, true, [this, bytes](Status s) {
+    if (!s.ok()) PS_LOG_WARN("read repair failed: {}", s.ToString());
+    std::lock_guard<std::mutex> lock(repairs_mu_);
+    if (--repairs_in_flight_ == 0) repairs_cv_.notify_all();
+  });
+}
+
+Result<std::vector<TargetRef>> StripeIo::Slots(const WireShardKey& key, size_t width) const {
+  auto slots = view_->LocateSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
+  if (!slots.ok() || width <= 1) return slots;  // unprotected: the one target is all there is
+  std::lock_guard<std::mutex> lock(suspect_mu_);
+  if (suspect_.empty()) return slots;
+  const auto now = Clock::now();
+  for (TargetRef& t : *slots) {
+    auto it = suspect_.find(t.id);
+    if (it != suspect_.end() && it->second > now) t.up = false;
+  }
+  return slots;
+}
+
+void StripeIo::Suspect(const TargetRef& t) {
+  if (t.id == 0) return;
+  std::lock_guard<std::mutex> lock(suspect_mu_);
+  auto& until = suspect_[t.id];
+  if (until < Clock::now()) {
+    PS_LOG_WARN("target {} ({}) did not answer within {} ms; treating it as down for {} s", t.id, t.address,
+                straggler_.count(), kSuspectFor.count());
+  }
+  until = Clock::now() + kSuspectFor;
+}
+
+ErasureCoder& StripeIo::Coder(const Redundancy& red) {
+  std::lock_guard<std::mutex> lock(coders_mu_);
+  auto& c = coders_[{red.k, red.m}];
+  if (!c) c = std::make_unique<ErasureCoder>(red.k, red.m);
+  return *c;
+}
+
+namespace {
+
+WireShardKey WithShard(WireShardKey key, uint32_t shard) {
+  key.shard = shard;
+  return key;
+}
+
+std::string Ordinal(const WireShardKey& key) {
+  return key.stripe == UINT64_MAX ? std::string("the head") : "stripe " + std::to_string(key.stripe);
+}
+
+// A blocking latch for the head operations.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+struct StripeIo::WriteState {
+  std::mutex mu;
+  std::shared_ptr<const AlignedBuffer> data;
+  std::vector<std::shared_ptr<AlignedBuffer>> owned;  // parity and zero-padded cells
+  std::function<void(Status)> done;
+  uint32_t width = 0, need = 0, pending = 0, ok = 0;
+  bool finished = false, timer_armed = false;
+  Status first_error, aborted;
+  std::map<uint32_t, TargetRef> waiting;  // by shard: sent, not answered
+};
+
+void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
+                     uint64_t version, std::function<void(Status)> done) {
+  if (!g.red.protected_()) {
+    shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    return;
+  }
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  auto st = std::make_shared<WriteState>();
+  st->data = data;
+  st->done = std::move(done);
+  st->width = g.red.width();
+  st->need = g.red.k;
+
+  // The bytes of each shard.
+  std::vector<std::span<const std::byte>> shard_bytes(st->width);
+  const uint64_t len = data->size();
+  if (g.red.kind == Redundancy::Kind::kReplicate) {
+    for (auto& s : shard_bytes) s = data->span();
+  } else {
+    const uint64_t plen = g.shard_length(len);
+    std::vector<const std::byte*> cells(g.red.k);
+    for (uint32_t j = 0; j < g.red.k; ++j) {
+      const uint64_t off = j * g.cell;
+      if (off + plen <= len) {
+        shard_bytes[j] = data->span().subspan(off, plen);
+      } else {
+        auto pad = std::make_shared<AlignedBuffer>(plen);
+        std::memset(pad->data(), 0, plen);
+        if (off < len) std::memcpy(pad->data(), data->data() + off, len - off);
+        shard_bytes[j] = pad->span();
+        st->owned.push_back(pad);
+      }
+      cells[j] = shard_bytes[j].data();
+    }
+    std::vector<std::byte*> parity(g.red.m);
+    for (uint32_t p = 0; p < g.red.m; ++p) {
+      auto buf = std::make_shared<AlignedBuffer>(plen);
+      parity[p] = buf->data();
+      shard_bytes[g.red.k + p] = buf->span();
+      st->owned.push_back(buf);
+    }
+    if (plen > 0) Coder(g.red).Encode(plen, cells, parity);
+  }
+
+  std::vector<std::pair<uint32_t, TargetRef>> sends;
+  for (uint32_t i = 0; i < st->width; ++i) {
+    if (i >= slots->size()) {
+      if (st->first_error.ok()) st->first_error = Unavailable("no target for shard " + std::to_string(i));
+      continue;
+    }
+    const TargetRef& t = (*slots)[i];
+    if (!t.up) {
+      if (st->first_error.ok()) {
+        st->first_error = t.id == 0 ? Unavailable("no usable target is left for shard " + std::to_string(i))
+                                    : Unavailable("target " + std::to_string(t.id) + " (" + t.address + ") is down");
+      }
+      continue;
+    }
+    sends.emplace_back(i, t);
+  }
+  if (sends.size() < st->need) {
+    return st->done(Unavailable("only " + std::to_string(sends.size()) + " of the " + std::to_string(st->width) +
+                                " targets of " + Ordinal(key) + " are up; " + g.red.ToString() + " needs " +
+                                std::to_string(st->need) + ": " + st->first_error.message()));
+  }
+  st->pending = static_cast<uint32_t>(sends.size());
+  auto check = [this, st, key](std::unique_lock<std::mutex>& lock) {
+    if (st->finished) return;
+    Status result;
+    bool finish = false;
+    if (!st->aborted.ok()) {
+      finish = true;
+      result = st->aborted;
+    } else if (st->ok + st->pending < st->need) {
+      finish = true;
+      result = st->first_error.WithContext("wrote " + std::to_string(st->ok) + " of " + std::to_string(st->width) +
+                                           " shards of " + Ordinal(key) + ", " + std::to_string(st->need) +
+                                           " needed");
+    } else if (st->pending == 0) {
+      finish = true;
+    } else if (st->ok >= st->need && !st->timer_armed) {
+      st->timer_armed = true;
+      timer_.After(straggler_, [this, st] {
+        std::unique_lock<std::mutex> l(st->mu);
+        if (st->finished) return;
+        st->finished = true;
+        for (auto& [i, t] : st->waiting) Suspect(t);
+        stats_.degraded_writes++;
+        auto done = std::move(st->done);
+        l.unlock();
+        done(OkStatus());
+      });
+    }
+    if (!finish) return;
+    st->finished = true;
+    if (result.ok() && st->ok < st->width) stats_.degraded_writes++;
+    auto done = std::move(st->done);
+    lock.unlock();
+    done(result);
+  };
+  for (auto& [i, t] : sends) st->waiting[i] = t;
+  for (auto& [i, t] : sends) {
+    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, [st, check, i = i](Status s) {
+      std::unique_lock<std::mutex> lock(st->mu);
+      --st->pending;
+      st->waiting.erase(i);
+      if (s.ok()) {
+        ++st->ok;
+      } else if (s.code() == StatusCode::kAborted) {
+        st->aborted = s;
+      } else if (st->first_error.ok()) {
+        st->first_error = s;
+      }
+      check(lock);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                    std::function<void(Result<ShardData>)> done) {
+  switch (g.red.kind) {
+    case Redundancy::Kind::kNone:
+      shards_->StartReadRange(key, begin, length, [done = std::move(done)](Result<AlignedBuffer> r) {
+        if (!r.ok()) return done(r.status());
+        ShardData d;
+        d.length = r->size();
+        d.data = std::move(*r);
+        done(std::move(d));
+      });
+      return;
+    case Redundancy::Kind::kReplicate: return ReadReplica(g, key, begin, length, std::move(done));
+    case Redundancy::Kind::kErasure: return ReadEc(g, key, begin, length, std::move(done));
+  }
+}
+
+struct StripeIo::ReadState {
+  std::mutex mu;
+  std::function<void(Result<ShardData>)> done;
+  bool finished = false;
+  bool degraded = false;  // the ec fast path gave up
+  uint32_t pending = 0;
+  std::vector<std::optional<Result<ShardData>>> replies;
+};
+
+namespace {
+
+using SlotList = std::vector<std::pair<uint32_t, TargetRef>>;  // (shard index, target)
+
+}  // namespace
+
+void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                           std::function<void(Result<ShardData>)> done) {
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  // Up slots first, in slot order; down ones last (the map may be behind).
+  SlotList order;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < slots->size(); ++i) {
+      if ((*slots)[i].up == (pass == 0)) order.emplace_back(i, (*slots)[i]);
+    }
+  }
+  if (order.empty()) return done(Unavailable("no target holds " + Ordinal(key)));
+  // Phase 1: the data from the first replica, and the versions of the other up ones (a replica
+  // that missed a degraded write is older and must not answer alone).
+  struct State {
+    std::mutex mu;
+    std::function<void(Result<ShardData>)> done;
+    SlotList order;
+    std::optional<Result<ShardData>> data;
+    std::vector<std::optional<Result<ShardData>>> stats;  // by order index
+    uint32_t pending = 0;
+    bool decided = false;
+  };
+  auto st = std::make_shared<State>();
+  st->done = std::move(done);
+  st->order = std::move(order);
+  st->stats.resize(st->order.size());
+  std::vector<size_t> stat_idx;
+  for (size_t i = 1; i < st->order.size(); ++i) {
+    if (st->order[i].second.up) stat_idx.push_back(i);
+  }
+  st->pending = static_cast<uint32_t>(1 + stat_idx.size());
+  auto decide = [this, st, key, begin, length](std::unique_lock<std::mutex>& lock, bool data_late) {
+    if (st->decided) return;
+    st->decided = true;
+    uint64_t best_version = 0;
+    size_t best = SIZE_MAX;
+    if (st->data && st->data->ok()) {
+      best_version = (*st->data)->version;
+      best = 0;
+    }
+    for (size_t i = 1; i < st->stats.size(); ++i) {
+      auto& r = st->stats[i];
+      if (r && r->ok() && (best == SIZE_MAX || (*r)->version > best_version)) {
+        best_version = (*r)->version;
+        best = i;
+      }
+    }
+    auto done = std::move(st->done);
+    if (best == 0) {
+      auto data = std::move(*st->data);
+      lock.unlock();
+      return done(std::move(data));
+    }
+    // Another replica is newer, or the first failed or is late: try the others, newest first.
+    SlotList chain;
+    std::vector<std::pair<uint32_t, TargetRef>> corrupt;
+    if (st->data && !st->data->ok() && st->data->status().code() == StatusCode::kDataLoss) {
+      corrupt.push_back(st->order[0]);
+    }
+    std::vector<size_t> rest;
+    for (size_t i = 1; i < st->order.size(); ++i) rest.push_back(i);
+    auto ver = [&](size_t i) -> uint64_t {
+      auto& r = st->stats[i];
+      return r && r->ok() ? (*r)->version : 0;
+    };
+    std::stable_sort(rest.begin(), rest.end(), [&](size_t a, size_t b) { return ver(a) > ver(b); });
+    for (size_t i : rest) chain.push_back(st->order[i]);
+    const bool first_failed_for_good = st->data && !st->data->ok();
+    if (!first_failed_for_good || data_late) chain.push_back(st->order[0]);
+    lock.unlock();
+    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), std::move(done));
+  };
+  timer_.After(straggler_, [this, st, decide] {
+    std::unique_lock<std::mutex> l(st->mu);
+    if (st->decided) return;
+    if (!st->data) Suspect(st->order[0].second);
+    for (size_t i = 1; i < st->stats.size(); ++i) {
+      if (!st->stats[i] && st->order[i].second.up) Suspect(st->order[i].second);
+    }
+    decide(l, !st->data.has_value());
+  });
+  shards_->StartReadTo(st->order[0].second, WithShard(key, st->order[0].first), begin, length,
+                       [st, decide](Result<ShardData> r) {
+                         std::unique_lock<std::mutex> l(st->mu);
+                         st->data = std::move(r);
+                         if (--st->pending == 0) decide(l, false);
+                       });
+  for (size_t i : stat_idx) {
+    shards_->StartStatTo(st->order[i].second, WithShard(key, st->order[i].first), [st, i, decide](Result<ShardData> r) {
+      std::unique_lock<std::mutex> l(st->mu);
+      st->stats[i] = std::move(r);
+      if (--st->pending == 0) decide(l, false);
+    });
+  }
+}
+
+void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
+                                std::vector<std::pair<uint32_t, TargetRef>> order,
+                                std::vector<std::pair<uint32_t, TargetRef>> corrupt,
+                                std::function<void(Result<ShardData>)> done) {
+  struct State {
+    std::mutex mu;
+    std::function<void(Result<ShardData>)> done;
+    SlotList order;
+    size_t next = 0;
+    uint32_t pending = 0;
+    bool finished = false, all_not_found = true;
+    Status first_error;
+    SlotList corrupt;  // replicas that failed their checksum
+  };
+  auto st = std::make_shared<State>();
+  st->done = std::move(done);
+  st->order = std::move(order);
+  st->corrupt = std::move(corrupt);
+  if (!st->corrupt.empty()) st->all_not_found = false;
+  if (st->order.empty()) {
+    return st->done(DataLoss("no replica of " + Ordinal(key) + " is readable"));
+  }
+  // Tries the next replica; a late one (straggler) makes the next start too, and the first
+  // good answer wins.
+  auto attempt = std::make_shared<std::function<void()>>();
+  *attempt = [this, st, key, begin, length, weak = std::weak_ptr<std::function<void()>>(attempt)] {
+    auto self = weak.lock();
+    std::unique_lock<std::mutex> lock(st->mu);
+    if (st->finished || st->next >= st->order.size()) return;
+    const auto [shard, target] = st->order[st->next++];
+    ++st->pending;
+    lock.unlock();
+    timer_.After(straggler_, [this, st, self, target] {
+      std::unique_lock<std::mutex> l(st->mu);
+      if (st->finished) return;
+      l.unlock();
+      Suspect(target);
+      (*self)();
+    });
+    shards_->StartReadTo(target, WithShard(key, shard), begin, length,
+                         [this, st, self, shard, target, key, begin](Result<ShardData> r) {
+      std::unique_lock<std::mutex> l(st->mu);
+      --st->pending;
+      if (st->finished) return;
+      if (r.ok()) {
+        st->finished = true;
+        auto corrupt = st->corrupt;
+        auto done = std::move(st->done);
+        l.unlock();
+        // Read repair: a replica that failed its checksum gets this good copy back.
+        if (!corrupt.empty() && begin == 0 && r->data.size() == r->length) {
+          auto good = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(r->data.span()));
+          for (auto& [c, t] : corrupt) {
+            PS_LOG_WARN("read repair: rewriting corrupt replica {} of {} on target {}", c, Ordinal(key), t.id);
+            WriteBack(t, WithShard(key, c), good, r->version);
+          }
+        }
+        done(std::move(r));
+        return;
+      }
+      if (r.status().code() == StatusCode::kDataLoss) st->corrupt.emplace_back(shard, target);
+      if (r.status().code() != StatusCode::kNotFound) st->all_not_found = false;
+      if (st->first_error.ok() || st->first_error.code() == StatusCode::kNotFound) st->first_error = r.status();
+      const bool more = st->next < st->order.size();
+      if (!more && st->pending == 0) {
+        st->finished = true;
+        auto done = std::move(st->done);
+        Status e = st->all_not_found ? r.status()
+                                     : st->first_error.WithContext("no replica of " + Ordinal(key) + " could be read");
+        l.unlock();
+        done(e);
+        return;
+      }
+      l.unlock();
+      if (more) (*self)();
+    });
+  };
+  (*attempt)();
+}
+
+void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                      std::function<void(Result<ShardData>)> done) {
+  if (length == 0) return done(ShardData{});
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  const uint64_t end = begin + length;
+  const uint32_t j0 = static_cast<uint32_t>(begin / g.cell), j1 = static_cast<uint32_t>((end - 1) / g.cell);
+  for (uint32_t j = j0; j <= j1; ++j) {
+    if (j >= slots->size() || !(*slots)[j].up) return ReadEcDegraded(g, key, begin, length, std::move(done));
+  }
+  auto st = std::make_shared<ReadState>();
+  st->done = std::move(done);
+  const uint32_t cells = j1 - j0 + 1;
+  st->replies.resize(g.red.width());  // data cells j0..j1 at their index; versions of the others
+  std::vector<uint32_t> stat;
+  for (uint32_t i = 0; i < g.red.width() && i < slots->size(); ++i) {
+    if ((i < j0 || i > j1) && (*slots)[i].up) stat.push_back(i);
+  }
+  st->pending = cells + static_cast<uint32_t>(stat.size());
+  auto give_up = [this, st, g, key, begin, length](std::unique_lock<std::mutex>& lock) {
+    st->degraded = true;
+    auto done = std::move(st->done);
+    lock.unlock();
+    ReadEcDegraded(g, key, begin, length, std::move(done));
+  };
+  // With every data cell in: usable when they agree and no other shard holds a newer version
+  // (a cell that missed a degraded write is older).
+  auto decide = [st, g, j0, j1, begin, length, give_up](std::unique_lock<std::mutex>& lock) {
+    uint64_t version = 0;
+    for (uint32_t j = j0; j <= j1; ++j) {
+      auto& rep = st->replies[j];
+      if (!rep || !rep->ok()) return give_up(lock);
+      if (j == j0) version = (*rep)->version;
+      if ((*rep)->version != version) return give_up(lock);
+    }
+    for (uint32_t i = 0; i < st->replies.size(); ++i) {
+      auto& rep = st->replies[i];
+      if ((i < j0 || i > j1) && rep && rep->ok() && (*rep)->version > version) return give_up(lock);
+    }
+    st->finished = true;
+    ShardData out;
+    out.version = version;
+    out.length = length;
+    out.data = AlignedBuffer(length);
+    std::memset(out.data.data(), 0, length);
+    for (uint32_t c = j0; c <= j1; ++c) {
+      const uint64_t at = std::max(begin, c * g.cell) - begin;
+      const auto& d = (*st->replies[c])->data;
+      std::memcpy(out.data.data() + at, d.data(), std::min<uint64_t>(d.size(), length - at));
+    }
+    auto done = std::move(st->done);
+    lock.unlock();
+    done(std::move(out));
+  };
+  timer_.After(straggler_, [this, st, j0, j1, give_up, decide, slots = *slots] {
+    std::unique_lock<std::mutex> l(st->mu);
+    if (st->finished || st->degraded) return;
+    for (uint32_t i = 0; i < st->replies.size() && i < slots.size(); ++i) {
+      if (!st->replies[i] && slots[i].up) Suspect(slots[i]);
+    }
+    for (uint32_t j = j0; j <= j1; ++j) {
+      if (!st->replies[j]) return give_up(l);  // a data cell is late
+    }
+    decide(l);  // only versions of other shards are late: go with what is known
+  });
+  auto on_reply = [st, decide](uint32_t i, Result<ShardData> r) {
+    std::unique_lock<std::mutex> l(st->mu);
+    st->replies[i] = std::move(r);
+    if (--st->pending > 0 || st->degraded || st->finished) return;
+    decide(l);
+  };
+  for (uint32_t j = j0; j <= j1; ++j) {
+    const uint64_t cb = std::max(begin, j * g.cell) - j * g.cell;
+    const uint64_t ce = std::min(end, (j + 1) * g.cell) - j * g.cell;
+    shards_->StartReadTo((*slots)[j], WithShard(key, j), cb, ce - cb,
+                         [on_reply, j](Result<ShardData> r) { on_reply(j, std::move(r)); });
+  }
+  for (uint32_t i : stat) {
+    shards_->StartStatTo((*slots)[i], WithShard(key, i), [on_reply, i](Result<ShardData> r) { on_reply(i, std::move(r)); });
+  }
+}
+
+void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                              std::function<void(Result<ShardData>)> done) {
+  stats_.degraded_reads++;
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  const uint64_t end = begin + length;
+  const uint32_t j0 = static_cast<uint32_t>(begin / g.cell), j1 = static_cast<uint32_t>((end - 1) / g.cell);
+  const uint64_t lo = j0 == j1 ? begin - j0 * g.cell : 0;
+  const uint64_t hi = j0 == j1 ? end - j0 * g.cell : g.cell;
+  const uint32_t width = g.red.width();
+  auto st = std::make_shared<ReadState>();
+  st->done = std::move(done);
+  st->replies.resize(width);
+  std::vector<uint32_t> send;
+  for (uint32_t i = 0; i < width && i < slots->size(); ++i) {
+    if ((*slots)[i].up) send.push_back(i);
+  }
+  for (uint32_t i = 0; i < width; ++i) {
+    if (std::find(send.begin(), send.end(), i) == send.end()) {
+      st->replies[i] = Result<ShardData>(Unavailable("target of shard " + std::to_string(i) + " is down"));
+    }
+  }
+  st->pending = static_cast<uint32_t>(send.size());
+  auto slots_copy = std::make_shared<std::vector<TargetRef>>(*slots);
+
+  // Decides with the replies at hand; `final` when no more will come.
+  auto decide = [this, st, g, key, begin, length, lo, hi, j0, j1, width, slots_copy](
+                    std::unique_lock<std::mutex>& lock, bool final) {
+    if (st->finished) return;
+    std::map<uint64_t, uint32_t> by_version;
+    bool all_not_found = true, any_unavailable = false;
+    Status first_error;
+    for (auto& r : st->replies) {
+      if (!r) continue;
+      if (r->ok()) {
+        by_version[(*r)->version]++;
+        all_not_found = false;
+      } else {
+        if (r->status().code() != StatusCode::kNotFound) all_not_found = false;
+        if (r->status().code() == StatusCode::kUnavailable || r->status().code() == StatusCode::kDeadlineExceeded) {
+          any_unavailable = true;
+        }
+        if (first_error.ok() && r->status().code() != StatusCode::kNotFound) first_error = r->status();
+      }
+    }
+    uint64_t version = 0;
+    uint32_t have = 0;
+    for (auto it = by_version.rbegin(); it != by_version.rend(); ++it) {
+      if (it->second >= g.red.k) {
+        version = it->first;
+        have = it->second;
+        break;
+      }
+    }
+    if (have == 0) {
+      if (!final) return;
+      st->finished = true;
+      auto done = std::move(st->done);
+      lock.unlock();
+      if (all_not_found) return done(NotFound(Ordinal(key) + " has no shards"));
+      uint32_t ok = 0;
+      for (auto& [v, n] : by_version) ok = std::max(ok, n);
+      std::string msg = "only " + std::to_string(ok) + " of the " + std::to_string(width) + " shards of " +
+                        Ordinal(key) + " are readable and agree; " + std::to_string(g.red.k) + " are needed" +
+                        (first_error.ok() ? std::string() : ": " + first_error.ToString());
+      return done(any_unavailable ? Unavailable(msg) : DataLoss(msg));
+    }
+    st->finished = true;
+    // Cells of the chosen version, padded to the range; rebuild the touched data cells missing.
+    const uint64_t span = hi - lo;
+    std::vector<AlignedBuffer> padded(width);
+    std::vector<const std::byte*> cells(width, nullptr);
+    for (uint32_t i = 0; i < width; ++i) {
+      auto& r = st->replies[i];
+      if (!r || !r->ok() || (*r)->version != version) continue;
+      padded[i] = AlignedBuffer(span);
+      std::memset(padded[i].data(), 0, span);
+      std::memcpy(padded[i].data(), (*r)->data.data(), std::min<uint64_t>((*r)->data.size(), span));
+      cells[i] = padded[i].data();
+    }
+    // Shards to rebuild: touched data cells, and any cell that failed its checksum when the
+    // whole shard was read (read repair).
+    uint64_t shard_len = 0;
+    for (auto& r : st->replies) {
+      if (r && r->ok() && (*r)->version == version) shard_len = (*r)->length;
+    }
+    const bool whole = lo == 0 && hi >= shard_len;
+    std::vector<uint32_t> want;
+    std::vector<uint32_t> repair;
+    for (uint32_t i = 0; i < width; ++i) {
+      if (cells[i] != nullptr) continue;
+      const bool corrupt = st->replies[i] && !st->replies[i]->ok() &&
+                           st->replies[i]->status().code() == StatusCode::kDataLoss;
+      if (corrupt && whole) repair.push_back(i);
+      if ((i >= j0 && i <= j1) || (corrupt && whole)) want.push_back(i);
+    }
+    std::vector<AlignedBuffer> rebuilt(want.size());
+    std::vector<std::byte*> out_ptrs;
+    for (auto& b : rebuilt) {
+      b = AlignedBuffer(span);
+      out_ptrs.push_back(b.data());
+    }
+    Status s = Coder(g.red).Reconstruct(span, cells, want, out_ptrs);
+    auto done = std::move(st->done);
+    lock.unlock();
+    if (!s.ok()) return done(s.WithContext(Ordinal(key)));
+    auto cell_data = [&](uint32_t i) -> const std::byte* {
+      if (cells[i]) return cells[i];
+      for (size_t w = 0; w < want.size(); ++w) {
+        if (want[w] == i) return rebuilt[w].data();
+      }
+      return nullptr;
+    };
+    for (uint32_t i : repair) {
+      auto bytes = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf({cell_data(i), shard_len}));
+      PS_LOG_WARN("read repair: rewriting corrupt shard {} of {} on target {}", i, Ordinal(key), (*slots_copy)[i].id);
+      WriteBack((*slots_copy)[i], WithShard(key, i), bytes, version);
+    }
+    ShardData out;
+    out.version = version;
+    out.length = length;
+    out.data = AlignedBuffer(length);
+    for (uint32_t c = j0; c <= j1; ++c) {
+      const uint64_t cb = std::max(begin, c * g.cell) - c * g.cell;  // within the cell
+      const uint64_t ce = std::min(begin + length, (c + 1) * g.cell) - c * g.cell;
+      std::memcpy(out.data.data() + (c * g.cell + cb - begin), cell_data(c) + (cb - lo), ce - cb);
+    }
+    done(std::move(out));
+  };
+  if (send.empty()) {
+    std::unique_lock<std::mutex> l(st->mu);
+    return decide(l, true);
+  }
+  timer_.After(straggler_, [this, st, decide, send, slots_copy] {
+    std::unique_lock<std::mutex> l(st->mu);
+    for (uint32_t i : send) {
+      if (!st->replies[i]) Suspect((*slots_copy)[i]);
+    }
+    decide(l, false);
+  });
+  for (uint32_t i : send) {
+    shards_->StartReadTo((*slots)[i], WithShard(key, i), lo, hi - lo, [st, i, decide](Result<ShardData> r) {
+      std::unique_lock<std::mutex> l(st->mu);
+      st->replies[i] = std::move(r);
+      --st->pending;
+      decide(l, st->pending == 0);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deletes
+
+void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
+  if (!g.red.protected_()) {
+    Status s = shards_->Delete(key);
+    return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
+  }
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  struct State {
+    std::mutex mu;
+    uint32_t pending;
+    Status first_error;
+    std::function<void(Status)> done;
+  };
+  auto st = std::make_shared<State>();
+  st->pending = static_cast<uint32_t>(slots->size());
+  st->done = std::move(done);
+  if (st->pending == 0) return st->done(OkStatus());
+  for (uint32_t i = 0; i < slots->size(); ++i) {
+    shards_->StartDeleteTo((*slots)[i], WithShard(key, i), [st](Status s) {
+      std::unique_lock<std::mutex> l(st->mu);
+      if (!s.ok() && s.code() != StatusCode::kNotFound && st->first_error.ok()) st->first_error = s;
+      if (--st->pending > 0) return;
+      auto done = std::move(st->done);
+      Status e = st->first_error;
+      l.unlock();
+      done(e);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Repair
+
+std::vector<std::shared_ptr<AlignedBuffer>> StripeIo::EncodeShards(const StripeGeometry& g,
+                                                                   std::span<const std::byte> data) {
+  std::vector<std::shared_ptr<AlignedBuffer>> out;
+  if (g.red.kind != Redundancy::Kind::kErasure) {
+    for (uint32_t i = 0; i < g.red.width(); ++i) out.push_back(std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(data)));
+    return out;
+  }
+  const uint64_t plen = g.shard_length(data.size());
+  std::vector<const std::byte*> cells;
+  std::vector<std::byte*> parity;
+  for (uint32_t i = 0; i < g.red.width(); ++i) {
+    auto b = std::make_shared<AlignedBuffer>(plen);
+    std::memset(b->data(), 0, plen);
+    if (i < g.red.k) {
+      const uint64_t off = i * g.cell;
+      if (off < data.size()) std::memcpy(b->data(), data.data() + off, std::min<uint64_t>(plen, data.size() - off));
+      cells.push_back(b->data());
+    } else {
+      parity.push_back(b->data());
+    }
+    out.push_back(b);
+  }
+  if (plen > 0) Coder(g.red).Encode(plen, cells, parity);
+  return out;
+}
+
+Result<uint64_t> StripeIo::RepairShards(const StripeGeometry& g, const WireShardKey& key, uint64_t shard_length,
+                                        const std::vector<uint32_t>& shards, uint64_t version) {
+  uint64_t length = UINT64_MAX;
+  if (g.red.kind == Redundancy::Kind::kErasure) {
+    length = shard_length < g.cell ? shard_length : std::min<uint64_t>(g.stripe_unit, g.red.k * g.cell);
+  }
+  PS_ASSIGN_OR_RETURN(ShardData d, ReadSync(g, key, 0, length));
+  if (d.version != version) {
+    return Aborted(Ordinal(key) + " changed while it was being repaired (version " + std::to_string(d.version) +
+                   ", expected " + std::to_string(version) + ")");
+  }
+  auto bytes = EncodeShards(g, d.data.span());
+  PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, Slots(key, g.red.width()));
+  uint64_t written = 0;
+  for (uint32_t i : shards) {
+    if (i >= slots.size()) continue;
+    std::promise<Status> p;
+    auto f = p.get_future();
+    auto b = bytes[i];
+    shards_->StartWriteTo(slots[i], WithShard(key, i), b->span(), version, true,
+                          [&p, b](Status s) { p.set_value(std::move(s)); });
+    Status s = f.get();
+    if (!s.ok()) return s.WithContext("repairing shard " + std::to_string(i) + " of " + Ordinal(key));
+    written += b->size();
+  }
+  return written;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Heads
+
+Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardKey& key) {
+  const uint32_t copies = red.head_copies();
+  PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, Slots(key, copies));
+  struct State : Waiter {
+    uint32_t pending = 0, ok = 0;
+    std::vector<std::optional<Result<ShardData>>> replies;
+  };
+  auto st = std::make_shared<State>();
+  st->replies.resize(slots.size());
+  std::vector<uint32_t> send;
+  for (uint32_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].up || copies == 1) send.push_back(i);
+  }
+  if (send.empty()) return Unavailable("every target holding " + Ordinal(key) + " is down");
+  st->pending = static_cast<uint32_t>(send.size());
+  for (uint32_t i : send) {
+    shards_->StartReadTo(slots[i], WithShard(key, i), 0, UINT64_MAX, [st, i](Result<ShardData> r) {
+      std::lock_guard<std::mutex> l(st->mu);
+      if (r.ok()) ++st->ok;
+      st->replies[i] = std::move(r);
+      --st->pending;
+      st->cv.notify_all();
+    });
+  }
+  {
+    // Copies that have not answered after a straggler's time (a stopped target) are left out;
+    // with one copy in hand, the others get that long to show a newer version.
+    std::unique_lock<std::mutex> l(st->mu);
+    const auto first = Clock::now();
+    st->cv.wait_until(l, first + straggler_, [&] { return st->pending == 0 || st->ok > 0; });
+    st->cv.wait_until(l, first + 2 * straggler_, [&] { return st->pending == 0; });
+    if (st->pending > 0 && send.size() > 1) {
+      bool answered = false;
+      for (auto& r : st->replies) answered |= r.has_value();
+      if (!answered) st->cv.wait(l, [&] { return st->pending == 0 || st->ok > 0; });  // nothing to go on
+    }
+  }
+  std::lock_guard<std::mutex> l(st->mu);
+  for (uint32_t i : send) {
+    if (!st->replies[i]) Suspect(slots[i]);
+  }
+  ShardData* best = nullptr;
+  Status first_error;
+  bool all_not_found = true;
+  for (auto& r : st->replies) {
+    if (!r) continue;
+    if (r->ok()) {
+      all_not_found = false;
+      if (best == nullptr || (*r)->version > best->version) best = &**r;
+    } else {
+      if (r->status().code() != StatusCode::kNotFound) all_not_found = false;
+      if (first_error.ok() || first_error.code() == StatusCode::kNotFound) first_error = r->status();
+    }
+  }
+  if (best == nullptr) return all_not_found ? NotFound("no copy of the head") : first_error;
+  if (best->data.empty()) return NotFound("the object was deleted (tombstone)");
+  return std::move(*best);
+}
+
+Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& key) {
+  if (!red.protected_()) {
+    PS_ASSIGN_OR_RETURN(AlignedBuffer data, shards_->Read(key));
+    ShardData d;
+    d.length = data.size();
+    d.data = std::move(data);
+    return d;
+  }
+  const auto first = Clock::now();
+  bool refetched = false;
+  for (int attempt = 0;; ++attempt) {
+    auto r = ReadHeadOnce(red, key);
+    if (r.ok() || r.status().code() == StatusCode::kNotFound) return r;
+    const StatusCode code = r.status().code();
+    if (!refetched && (code == StatusCode::kPermissionDenied || code == StatusCode::kUnauthenticated)) {
+      refetched = true;  // the refused token was dropped: the next attempt fetches a fresh one
+      continue;
+    }
+    if (!shards_->Backoff(r.status(), first, attempt)) return r;
+  }
+}
+
+Redundancy HeadRedundancy(const Redundancy& red) {
+  if (!red.protected_()) return red;
+  Redundancy r;
+  r.kind = Redundancy::Kind::kReplicate;
+  r.k = 1;
+  r.m = red.m;
+  return r;
+}
+
+void StripeIo::StartWriteHead(const Redundancy& red, const WireShardKey& key,
+                              std::shared_ptr<const AlignedBuffer> bytes, uint64_t version,
+                              std::function<void(Status)> done) {
+  Write(StripeGeometry::For(HeadRedundancy(red), 0), key, std::move(bytes), version, std::move(done));
+}
+
+Status StripeIo::WriteSync(const StripeGeometry& g, const WireShardKey& key,
+                           std::shared_ptr<const AlignedBuffer> data, uint64_t version) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  Write(g, key, std::move(data), version, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+Result<ShardData> StripeIo::ReadSync(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                                     uint64_t length) {
+  std::promise<Result<ShardData>> p;
+  auto f = p.get_future();
+  Read(g, key, begin, length, [&p](Result<ShardData> r) { p.set_value(std::move(r)); });
+  return f.get();
+}
+
+Status StripeIo::DeleteSync(const StripeGeometry& g, const WireShardKey& key) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  Delete(g, key, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
+                           uint64_t version) {
+  if (!red.protected_()) return shards_->Write(key, bytes, version);
+  auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(bytes));
+  const auto first = Clock::now();
+  bool refetched = false;
+  for (int attempt = 0;; ++attempt) {
+    Status s = WriteSync(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version);
+    if (s.ok()) return s;
+    if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {
+      refetched = true;
+      continue;
+    }
+    if (!shards_->Backoff(s, first, attempt)) return s;
+  }
+}
+
+Status StripeIo::DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version) {
+  if (!red.protected_()) return shards_->Delete(key);
+  return WriteHead(red, key, {}, version);  // tombstone
+}
+
+}  // namespace penstock

@@ -1,0 +1,181 @@
+// stripe_io.h — one stripe's I/O under the container's redundancy: the layer between the
+// object code (stripe_pipeline, ObjectImpl) and single-shard requests (ShardClient).
+//
+// none:   a stripe is one shard (shard 0) on the target placement picks; requests go through
+//         ShardClient's located calls and the callers retry them.
+// rep:N:  N copies, shard i on slot i (PlaceSlots: distinct targets and fault domains).
+// ec:K+M: K data cells and M parity cells (ISA-L Reed-Solomon, common/erasure.h), cell i on
+//         slot i. Every cell of a stripe has the same length, min(cell size, stripe length):
+//         the data is zero-padded, which reads back as zeros, the same as a sparse range.
+//
+// Writes (protected) go to every slot at once and are acknowledged when each shard on a
+// reachable target is durable and at least K are (rep: one). A shard whose target is down, or
+// that fails, or has not answered `straggler` after the K-th success, is a fault the stripe
+// absorbs: the write is acknowledged degraded and mgmt's repair service rewrites the shard
+// later. Writes carry kWriteIfNotOlder, so a delayed or repeated write never replaces newer data.
+// The stripe's bytes are held (shared) until every shard request has ended, even after the
+// acknowledgement.
+//
+// Reads (protected) read the touched data cells (rep: one replica, the first up slot) and ask
+// every other up slot for its shard's version (kStat, no data), so a shard that missed a
+// degraded write never answers alone. A cell that is missing, fails its checksum, comes from
+// another version than the newest, or is late by `straggler` turns the read degraded: the same range is read from every slot and the missing cells are
+// decoded from any K of one version (the newest with K). A shard that failed its checksum and
+// was read whole is written back at once (read repair). kNotFound only when no slot has the
+// stripe (sparse); kDataLoss when fewer than K shards of one version remain.
+//
+// Heads (object records) are replicated on head_copies() slots; reads return the newest copy
+// (highest version), deletes of protected heads write an empty tombstone with a newer version
+// so that a copy on a target that was down cannot bring the object back.
+//
+// Thread-safe. Completions run on transport threads (or the timer thread).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "client/shard_client.h"
+#include "common/erasure.h"
+#include "protocol/redundancy.h"
+
+namespace penstock {
+
+struct StripeGeometry {
+  Redundancy red;
+  uint64_t stripe_unit = 0;
+  uint64_t cell = 0;  // bytes per ec cell; the stripe unit otherwise
+
+  static StripeGeometry For(const Redundancy& red, uint64_t stripe_unit) {
+    return {red, stripe_unit, red.cell_size(stripe_unit)};
+  }
+  // Length of every shard of an ec stripe of `length` logical bytes.
+  uint64_t shard_length(uint64_t length) const { return length < cell ? length : cell; }
+};
+
+// Runs callbacks after a delay on one thread. Thread-safe.
+class Timer {
+ public:
+  Timer();
+  ~Timer();
+  void After(std::chrono::milliseconds delay, std::function<void()> fn);
+
+ private:
+  void Run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+struct StripeIoStats {
+  std::atomic<uint64_t> degraded_writes{0};   // stripes acknowledged with shards missing
+  std::atomic<uint64_t> degraded_reads{0};    // reads that needed other cells than the data
+  std::atomic<uint64_t> read_repairs{0};      // corrupt shards rewritten by a read
+};
+
+class StripeIo {
+ public:
+  // `shards` and `view` are borrowed. `straggler`: how long a protected operation waits for
+  // the last shards once it could complete without them.
+  StripeIo(ShardClient* shards, ClusterView* view, std::chrono::milliseconds straggler);
+  // Waits (up to 10 s) for read repairs still in flight.
+  ~StripeIo();
+
+  ShardClient& shards() { return *shards_; }
+  const StripeIoStats& stats() const { return stats_; }
+
+  // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit).
+  void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
+             uint64_t version, std::function<void(Status)> done);
+  // Stripe bytes [begin, begin + length): none/rep return fewer when the stripe is shorter, ec
+  // returns `length` bytes (zeros past the stripe's data).
+  void Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+            std::function<void(Result<ShardData>)> done);
+  // Removes every shard of the stripe (OK when none existed); best effort on slots that fail.
+  void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
+
+  // Object heads (blocking, with the client's retry policy). Reads return the newest copy;
+  // kNotFound when there is none or the newest is a tombstone.
+  Status WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
+                   uint64_t version);
+  Result<ShardData> ReadHead(const Redundancy& red, const WireShardKey& key);
+  Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version);
+  // Asynchronous head write (replicated like WriteHead, one attempt).
+  void StartWriteHead(const Redundancy& red, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> bytes,
+                      uint64_t version, std::function<void(Status)> done);
+
+  // Blocking forms of Write/Read/Delete (one attempt; not from a transport thread).
+  Status WriteSync(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
+                   uint64_t version);
+  Result<ShardData> ReadSync(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length);
+  Status DeleteSync(const StripeGeometry& g, const WireShardKey& key);
+
+  // Repair: rebuilds shards `shards` of a stripe whose stored version is `version` from the
+  // others (a read, degraded where needed, then encode) and writes them to their slots.
+  // `shard_length` is the length the stripe's shards have (ec) or 0 (rep). Returns the bytes
+  // written. kAborted when the stripe changed meanwhile (a newer version was read).
+  Result<uint64_t> RepairShards(const StripeGeometry& g, const WireShardKey& key, uint64_t shard_length,
+                                const std::vector<uint32_t>& shards, uint64_t version);
+  // The bytes of every shard of a stripe holding `data` (ec: data cells then parity).
+  std::vector<std::shared_ptr<AlignedBuffer>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data);
+
+  // Slots of `key`'s stripe for `width` shards (exposed for repair and tests).
+  Result<std::vector<TargetRef>> Slots(const WireShardKey& key, size_t width) const;
+  ErasureCoder& Coder(const Redundancy& red);
+
+ private:
+  struct WriteState;
+  struct ReadState;
+  void ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+              std::function<void(Result<ShardData>)> done);
+  void ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                   std::function<void(Result<ShardData>)> done);
+  // Replicas in `order` one after the other (a late one starts the next), first success wins;
+  // `corrupt` replicas get the good bytes back.
+  void ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
+                        std::vector<std::pair<uint32_t, TargetRef>> order,
+                        std::vector<std::pair<uint32_t, TargetRef>> corrupt,
+                        std::function<void(Result<ShardData>)> done);
+  // Degraded ec read of cell range [lo, hi) from every slot.
+  void ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                      std::function<void(Result<ShardData>)> done);
+  // Replicated whole-record operations for heads: one attempt on every copy.
+  Result<ShardData> ReadHeadOnce(const Redundancy& red, const WireShardKey& key);
+
+  // A target that let a request wait past `straggler` (stopped, overloaded: a gray failure) is
+  // treated as down by this client for kSuspectFor, so later stripes do not wait for it too.
+  static constexpr std::chrono::seconds kSuspectFor{10};
+  void Suspect(const TargetRef& t);
+  // Read repair: writes `bytes` back to shard `key` on `t` in the background.
+  void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
+
+  ShardClient* shards_;
+  ClusterView* view_;
+  const std::chrono::milliseconds straggler_;
+  std::mutex repairs_mu_;
+  std::condition_variable repairs_cv_;
+  int repairs_in_flight_ = 0;  // guarded by repairs_mu_
+  mutable std::mutex suspect_mu_;
+  std::map<uint32_t, std::chrono::steady_clock::time_point> suspect_;  // guarded by suspect_mu_
+  StripeIoStats stats_;
+  std::mutex coders_mu_;
+  std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCoder>> coders_;
+  Timer timer_;
+};
+
+// How heads of a container with `red` are kept: none stays none; a protected container's
+// heads are replicated on m + 1 targets.
+Redundancy HeadRedundancy(const Redundancy& red);
+
+// A process-wide increasing version for shard and head writes: microseconds since the Unix
+// epoch, strictly increasing within the process (later writes win in reads and repair).
+uint64_t NewVersion();
+
+}  // namespace penstock

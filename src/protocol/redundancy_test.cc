@@ -1,0 +1,48 @@
+#include "protocol/redundancy.h"
+
+#include <gtest/gtest.h>
+
+namespace penstock {
+namespace {
+
+TEST(RedundancyTest, ParsesTheThreeForms) {
+  auto none = ParseRedundancy("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->protected_());
+  EXPECT_EQ(none->width(), 1u);
+  EXPECT_EQ(ParseRedundancy("none")->ToString(), "none");
+
+  auto rep = ParseRedundancy("rep:3");
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->kind, Redundancy::Kind::kReplicate);
+  EXPECT_EQ(rep->width(), 3u);
+  EXPECT_EQ(rep->faults_tolerated(), 2u);
+  EXPECT_EQ(rep->head_copies(), 3u);
+  EXPECT_EQ(rep->ToString(), "rep:3");
+  EXPECT_EQ(ParseRedundancy("rep:1")->ToString(), "none");
+
+  auto ec = ParseRedundancy("ec:4+2");
+  ASSERT_TRUE(ec.ok());
+  EXPECT_EQ(ec->kind, Redundancy::Kind::kErasure);
+  EXPECT_EQ(ec->k, 4u);
+  EXPECT_EQ(ec->m, 2u);
+  EXPECT_EQ(ec->width(), 6u);
+  EXPECT_EQ(ec->head_copies(), 3u);
+  EXPECT_EQ(ec->ToString(), "ec:4+2");
+  EXPECT_EQ(ec->cell_size(1 << 20), (1u << 20) / 4);
+  EXPECT_EQ(ParseRedundancy("ec:3+1")->cell_size(1 << 20) % 64, 0u);
+  EXPECT_GE(ParseRedundancy("ec:3+1")->cell_size(1 << 20) * 3, 1u << 20);
+}
+
+TEST(RedundancyTest, RejectsBadTextWithTheAcceptedForms) {
+  for (const char* bad : {"rep:0", "rep:17", "rep:", "rep:x", "ec:4", "ec:0+1", "ec:4+0", "ec:33+1",
+                          "ec:4+17", "ec:+2", "raid5", "ec:4+2 ", "rep:-1"}) {
+    auto r = ParseRedundancy(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("use none, rep:N"), std::string::npos) << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace penstock

@@ -1,0 +1,327 @@
+#include "repair/repairer.h"
+
+#include <fmt/format.h>
+
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "client/capability_cache.h"
+#include "client/cluster_view.h"
+#include "client/rpc_caller.h"
+#include "client/shard_client.h"
+#include "client/stripe_io.h"
+#include "common/log.h"
+#include "mgmt/mgmt_client.h"
+#include "protocol/object_head.h"
+#include "protocol/redundancy.h"
+#include "transport/rpc_client.h"
+
+namespace penstock {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The text a target reports for a corrupt shard (engine ShardKey::ToString).
+std::string KeyText(const WireShardKey& k) {
+  std::string stripe = k.stripe == UINT64_MAX ? std::string("head") : std::to_string(k.stripe);
+  return fmt::format("c={} obj={:016x}:{:016x} stripe={} shard={}", k.container, k.object_hi, k.object_lo, stripe,
+                     k.shard);
+}
+
+struct Holder {
+  uint32_t target;
+  uint64_t version;
+  uint64_t length;
+};
+
+// Every shard of one container that the live targets hold, by (object, stripe) then shard.
+using StripeId = std::tuple<uint64_t, uint64_t, uint64_t>;
+using ShardIndex = std::map<StripeId, std::map<uint32_t, std::vector<Holder>>>;
+
+}  // namespace
+
+Repairer::Repairer(const RepairOptions& options) : options_(options) {
+  status_.set_state("idle");
+}
+
+Result<std::unique_ptr<Repairer>> Repairer::Start(const RepairOptions& options) {
+  std::unique_ptr<Repairer> r(new Repairer(options));
+  PS_ASSIGN_OR_RETURN(r->mgmt_, MgmtClient::Connect(options.mgmt_address));
+  r->mgmt_->set_api_key(options.api_key);
+  r->caps_ = std::make_unique<CapabilityCache>(r->mgmt_.get(), !options.api_key.empty());
+  RpcClientOptions ro;
+  ro.timeout = options.timeout;
+  PS_ASSIGN_OR_RETURN(r->rpc_, RpcClient::Create(ro));
+  r->caller_ = std::make_unique<UcxRpcCaller>(r->rpc_.get());
+  r->view_ = std::make_unique<ClusterView>(r->mgmt_.get());
+  r->shards_ = std::make_unique<ShardClient>(r->caller_.get(), r->view_.get(), options.timeout);
+  r->shards_->set_capabilities(r->caps_.get());
+  r->io_ = std::make_unique<StripeIo>(r->shards_.get(), r->view_.get(), std::chrono::milliseconds(2000));
+  r->thread_ = std::thread([raw = r.get()] { raw->Loop(); });
+  return r;
+}
+
+Repairer::~Repairer() { Stop(); }
+
+void Repairer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+v1::RepairStatus Repairer::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void Repairer::Update(const std::function<void(v1::RepairStatus&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fn(status_);
+}
+
+void Repairer::Loop() {
+  uint64_t last_epoch = UINT64_MAX;
+  auto last_pass = Clock::now() - options_.interval;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) return;
+    }
+    if (options_.is_leader && !options_.is_leader()) continue;
+    auto map = mgmt_->GetClusterMap();
+    if (!map.ok()) continue;
+    if (map->epoch() == last_epoch && Clock::now() - last_pass < options_.interval) continue;
+    last_epoch = map->epoch();
+    last_pass = Clock::now();
+    Status s = RunPass();
+    if (!s.ok()) {
+      PS_LOG_WARN("repair pass failed: {}", s.ToString());
+      Update([&](v1::RepairStatus& st) { st.set_state("failed: " + s.ToString()); });
+    }
+  }
+}
+
+Status Repairer::RunPass() {
+  std::lock_guard<std::mutex> pass_lock(pass_mu_);
+  const auto started = Clock::now();
+  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
+  view_->Apply(map);
+  std::set<std::pair<uint32_t, std::string>> corrupt;  // (target, key text) reported by targets
+  for (const auto& t : map.targets()) {
+    for (const auto& k : t.corrupt_shards()) corrupt.emplace(t.id(), k);
+  }
+  PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, mgmt_->ListContainers());
+  Update([&](v1::RepairStatus& st) {
+    st.set_state("running");
+    st.set_epoch(map.epoch());
+    st.set_stripes_checked(0);
+    st.set_stripes_total(0);
+    st.set_shards_repaired(0);
+    st.set_bytes_repaired(0);
+    st.set_stripes_unrecoverable(0);
+    st.set_bytes_per_second(0);
+  });
+  Counter* shards_metric = nullptr;
+  Counter* bytes_metric = nullptr;
+  Counter* lost_metric = nullptr;
+  if (options_.metrics) {
+    shards_metric = &options_.metrics->GetCounter("penstock_repair_shards_total", "shards rewritten by repair");
+    bytes_metric = &options_.metrics->GetCounter("penstock_repair_bytes_total", "bytes rewritten by repair");
+    lost_metric = &options_.metrics->GetCounter("penstock_repair_unrecoverable_stripes_total",
+                                                "stripes repair found with fewer than K readable shards");
+  }
+  uint64_t repaired_bytes = 0;
+  auto pace = [&](uint64_t bytes) {
+    repaired_bytes += bytes;
+    if (options_.rate_bytes_per_s == 0) return;
+    const auto due = started + std::chrono::microseconds(repaired_bytes * 1000000 / options_.rate_bytes_per_s);
+    std::this_thread::sleep_until(due);
+  };
+
+  for (const v1::Container& c : containers.containers()) {
+    auto red = ParseRedundancy(c.redundancy());
+    if (!red.ok() || !red->protected_()) continue;
+    // What the live targets hold.
+    ShardIndex index;
+    std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
+    for (const TargetRef& t : view_->targets()) {
+      if (t.lost || !t.up) continue;
+      auto all = shards_->List(t, c.id(), 0);
+      auto hs = shards_->List(t, c.id(), kListHeadsOnly | kListWithData);
+      if (!all.ok() || !hs.ok()) {
+        PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
+                    (all.ok() ? hs.status() : all.status()).ToString());
+        continue;
+      }
+      for (const ListEntry& e : *all) {
+        if (e.key.stripe == UINT64_MAX) continue;
+        const bool bad = corrupt.count({t.id, KeyText(e.key)}) != 0;
+        if (bad) continue;  // as good as missing
+        index[{e.key.object_hi, e.key.object_lo, e.key.stripe}][e.key.shard].push_back({t.id, e.shard_version, e.length});
+      }
+      for (ListEntry& e : *hs) {
+        auto& h = heads[{e.key.object_hi, e.key.object_lo}];
+        if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
+        if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
+      }
+    }
+    const StripeGeometry geo0 = StripeGeometry::For(*red, c.stripe_unit());
+    uint64_t total = 0;
+    for (auto& [id, h] : heads) {
+      if (h.first.data.empty()) continue;
+      auto head = DecodeObjectHead(h.first.data);
+      if (head.ok()) total += head->stripe_count();
+    }
+    Update([&](v1::RepairStatus& st) { st.set_stripes_total(st.stripes_total() + total); });
+
+    for (auto& [id, h] : heads) {
+      const ListEntry& newest = h.first;
+      // Head copies: every copy slot holds the newest version (tombstones included).
+      const Redundancy head_red = HeadRedundancy(*red);
+      WireShardKey hkey = newest.key;
+      hkey.shard = 0;
+      auto hslots = io_->Slots(hkey, head_red.width());
+      if (hslots.ok()) {
+        for (uint32_t i = 0; i < hslots->size(); ++i) {
+          const TargetRef& t = (*hslots)[i];
+          if (!t.up) continue;
+          bool ok = false;
+          for (const Holder& x : h.second) ok |= x.target == t.id && x.version >= newest.shard_version;
+          // The listing does not say which copy index a holder has; a holder at the slot target is enough.
+          if (ok) continue;
+          WireShardKey k = hkey;
+          k.shard = i;
+          auto bytes = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(newest.data));
+          std::promise<Status> p;
+          auto f = p.get_future();
+          shards_->StartWriteTo(t, k, bytes->span(), newest.shard_version, true,
+                                [&p, bytes](Status s) { p.set_value(std::move(s)); });
+          Status s = f.get();
+          if (s.ok()) {
+            Update([&](v1::RepairStatus& st) { st.set_shards_repaired(st.shards_repaired() + 1); });
+            if (shards_metric) shards_metric->Inc();
+          } else {
+            PS_LOG_WARN("repair: head copy {} of an object in '{}': {}", i, c.name(), s.ToString());
+          }
+        }
+      }
+      if (newest.data.empty()) continue;  // deleted
+      auto head = DecodeObjectHead(newest.data);
+      if (!head.ok()) continue;
+      const StripeGeometry geo = StripeGeometry::For(*red, head->stripe_unit);
+      (void)geo0;
+      for (uint64_t s = 0; s < head->stripe_count(); ++s) {
+        WireShardKey key{c.id(), head->data_hi, head->data_lo, s, 0, 0};
+        auto it = index.find({head->data_hi, head->data_lo, s});
+        Update([&](v1::RepairStatus& st) { st.set_stripes_checked(st.stripes_checked() + 1); });
+        if (it == index.end()) continue;  // never written (sparse) or nothing left at all
+        auto& shards = it->second;
+        // The stripe's version: the newest that enough shards hold.
+        std::map<uint64_t, std::set<uint32_t>> holders;  // version -> shard indexes
+        uint64_t shard_length = 0;
+        for (auto& [i, hs] : shards) {
+          for (const Holder& x : hs) holders[x.version].insert(i);
+        }
+        uint64_t version = 0;
+        const uint32_t need = red->kind == Redundancy::Kind::kErasure ? red->k : 1;
+        for (auto v = holders.rbegin(); v != holders.rend(); ++v) {
+          if (v->second.size() >= need) {
+            version = v->first;
+            break;
+          }
+        }
+        if (version == 0) {
+          Update([&](v1::RepairStatus& st) { st.set_stripes_unrecoverable(st.stripes_unrecoverable() + 1); });
+          if (lost_metric) lost_metric->Inc();
+          PS_LOG_ERROR("repair: stripe {} of object '{}' in '{}' has fewer than {} shards of one version; data lost",
+                       s, head->name, c.name(), need);
+          continue;
+        }
+        for (auto& [i, hs] : shards) {
+          for (const Holder& x : hs) {
+            if (x.version == version) shard_length = x.length;
+          }
+        }
+        auto slots = io_->Slots(key, red->width());
+        if (!slots.ok()) continue;
+        std::vector<uint32_t> fix;
+        for (uint32_t i = 0; i < slots->size(); ++i) {
+          const TargetRef& t = (*slots)[i];
+          if (!t.up) continue;
+          bool ok = false;
+          auto si = shards.find(i);
+          if (si != shards.end()) {
+            for (const Holder& x : si->second) ok |= x.target == t.id && x.version >= version;
+          }
+          if (!ok) fix.push_back(i);
+        }
+        if (!fix.empty()) {
+          auto written = io_->RepairShards(geo, key, shard_length, fix, version);
+          if (!written.ok()) {
+            PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, head->name, c.name(),
+                        written.status().ToString());
+            continue;
+          }
+          Update([&](v1::RepairStatus& st) {
+            st.set_shards_repaired(st.shards_repaired() + fix.size());
+            st.set_bytes_repaired(st.bytes_repaired() + *written);
+            const double secs = std::chrono::duration<double>(Clock::now() - started).count();
+            st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
+          });
+          if (shards_metric) shards_metric->Inc(fix.size());
+          if (bytes_metric) bytes_metric->Inc(*written);
+          pace(*written);
+        }
+        // The stripe is whole on its slots (or will be once DOWN ones return): copies on
+        // targets that are no longer slots go.
+        bool all_up = slots->size() == red->width();
+        for (const TargetRef& t : *slots) all_up &= t.up;
+        if (fix.empty() && all_up) {
+          for (auto& [i, hs] : shards) {
+            if (i >= slots->size()) continue;
+            for (const Holder& x : hs) {
+              if (x.target == (*slots)[i].id) continue;
+              for (const TargetRef& t : view_->targets()) {
+                if (t.id != x.target || !t.up) continue;
+                WireShardKey k = key;
+                k.shard = i;
+                std::promise<Status> p;
+                auto f = p.get_future();
+                shards_->StartDeleteTo(t, k, [&p](Status st) { p.set_value(std::move(st)); });
+                f.get().IgnoreError();
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  Update([&](v1::RepairStatus& st) {
+    st.set_state("idle");
+    st.set_passes(st.passes() + 1);
+    st.set_last_pass_ms(NowMs());
+    const double secs = static_cast<double>(took) / 1000.0;
+    st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
+  });
+  auto st = status();
+  if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {
+    PS_LOG_INFO("repair pass done in {} ms: {} stripes checked, {} shards ({} bytes) rewritten, {} unrecoverable",
+                took, st.stripes_checked(), st.shards_repaired(), st.bytes_repaired(), st.stripes_unrecoverable());
+  }
+  if (options_.metrics) options_.metrics->GetCounter("penstock_repair_passes_total", "repair passes completed").Inc();
+  return OkStatus();
+}
+
+}  // namespace penstock

@@ -1,0 +1,93 @@
+// repairer.h — mgmt's repair service: rebuild after a target is lost, repair of shards that a
+// degraded write missed, and rewrite of shards that scrub or a read found corrupt.
+//
+// A pass walks every protected container (rep:N, ec:K+M): it lists the shards each live target
+// holds (kList, no data) and the object heads, and for every stripe of every live object checks
+// each slot of the current map (PlaceSlots): the slot's target must hold that shard at the
+// stripe's current version (the newest one that K shards hold; replicas: the newest) and it
+// must not be on the target's corrupt list. A slot that fails the check is rebuilt from the
+// other shards (StripeIo::RepairShards: read, degraded where needed, encode, write with
+// kWriteIfNotOlder so a concurrent write wins). Once a stripe is whole on its slots, copies
+// left on targets that are no longer its slots (after a map change) are deleted; head copies
+// are brought to the newest version the same way. Slots on DOWN targets wait for a later pass.
+//
+// Passes run on the leader only: at start, whenever the map epoch changes, and every
+// `interval`; repair traffic is limited to `rate_bytes_per_s`. It talks to its own mgmt over
+// gRPC (the admin key when mgmt runs --auth) and to the targets over the data plane, like any
+// client. Progress is in status() (MgmtStatus.repair, `penstock status`) and /metrics.
+//
+// Thread safety: status() may be called from any thread; RunPass() from one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/metrics.h"
+#include "penstock/mgmt.pb.h"
+#include "penstock/status.h"
+
+namespace penstock {
+
+class MgmtClient;
+class RpcClient;
+class UcxRpcCaller;
+class ClusterView;
+class CapabilityCache;
+class ShardClient;
+class StripeIo;
+
+struct RepairOptions {
+  std::string mgmt_address;  // this mgmt's gRPC address
+  std::string api_key;       // the admin key ("" without --auth)
+  // Pause between passes when nothing changed.
+  std::chrono::milliseconds interval{30000};
+  // Repair write traffic limit, bytes per second; 0: unlimited.
+  uint64_t rate_bytes_per_s = 0;
+  // Data-plane request timeout of the repair client.
+  std::chrono::milliseconds timeout{10000};
+  // Whether this mgmt leads (passes run only then); empty: always.
+  std::function<bool()> is_leader;
+  MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
+};
+
+class Repairer {
+ public:
+  // Starts the background loop. Errors: those of connecting to mgmt and creating the UCX client.
+  static Result<std::unique_ptr<Repairer>> Start(const RepairOptions& options);
+  ~Repairer();
+
+  // Runs one whole pass now (the loop's passes are skipped meanwhile). Errors: mgmt
+  // unreachable; per-stripe failures are counted, not returned.
+  Status RunPass();
+  v1::RepairStatus status() const;
+  void Stop();
+
+ private:
+  explicit Repairer(const RepairOptions& options);
+  void Loop();
+  void Update(const std::function<void(v1::RepairStatus&)>& fn);
+
+  const RepairOptions options_;
+  std::unique_ptr<MgmtClient> mgmt_;
+  std::unique_ptr<RpcClient> rpc_;
+  std::unique_ptr<UcxRpcCaller> caller_;
+  std::unique_ptr<ClusterView> view_;
+  std::unique_ptr<CapabilityCache> caps_;
+  std::unique_ptr<ShardClient> shards_;
+  std::unique_ptr<StripeIo> io_;
+
+  std::mutex pass_mu_;  // one pass at a time
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;              // guarded by mu_
+  v1::RepairStatus status_;        // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace penstock
