@@ -48,7 +48,7 @@ class Cluster:
     """A local cluster started with `penstock up`."""
 
     def __init__(self, data_dir: Path, targets=3, transport="tcp", capacity="512M",
-                 extra_args=()):
+                 extra_args=(), heartbeat_timeout_ms=3000):
         self.data_dir = data_dir
         self.env = dict(os.environ)
         self.env.update(TRANSPORTS[transport])
@@ -56,7 +56,7 @@ class Cluster:
         self._restarted = {}
         self._procs = []
         out = run(["up", "--targets", str(targets), "--data-dir", str(data_dir), "--base-port", "0",
-                   "--capacity", capacity, "--heartbeat-timeout-ms", "3000", "--json",
+                   "--capacity", capacity, "--heartbeat-timeout-ms", str(heartbeat_timeout_ms), "--json",
                    *extra_args], env=self.env, timeout=120)
         self.info = json.loads(out.stdout)
         self.mgmt = self.info["mgmt"]
