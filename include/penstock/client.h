@@ -43,6 +43,12 @@ struct ClientOptions {
   // The tenant's API key (sent to mgmt; used to get capability tokens for the targets).
   // Empty: none, which only a cluster without --auth accepts.
   std::string api_key;
+  // TLS to mgmt (PEM files): the CA that signed mgmt's certificate, and this client's
+  // certificate and key (required by a mgmt run with --tls-ca). All empty: plaintext.
+  // Unusable files fail Connect with kInvalidArgument naming the file.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
 };
 
 struct ContainerProps {

@@ -52,6 +52,9 @@ int RunBenchCommand(BenchFlags& f) {
   ClientOptions co;
   co.mgmt_address = f.g.mgmt;
   co.api_key = f.g.api_key;
+  co.tls_ca = f.g.tls.ca;
+  co.tls_cert = f.g.tls.cert;
+  co.tls_key = f.g.tls.key;
   auto client = Client::Connect(co);
   if (!client.ok()) return ReportError(client.status(), f.g.json);
   bool throwaway = false;
@@ -125,6 +128,7 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
   AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");
   AddSetting(*b, "api-key", &f->g.api_key, "the tenant's API key (clusters run with --auth need one)");
+  AddTlsSettings(*b, &f->g.tls);
   b->add_flag("--json", f->g.json, "machine-readable output");
   out.push_back({b, [f] { return RunBenchCommand(*f); }});
 }

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "common/config.h"
+#include "mgmt/local_tls.h"
 #include "mgmt/mgmt_client.h"
 #include "mgmt/tenant_registry.h"
 #include "protocol/shard_protocol.h"
@@ -49,6 +50,7 @@ struct UpFlags {
   std::string log_level = "info";
   bool json = false;
   bool auth = false;
+  bool tls = false;
 };
 
 // Ports for mgmt, mgmt metrics, then (data, metrics) per target.
@@ -154,6 +156,19 @@ int RunUp(const UpFlags& f, bool json_out) {
     }
     mgmt.argv.insert(mgmt.argv.end(), {"--auth", "--admin-key-file", admin_key_file});
   }
+  // Every daemon gets its TLS settings as flags (or none); PENSTOCK_TLS_* exported for client
+  // commands in this shell must not turn a plaintext cluster's mgmt into a TLS server with the
+  // client's certificate, so the daemons do not inherit them.
+  for (const char* var : {"PENSTOCK_TLS_CA", "PENSTOCK_TLS_CERT", "PENSTOCK_TLS_KEY"}) ::unsetenv(var);
+  if (f.tls) {
+    // A fresh throw-away CA for every `up`, in DATA_DIR/tls (keys 0600).
+    auto files = GenerateLocalTls(dir + "/tls", {f.host});
+    if (!files.ok()) return ReportError(files.status(), json_out);
+    const TlsOptions server = files->Server();
+    mgmt.argv.insert(mgmt.argv.end(),
+                     {"--tls-cert", server.cert, "--tls-key", server.key, "--tls-ca", server.ca});
+    rec.client_tls = files->Client();
+  }
   for (int i = 0; i < f.targets; ++i) {
     DaemonRecord t;
     t.name = "target-" + std::to_string(i + 1);
@@ -164,6 +179,10 @@ int RunUp(const UpFlags& f, bool json_out) {
     t.argv = {exe, "target", "--data-dir", dir + "/" + t.name, "--mgmt", rec.mgmt, "--listen-host",
               f.host, "--port", std::to_string(port), "--metrics-port", std::to_string(mport),
               "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level};
+    if (rec.client_tls.enabled()) {
+      t.argv.insert(t.argv.end(), {"--tls-ca", rec.client_tls.ca, "--tls-cert", rec.client_tls.cert,
+                                   "--tls-key", rec.client_tls.key});
+    }
     rec.daemons.push_back(t);
   }
   rec.daemons.insert(rec.daemons.begin(), mgmt);
@@ -183,7 +202,7 @@ int RunUp(const UpFlags& f, bool json_out) {
   Status last;
   for (;;) {
     if (Status s = CheckAlive(rec); !s.ok()) return fail(s);
-    auto mc = MgmtClient::Connect(rec.mgmt, std::chrono::milliseconds(1000));
+    auto mc = MgmtClient::Connect(rec.mgmt, std::chrono::milliseconds(1000), rec.client_tls);
     if (mc.ok()) {
       auto map = (*mc)->GetClusterMap();
       if (map.ok()) {
@@ -206,6 +225,9 @@ int RunUp(const UpFlags& f, bool json_out) {
   if (json_out) {
     json j = {{"mgmt", rec.mgmt}, {"data_dir", dir}, {"daemons", json::array()}};
     if (!admin_key_file.empty()) j["admin_key_file"] = admin_key_file;
+    if (f.tls) {
+      j["tls"] = {{"ca", rec.client_tls.ca}, {"cert", rec.client_tls.cert}, {"key", rec.client_tls.key}};
+    }
     for (const auto& d : rec.daemons) {
       j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address},
                               {"metrics", d.metrics}, {"log", d.log}});
@@ -216,6 +238,12 @@ int RunUp(const UpFlags& f, bool json_out) {
     std::cerr << "penstock: cluster up: mgmt " << rec.mgmt << " and " << f.targets
               << " targets (data and logs in " << dir << "); stop it with `penstock down --data-dir "
               << dir << "`\n";
+    if (f.tls) {
+      std::cerr << "penstock: mgmt serves TLS and requires client certificates (in " << dir
+                << "/tls); for client commands run:\n  export PENSTOCK_MGMT=" << rec.mgmt
+                << " PENSTOCK_TLS_CA=" << rec.client_tls.ca << " PENSTOCK_TLS_CERT=" << rec.client_tls.cert
+                << " PENSTOCK_TLS_KEY=" << rec.client_tls.key << "\n";
+    }
   }
   return 0;
 }
@@ -271,7 +299,7 @@ uint64_t FreeBytes(const v1::Target& t) {
 }
 
 int RunStatus(const GlobalOptions& g) {
-  auto mc = MgmtClient::Connect(g.mgmt);
+  auto mc = MgmtClient::Connect(g.mgmt, std::chrono::milliseconds(5000), g.tls);
   if (!mc.ok()) return ReportError(mc.status(), g.json);
   auto st = (*mc)->GetStatus();
   if (!st.ok()) return ReportError(st.status(), g.json);
@@ -348,7 +376,7 @@ struct OutFlags {
 };
 
 int RunOut(const OutFlags& f) {
-  auto mc = MgmtClient::Connect(f.g.mgmt);
+  auto mc = MgmtClient::Connect(f.g.mgmt, std::chrono::milliseconds(5000), f.g.tls);
   if (!mc.ok()) return ReportError(mc.status(), f.g.json);
   (*mc)->set_api_key(f.g.api_key);
   v1::MarkTargetLostRequest req;
@@ -391,6 +419,9 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   up->add_flag("--json", uf->json, "print the result as JSON");
   up->add_flag("--auth", uf->auth,
                "require API keys and capability tokens; the admin key is written to DATA_DIR/admin.key");
+  up->add_flag("--tls", uf->tls,
+               "TLS with client certificates on the control plane; a throw-away CA and certificates go to "
+               "DATA_DIR/tls");
   out.push_back({up, [uf] { return RunUp(*uf, uf->json); }});
 
   auto down_opts = std::make_shared<UpFlags>();
@@ -403,6 +434,7 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   CLI::App* status = root.add_subcommand("status", "show mgmt, the cluster map and every target");
   AddSetting(*status, "mgmt", &g->mgmt, "mgmt address (host:port)");
   status->add_flag("--json", g->json, "print as JSON");
+  AddTlsSettings(*status, &g->tls);
   out.push_back({status, [g] { return RunStatus(*g); }});
 
   auto of = std::make_shared<OutFlags>();
@@ -410,6 +442,7 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   o->add_option("ID", of->id, "target id (see `penstock status`)")->required();
   AddSetting(*o, "mgmt", &of->g.mgmt, "mgmt address (host:port)");
   AddSetting(*o, "api-key", &of->g.api_key, "the admin API key (clusters run with --auth)");
+  AddTlsSettings(*o, &of->g.tls);
   o->add_flag("--json", of->g.json, "print the result as JSON");
   out.push_back({o, [of] { return RunOut(*of); }});
 }

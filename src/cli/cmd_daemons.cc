@@ -30,6 +30,7 @@ struct MgmtFlags {
   std::string admin_key;
   std::string admin_key_file;
   int64_t token_ttl_ms = 5 * 60 * 1000;
+  TlsOptions tls;
 };
 
 struct TargetFlags {
@@ -48,6 +49,7 @@ struct TargetFlags {
   std::string scrub_rate = "16M";
   int heartbeat_ms = 1000;
   std::string log_level = "info";
+  TlsOptions tls;
 };
 
 int RunMgmt(CLI::App* app, MgmtFlags& f) {
@@ -72,6 +74,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.auth = f.auth;
   o.admin_key = f.admin_key;
   o.token_ttl_ms = f.token_ttl_ms;
+  o.tls = f.tls;
   if (!f.admin_key_file.empty()) {
     std::ifstream in(f.admin_key_file);
     if (!in || !std::getline(in, o.admin_key) || o.admin_key.empty()) {
@@ -85,6 +88,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   RepairOptions ro;
   ro.mgmt_address = raw->address();
   ro.api_key = o.admin_key;
+  ro.tls = o.tls;  // mgmt's certificate doubles as the repair client's (one CA signs both)
   ro.interval = std::chrono::milliseconds(f.repair_interval_ms);
   ro.rate_bytes_per_s = repair_rate;
   ro.is_leader = [raw] { return raw->is_leader(); };
@@ -128,6 +132,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   o.fault_domain = f.fault_domain;
   o.io_threads = f.io_threads;
   o.heartbeat_ms = f.heartbeat_ms;
+  o.tls = f.tls;
   auto server = TargetServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
   int sig = WaitForTerminationSignal();
@@ -166,6 +171,7 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*m, "admin-key-file", &mf->admin_key_file, "file whose first line is the admin API key");
   AddSetting(*m, "token-ttl-ms", &mf->token_ttl_ms, "lifetime of capability tokens")
       ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
+  AddTlsSettings(*m, &mf->tls, /*server=*/true);
   out.push_back({m, [m, mf] { return RunMgmt(m, *mf); }});
 
   auto tf = std::make_shared<TargetFlags>();
@@ -186,6 +192,7 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));
   AddSetting(*t, "log-level", &tf->log_level, "trace|debug|info|warn|error");
+  AddTlsSettings(*t, &tf->tls);
   out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});
 }
 

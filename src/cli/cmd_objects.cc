@@ -33,6 +33,9 @@ Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g) {
   ClientOptions o;
   o.mgmt_address = g.mgmt;
   o.api_key = g.api_key;
+  o.tls_ca = g.tls.ca;
+  o.tls_cert = g.tls.cert;
+  o.tls_key = g.tls.key;
   return Client::Connect(o);
 }
 
@@ -203,6 +206,7 @@ void AddClientFlags(CLI::App& app, GlobalOptions& g) {
   app.add_flag("--json", g.json, "machine-readable output");
   AddSetting(app, "log-level", &g.log_level, "client log level");
   AddSetting(app, "api-key", &g.api_key, "the tenant's API key (clusters run with --auth need one)");
+  AddTlsSettings(app, &g.tls);
 }
 
 void AddContainerFlag(CLI::App& app, ObjectFlags& f) {

@@ -21,7 +21,7 @@ struct TenantState {
 
 Result<std::unique_ptr<MgmtClient>> ConnectMgmt(const GlobalOptions& g) {
   InitLogging("penstock", g.log_level).IgnoreError();
-  PS_ASSIGN_OR_RETURN(auto mc, MgmtClient::Connect(g.mgmt));
+  PS_ASSIGN_OR_RETURN(auto mc, MgmtClient::Connect(g.mgmt, std::chrono::milliseconds(5000), g.tls));
   mc->set_api_key(g.api_key);
   return mc;
 }
@@ -82,6 +82,7 @@ void AddTenantCommands(CLI::App& root, std::vector<Command>& out) {
     app->add_flag("--json", st->g.json, "machine-readable output");
     AddSetting(*app, "log-level", &st->g.log_level, "client log level");
     AddSetting(*app, "api-key", &st->g.api_key, "the admin API key");
+    AddTlsSettings(*app, &st->g.tls);
     if (takes_name) app->add_option("NAME", st->name, "tenant name")->required();
     out.push_back({app, [st, run] { return run(*st); }});
   };

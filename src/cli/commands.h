@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "mgmt/tls.h"
 #include "penstock/status.h"
 
 namespace penstock::cli {
@@ -25,7 +26,13 @@ struct GlobalOptions {
   bool json = false;
   std::string log_level = "warn";
   std::string api_key;  // --api-key / PENSTOCK_API_KEY
+  TlsOptions tls;       // --tls-ca/--tls-cert/--tls-key / PENSTOCK_TLS_*: TLS to mgmt
 };
+
+// Declares --tls-ca, --tls-cert and --tls-key on `app`, bound to `*tls`: a client's (to
+// verify mgmt and present a certificate), or with `server` mgmt's (to serve TLS and require
+// client certificates).
+void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server = false);
 
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
 void AddClusterCommands(CLI::App& root, std::vector<Command>& out);

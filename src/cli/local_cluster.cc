@@ -25,6 +25,9 @@ Status SaveClusterRecord(const ClusterRecord& r) {
   json j;
   j["data_dir"] = r.data_dir;
   j["mgmt"] = r.mgmt;
+  if (r.client_tls.enabled()) {
+    j["tls"] = {{"ca", r.client_tls.ca}, {"cert", r.client_tls.cert}, {"key", r.client_tls.key}};
+  }
   j["daemons"] = json::array();
   for (const auto& d : r.daemons) {
     j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"argv", d.argv}, {"log", d.log},
@@ -53,6 +56,11 @@ Result<ClusterRecord> LoadClusterRecord(const std::string& data_dir) {
     ClusterRecord r;
     r.data_dir = j.at("data_dir").get<std::string>();
     r.mgmt = j.at("mgmt").get<std::string>();
+    if (j.contains("tls")) {
+      const json& t = j.at("tls");
+      r.client_tls = {t.at("ca").get<std::string>(), t.at("cert").get<std::string>(),
+                      t.at("key").get<std::string>()};
+    }
     for (const auto& d : j.at("daemons")) {
       DaemonRecord rec;
       rec.name = d.at("name").get<std::string>();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mgmt/tls.h"
 #include "penstock/status.h"
 
 namespace penstock::cli {
@@ -25,6 +26,7 @@ struct DaemonRecord {
 struct ClusterRecord {
   std::string data_dir;
   std::string mgmt;              // mgmt address
+  TlsOptions client_tls;         // `up --tls`: what clients dial mgmt with; empty: plaintext
   std::vector<DaemonRecord> daemons;
 };
 

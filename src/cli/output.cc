@@ -6,7 +6,23 @@
 
 #include "cli/commands.h"
 
+#include "common/config.h"
+
 namespace penstock::cli {
+
+void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server) {
+  if (server) {
+    AddSetting(app, "tls-cert", &tls->cert, "serve TLS with this certificate chain (PEM file)");
+    AddSetting(app, "tls-key", &tls->key, "private key of --tls-cert (PEM file)");
+    AddSetting(app, "tls-ca", &tls->ca,
+               "require client certificates that chain to this CA (PEM file; needs --tls-cert)");
+  } else {
+    AddSetting(app, "tls-ca", &tls->ca, "CA (PEM file) that mgmt's certificate must chain to; turns on TLS to mgmt");
+    AddSetting(app, "tls-cert", &tls->cert,
+               "client certificate (PEM file) to present to mgmt; a mgmt run with --tls-ca requires one");
+    AddSetting(app, "tls-key", &tls->key, "private key of --tls-cert (PEM file)");
+  }
+}
 
 int ReportError(const Status& s, bool json) {
   if (json) {

@@ -217,7 +217,8 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  PS_ASSIGN_OR_RETURN(impl->mgmt, MgmtClient::Connect(options.mgmt_address));
+  PS_ASSIGN_OR_RETURN(impl->mgmt, MgmtClient::Connect(options.mgmt_address, std::chrono::milliseconds(5000),
+                                                      TlsOptions{options.tls_ca, options.tls_cert, options.tls_key}));
   impl->mgmt->set_api_key(options.api_key);
   impl->caps = std::make_unique<CapabilityCache>(impl->mgmt.get(), !options.api_key.empty());
   RpcClientOptions ro;

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <chrono>
+
 namespace penstock {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, uint16_t port,
@@ -33,6 +35,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
   s->port_ = static_cast<uint16_t>(bound);
   httplib::Server* raw = s->server_.get();
   s->thread_ = std::thread([raw] { raw->listen_after_bind(); });
+  // httplib's stop() does nothing until the listen loop has started (it sets is_running()
+  // there), so a Stop() right after Start() would leave the thread listening and the join
+  // hanging: wait for the loop (bounded, in case it fails at once).
+  for (int i = 0; i < 5000 && !raw->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return s;
 }
 

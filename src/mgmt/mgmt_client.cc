@@ -10,24 +10,6 @@
 namespace penstock {
 namespace {
 
-std::string Unreachable(const std::string& address, const std::string& why) {
-  return "mgmt at " + address + " is unreachable (" + why +
-         "); is `penstock mgmt` running? check --mgmt";
-}
-
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address,
-                                         std::chrono::milliseconds timeout) {
-  grpc::ChannelArguments args;
-  // Retry a dead mgmt quickly instead of gRPC's default backoff of up to minutes. gRPC also
-  // uses MIN_RECONNECT_BACKOFF as the time allowed for one connection attempt (TCP + HTTP/2
-  // handshake); keep it at least our own deadline so a slow handshake reports a timeout.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-              static_cast<int>(std::max<int64_t>(timeout.count(), 1000)));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
-
 bool IsHostPort(const std::string& a) {
   size_t colon = a.rfind(':');
   return !a.empty() && colon != std::string::npos && colon != 0 && colon + 1 != a.size();
@@ -36,11 +18,56 @@ bool IsHostPort(const std::string& a) {
 }  // namespace
 
 MgmtClient::MgmtClient(std::string address, std::vector<std::string> addresses,
-                       std::chrono::milliseconds timeout)
-    : address_(std::move(address)), addresses_(std::move(addresses)), timeout_(timeout) {}
+                       std::chrono::milliseconds timeout, bool tls,
+                       std::shared_ptr<grpc::ChannelCredentials> creds)
+    : address_(std::move(address)),
+      addresses_(std::move(addresses)),
+      timeout_(timeout),
+      tls_(tls),
+      creds_(std::move(creds)) {}
+
+std::shared_ptr<grpc::Channel> MgmtClient::NewChannel(const std::string& address) const {
+  grpc::ChannelArguments args;
+  // Retry a dead mgmt quickly instead of gRPC's default backoff of up to minutes. gRPC also
+  // uses MIN_RECONNECT_BACKOFF as the time allowed for one connection attempt (TCP + HTTP/2
+  // handshake); keep it at least our own deadline so a slow handshake reports a timeout.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(std::max<int64_t>(timeout_.count(), 1000)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, creds_, args);
+}
+
+std::string MgmtClient::Unreachable(const std::string& address, const std::string& why_in) const {
+  std::string why = why_in;
+  const std::string noise = "failed to connect to all addresses; last error: ";
+  if (why.rfind(noise, 0) == 0) why = why.substr(noise.size());
+  auto has = [&why](const char* part) { return why.find(part) != std::string::npos; };
+  const std::string head = "mgmt at " + address + " is unreachable (" + why + "); ";
+  const std::string running = "is `penstock mgmt` running? check --mgmt";
+  // Nothing listens, or the name does not resolve: TLS is not the question.
+  if (has("Connection refused") || has("DNS") || has("resolv") || has("no connection within")) {
+    return head + running;
+  }
+  if (!tls_) {
+    // A TLS mgmt closes a plaintext connection at once ("Socket closed").
+    return head + "if mgmt serves TLS, pass --tls-ca, --tls-cert and --tls-key (or PENSTOCK_TLS_CA, "
+                  "PENSTOCK_TLS_CERT, PENSTOCK_TLS_KEY); else " + running;
+  }
+  if (has("Ssl handshake failed") || has("SSL_ERROR") || has("certificate")) {
+    // This client refused mgmt (its certificate is not from --tls-ca or does not name the
+    // address), or mgmt does not speak TLS.
+    return head + "check that --tls-ca is the CA that signed mgmt's certificate, that the certificate "
+                  "names this address, and that mgmt serves TLS";
+  }
+  // mgmt refused this client after the handshake: no certificate, or one it does not trust.
+  return head + "mgmt requires a client certificate from its CA (its --tls-ca): check --tls-cert and "
+                "--tls-key (or PENSTOCK_TLS_CERT, PENSTOCK_TLS_KEY); else " + running;
+}
 
 Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& address,
-                                                        std::chrono::milliseconds timeout) {
+                                                        std::chrono::milliseconds timeout,
+                                                        const TlsOptions& tls) {
   std::vector<std::string> addresses;
   for (size_t pos = 0;;) {
     size_t comma = address.find(',', pos);
@@ -55,23 +82,30 @@ Result<std::unique_ptr<MgmtClient>> MgmtClient::Connect(const std::string& addre
                              "h1:7000,h2:7000,h3:7000 for several mgmt instances)");
     }
   }
-  std::unique_ptr<MgmtClient> c(new MgmtClient(address, addresses, timeout));
+  RouteGrpcLogsToSpdlog();
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> creds, MgmtChannelCredentials(tls));
+  std::unique_ptr<MgmtClient> c(new MgmtClient(address, addresses, timeout, tls.enabled(), std::move(creds)));
   const auto deadline = std::chrono::system_clock::now() + timeout;
   if (c->ha()) {
     PS_RETURN_IF_ERROR(c->FindLeader(deadline));
     return c;
   }
-  std::shared_ptr<grpc::Channel> channel = NewChannel(address, timeout);
+  std::shared_ptr<grpc::Channel> channel = c->NewChannel(address);
   // Wait for READY, but give up at the first failed connection attempt (nothing listening,
   // unknown host) instead of retrying until the deadline: the caller decides about retries.
   for (;;) {
     grpc_connectivity_state st = channel->GetState(/*try_to_connect=*/true);
     if (st == GRPC_CHANNEL_READY) break;
     if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) {
-      return Unavailable(Unreachable(address, "connection refused, host unknown or handshake failed"));
+      // gRPC keeps the reason of the failed attempt for the next call; one call fetches it.
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(1)));
+      v1::MgmtStatus ignored;
+      grpc::Status s = v1::Mgmt::NewStub(channel)->GetStatus(&ctx, v1::GetStatusRequest(), &ignored);
+      return Unavailable(c->Unreachable(address, s.ok() ? "connection failed" : s.error_message()));
     }
     if (!channel->WaitForStateChange(st, deadline)) {
-      return Unavailable(Unreachable(
+      return Unavailable(c->Unreachable(
           address, "no connection within " + std::to_string(timeout.count()) + " ms"));
     }
   }
@@ -89,7 +123,7 @@ std::string MgmtClient::current_address() const {
 MgmtClient::StubPtr MgmtClient::StubFor(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<grpc::Channel>& ch = channels_[address];
-  if (!ch) ch = NewChannel(address, timeout_);
+  if (!ch) ch = NewChannel(address);
   return v1::Mgmt::NewStub(ch);
 }
 

@@ -15,6 +15,12 @@
 // first attempt landed just before the failover. With one address nothing is retried (as
 // before): the caller owns the retry policy.
 //
+// TLS (tls.h): Connect's `tls` names the CA to verify mgmt with and this client's certificate;
+// every channel (each mgmt instance with several addresses) uses the same credentials. A
+// handshake refused either way (plaintext against TLS, no or a foreign client certificate,
+// mgmt's certificate not from tls.ca) is kUnavailable naming the address and the --tls-*
+// settings to check.
+//
 // Thread safety: all methods are thread-safe (gRPC channels shared, leader under a mutex).
 // Ownership: the client owns its channel; destroy it after the last call returns.
 // Namespace: penstock (not penstock::mgmt) — this is the component's public entry point.
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "mgmt/cluster_map_watch.h"
+#include "mgmt/tls.h"
 #include "penstock/mgmt.grpc.pb.h"
 #include "penstock/status.h"
 
@@ -42,11 +49,14 @@ class MgmtClient {
   // become ready; a refused connection fails at once rather than at the deadline (the caller
   // owns the retry policy). `timeout` is also the deadline of every later call. After Connect,
   // the channel reconnects by itself (backoff 100 ms .. 1 s) if mgmt restarts.
-  // Errors: kInvalidArgument for a malformed address; kUnavailable "mgmt at H:P is unreachable
-  // (...); is `penstock mgmt` running? check --mgmt".
+  // `tls` empty: plaintext.
+  // Errors: kInvalidArgument for a malformed address or unusable TLS files (naming the file);
+  // kUnavailable "mgmt at H:P is unreachable (...); is `penstock mgmt` running? check --mgmt",
+  // or, when mgmt answers but the TLS handshake fails, "...; check --tls-ca/--tls-cert ...".
   static Result<std::unique_ptr<MgmtClient>> Connect(
       const std::string& address,
-      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
+      const TlsOptions& tls = {});
 
   // Sends `api_key` with every later call (metadata `x-penstock-api-key`); "" sends none.
   // Call before sharing the client between threads.
@@ -89,7 +99,13 @@ class MgmtClient {
   using StubPtr = std::shared_ptr<v1::Mgmt::Stub>;
 
   MgmtClient(std::string address, std::vector<std::string> addresses,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout, bool tls,
+             std::shared_ptr<grpc::ChannelCredentials> creds);
+  // A channel to `address` with this client's credentials and reconnect policy.
+  std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) const;
+  // "mgmt at H:P is unreachable (why); <what to check>", the hint depending on whether mgmt
+  // answered at all and whether this client speaks TLS.
+  std::string Unreachable(const std::string& address, const std::string& why) const;
   bool ha() const { return addresses_.size() > 1; }
   // A stub for `address` (channels cached).
   StubPtr StubFor(const std::string& address);
@@ -110,6 +126,8 @@ class MgmtClient {
   const std::string address_;
   const std::vector<std::string> addresses_;
   const std::chrono::milliseconds timeout_;
+  const bool tls_;
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
   std::string api_key_;  // set before use, then read-only
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_

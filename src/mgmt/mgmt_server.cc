@@ -52,6 +52,8 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
     return InvalidArgument("heartbeat timeout " + std::to_string(options.heartbeat_timeout_ms) +
                            " ms must be positive; fix --heartbeat-timeout-ms");
   }
+  RouteGrpcLogsToSpdlog();
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MgmtServerCredentials(options.tls));
 
   std::unique_ptr<MgmtServer> s(new MgmtServer(options));
   PS_RETURN_IF_ERROR(s->OpenStore());
@@ -80,7 +82,7 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int selected_port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &selected_port);
+  builder.AddListeningPort(options.listen, creds, &selected_port);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || selected_port == 0) {
@@ -111,8 +113,12 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   }
   s->RegisterMetrics();
   s->liveness_ = std::thread([raw = s.get()] { raw->RunLivenessLoop(); });
-  PS_LOG_INFO("mgmt serving on {} (meta {}, data dir {}, heartbeat timeout {} ms, metrics port {})",
-              s->address_, options.meta.empty() ? "rocksdb" : options.meta, options.data_dir,
+  PS_LOG_INFO("mgmt serving on {} ({}, meta {}, data dir {}, heartbeat timeout {} ms, metrics port {})",
+              s->address_,
+              !options.tls.enabled() ? "plaintext"
+              : options.tls.ca.empty() ? "TLS"
+                                       : "TLS, client certificates required",
+              options.meta.empty() ? "rocksdb" : options.meta, options.data_dir,
               options.heartbeat_timeout_ms, s->metrics_port());
   return s;
 }

@@ -3,7 +3,7 @@
 //
 // Start() opens the MetaStore (embedded RocksDB in options.data_dir, or etcd, see `meta`), loads
 // the cluster state, serves the
-// penstock.v1.Mgmt gRPC service (insecure credentials in v1) on options.listen, runs a
+// penstock.v1.Mgmt gRPC service (TLS when options.tls says so, see tls.h) on options.listen, runs a
 // liveness thread that marks silent targets DOWN, and serves Prometheus text on
 // options.metrics_listen. The daemon's main() is Start() + Wait() + Shutdown() from a
 // signal-handling thread.
@@ -36,6 +36,7 @@
 #include "mgmt/leader_election.h"
 #include "mgmt/meta_store.h"
 #include "mgmt/tenant_registry.h"
+#include "mgmt/tls.h"
 #include "penstock/status.h"
 
 namespace grpc {
@@ -80,12 +81,15 @@ struct MgmtServerOptions {
   std::string admin_key;
   // Lifetime of the capability tokens GetCapability issues.
   int64_t token_ttl_ms = 5 * 60 * 1000;
+  // TLS (tls.h): serve with tls.cert/tls.key; with tls.ca, require client certificates from
+  // that CA. All empty: plaintext.
+  TlsOptions tls;
 };
 
 class MgmtServer {
  public:
   // Errors: kInvalidArgument (missing data dir with RocksDB, malformed address or --meta, bad
-  // timeout); kUnavailable "etcd at H:P is unreachable (...); check --meta";
+  // timeout, TLS files missing or not PEM); kUnavailable "etcd at H:P is unreachable (...); check --meta";
   // kUnavailable "mgmt port H:P is in use; choose another with --listen", or the data dir is
   // in use by another mgmt, or the metrics port is in use; MetaStore errors.
   static Result<std::unique_ptr<MgmtServer>> Start(const MgmtServerOptions& options);

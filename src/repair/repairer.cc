@@ -54,7 +54,7 @@ Repairer::Repairer(const RepairOptions& options) : options_(options) {
 
 Result<std::unique_ptr<Repairer>> Repairer::Start(const RepairOptions& options) {
   std::unique_ptr<Repairer> r(new Repairer(options));
-  PS_ASSIGN_OR_RETURN(r->mgmt_, MgmtClient::Connect(options.mgmt_address));
+  PS_ASSIGN_OR_RETURN(r->mgmt_, MgmtClient::Connect(options.mgmt_address, std::chrono::milliseconds(5000), options.tls));
   r->mgmt_->set_api_key(options.api_key);
   r->caps_ = std::make_unique<CapabilityCache>(r->mgmt_.get(), !options.api_key.empty());
   RpcClientOptions ro;
@@ -155,13 +155,29 @@ Status Repairer::RunPass() {
     // What the live targets hold.
     ShardIndex index;
     std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
+    std::vector<TargetRef> listed;
     for (const TargetRef& t : view_->targets()) {
       if (t.lost || !t.up) continue;
-      auto all = shards_->List(t, c.id(), 0);
+      // Heads on every target first, then the data: a put writes its data before its head, so
+      // every object whose head is seen here has its data in the listing that follows.
       auto hs = shards_->List(t, c.id(), kListHeadsOnly | kListWithData);
-      if (!all.ok() || !hs.ok()) {
+      if (!hs.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
-                    (all.ok() ? hs.status() : all.status()).ToString());
+                    hs.status().ToString());
+        continue;
+      }
+      listed.push_back(t);
+      for (ListEntry& e : *hs) {
+        auto& h = heads[{e.key.object_hi, e.key.object_lo}];
+        if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
+        if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
+      }
+    }
+    for (const TargetRef& t : listed) {
+      auto all = shards_->List(t, c.id(), 0);
+      if (!all.ok()) {
+        PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
+                    all.status().ToString());
         continue;
       }
       for (const ListEntry& e : *all) {
@@ -169,11 +185,6 @@ Status Repairer::RunPass() {
         const bool bad = corrupt.count({t.id, KeyText(e.key)}) != 0;
         if (bad) continue;  // as good as missing
         index[{e.key.object_hi, e.key.object_lo, e.key.stripe}][e.key.shard].push_back({t.id, e.shard_version, e.length});
-      }
-      for (ListEntry& e : *hs) {
-        auto& h = heads[{e.key.object_hi, e.key.object_lo}];
-        if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
-        if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
       }
     }
     const StripeGeometry geo0 = StripeGeometry::For(*red, c.stripe_unit());
@@ -242,6 +253,9 @@ Status Repairer::RunPass() {
           }
         }
         if (version == 0) {
+          // The listing may be behind a write or delete that raced with it: a read decides.
+          auto r = io_->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
+          if (r.ok() || r.status().code() != StatusCode::kDataLoss) continue;
           Update([&](v1::RepairStatus& st) { st.set_stripes_unrecoverable(st.stripes_unrecoverable() + 1); });
           if (lost_metric) lost_metric->Inc();
           PS_LOG_ERROR("repair: stripe {} of object '{}' in '{}' has fewer than {} shards of one version; data lost",

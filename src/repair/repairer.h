@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "common/metrics.h"
+#include "mgmt/tls.h"
 #include "penstock/mgmt.pb.h"
 #include "penstock/status.h"
 
@@ -45,6 +46,8 @@ class StripeIo;
 struct RepairOptions {
   std::string mgmt_address;  // this mgmt's gRPC address
   std::string api_key;       // the admin key ("" without --auth)
+  // TLS to mgmt (mgmt's own certificate and CA when mgmt serves TLS; see mgmt/tls.h).
+  TlsOptions tls;
   // Pause between passes when nothing changed.
   std::chrono::milliseconds interval{30000};
   // Repair write traffic limit, bytes per second; 0: unlimited.

@@ -163,9 +163,13 @@ Status TargetServer::Register() {
   Status last;
   for (;;) {
     if (!mgmt_) {
-      auto c = MgmtClient::Connect(options_.mgmt);
-      if (c.ok()) mgmt_ = std::move(*c);
-      else last = c.status();
+      auto c = MgmtClient::Connect(options_.mgmt, std::chrono::milliseconds(5000), options_.tls);
+      if (c.ok()) {
+        mgmt_ = std::move(*c);
+      } else {
+        last = c.status();
+        if (!last.retryable()) return last;  // e.g. a TLS file that cannot be used
+      }
     }
     if (mgmt_) {
       v1::RegisterTargetRequest req;

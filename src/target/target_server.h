@@ -19,6 +19,7 @@
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "engine/engine.h"
+#include "mgmt/tls.h"
 #include "penstock/status.h"
 
 namespace penstock {
@@ -42,6 +43,7 @@ struct TargetOptions {
   uint64_t scrub_rate_bytes_per_sec = 16ull << 20;  // background scrub rate (0: off)
   int heartbeat_ms = 1000;
   int register_timeout_ms = 10000;  // how long to retry the first registration with mgmt
+  TlsOptions tls;               // TLS to mgmt (mgmt/tls.h); empty: plaintext
 };
 
 class TargetServer {

@@ -48,11 +48,14 @@ class Cluster:
     """A local cluster started with `penstock up`."""
 
     def __init__(self, data_dir: Path, targets=3, transport="tcp", capacity="512M",
-                 extra_args=(), heartbeat_timeout_ms=3000):
+                 extra_args=(), heartbeat_timeout_ms=3000, tls=False):
         self.data_dir = data_dir
         self.env = dict(os.environ)
         self.env.update(TRANSPORTS[transport])
-        self.env.pop("PENSTOCK_MGMT", None)
+        for var in ("PENSTOCK_MGMT", "PENSTOCK_TLS_CA", "PENSTOCK_TLS_CERT", "PENSTOCK_TLS_KEY"):
+            self.env.pop(var, None)
+        if tls:
+            extra_args = (*extra_args, "--tls")
         self._restarted = {}
         self._procs = []
         out = run(["up", "--targets", str(targets), "--data-dir", str(data_dir), "--base-port", "0",
@@ -60,6 +63,9 @@ class Cluster:
                    *extra_args], env=self.env, timeout=120)
         self.info = json.loads(out.stdout)
         self.mgmt = self.info["mgmt"]
+        # `up --tls`: client commands present the generated client certificate.
+        t = self.info.get("tls")
+        self.tls_args = ["--tls-ca", t["ca"], "--tls-cert", t["cert"], "--tls-key", t["key"]] if t else []
 
     @property
     def record(self):
@@ -69,7 +75,8 @@ class Cluster:
         return next(d for d in self.record["daemons"] if d["name"] == name)
 
     def cli(self, *args, check=True, timeout=300):
-        return run([*args, "--mgmt", self.mgmt], env=self.env, check=check, timeout=timeout)
+        return run([*args, "--mgmt", self.mgmt, *self.tls_args], env=self.env, check=check,
+                   timeout=timeout)
 
     def kill9(self, name):
         pid = self.current_pid(name)
