@@ -321,7 +321,12 @@ int RunStatus(const GlobalOptions& g) {
                           {"stripes_total", rs.stripes_total()}, {"shards_repaired", rs.shards_repaired()},
                           {"bytes_repaired", rs.bytes_repaired()}, {"stripes_unrecoverable", rs.stripes_unrecoverable()},
                           {"passes", rs.passes()}, {"last_pass_ms", rs.last_pass_ms()},
-                          {"bytes_per_second", rs.bytes_per_second()}}}};
+                          {"bytes_per_second", rs.bytes_per_second()},
+                          {"total_shards_repaired", rs.total_shards_repaired()},
+                          {"total_bytes_repaired", rs.total_bytes_repaired()},
+                          {"last_active_epoch", rs.last_active_epoch()},
+                          {"last_active_bytes", rs.last_active_bytes()},
+                          {"last_active_bytes_per_second", rs.last_active_bytes_per_second()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
                               {"state", state_name(t)},
@@ -344,14 +349,16 @@ int RunStatus(const GlobalOptions& g) {
               static_cast<unsigned long long>(st->containers()));
   if (!rs.state().empty()) {
     std::printf("repair %s: %llu/%llu stripes checked, %llu shards (%s) rewritten at %s/s, %llu unrecoverable; "
-                "%llu passes\n",
+                "%llu passes, %llu shards (%s) rewritten in all\n",
                 rs.state().c_str(), static_cast<unsigned long long>(rs.stripes_checked()),
                 static_cast<unsigned long long>(rs.stripes_total()),
                 static_cast<unsigned long long>(rs.shards_repaired()),
                 HumanBytes(static_cast<double>(rs.bytes_repaired())).c_str(),
                 HumanBytes(rs.bytes_per_second()).c_str(),
                 static_cast<unsigned long long>(rs.stripes_unrecoverable()),
-                static_cast<unsigned long long>(rs.passes()));
+                static_cast<unsigned long long>(rs.passes()),
+                static_cast<unsigned long long>(rs.total_shards_repaired() + rs.shards_repaired()),
+                HumanBytes(static_cast<double>(rs.total_bytes_repaired() + rs.bytes_repaired())).c_str());
   }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
               "LIVE", "DEAD", "FREE", "TRANSPORT");

@@ -13,6 +13,7 @@
 #include "client/shard_client.h"
 #include "client/stripe_io.h"
 #include "common/log.h"
+#include "common/thread_pool.h"
 #include "mgmt/mgmt_client.h"
 #include "protocol/object_head.h"
 #include "protocol/redundancy.h"
@@ -35,6 +36,9 @@ std::string KeyText(const WireShardKey& k) {
   return fmt::format("c={} obj={:016x}:{:016x} stripe={} shard={}", k.container, k.object_hi, k.object_lo, stripe,
                      k.shard);
 }
+
+// Stripes rebuilt at once (each one a read of K shards and a write of the missing ones).
+constexpr unsigned kRepairWorkers = 8;
 
 struct Holder {
   uint32_t target;
@@ -141,12 +145,33 @@ Status Repairer::RunPass() {
     lost_metric = &options_.metrics->GetCounter("penstock_repair_unrecoverable_stripes_total",
                                                 "stripes repair found with fewer than K readable shards");
   }
-  uint64_t repaired_bytes = 0;
+  // Stripes are rebuilt by a few workers at once; the pass waits for them at the end.
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;
+  uint64_t repaired_bytes = 0;  // guarded by jobs_mu
+  int jobs = 0;                 // guarded by jobs_mu
+  ThreadPool pool(kRepairWorkers);
   auto pace = [&](uint64_t bytes) {
-    repaired_bytes += bytes;
-    if (options_.rate_bytes_per_s == 0) return;
-    const auto due = started + std::chrono::microseconds(repaired_bytes * 1000000 / options_.rate_bytes_per_s);
+    Clock::time_point due;
+    {
+      std::lock_guard<std::mutex> lock(jobs_mu);
+      repaired_bytes += bytes;
+      if (options_.rate_bytes_per_s == 0) return;
+      due = started + std::chrono::microseconds(repaired_bytes * 1000000 / options_.rate_bytes_per_s);
+    }
     std::this_thread::sleep_until(due);
+  };
+  auto submit = [&](std::function<void()> job) {
+    std::unique_lock<std::mutex> lock(jobs_mu);
+    jobs_cv.wait(lock, [&] { return jobs < 2 * static_cast<int>(kRepairWorkers); });  // bounded queue
+    ++jobs;
+    lock.unlock();
+    pool.Submit([&, job = std::move(job)] {
+      job();
+      std::lock_guard<std::mutex> l(jobs_mu);
+      --jobs;
+      jobs_cv.notify_all();
+    });
   };
 
   for (const v1::Container& c : containers.containers()) {
@@ -281,21 +306,23 @@ Status Repairer::RunPass() {
           if (!ok) fix.push_back(i);
         }
         if (!fix.empty()) {
-          auto written = io_->RepairShards(geo, key, shard_length, fix, version);
-          if (!written.ok()) {
-            PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, head->name, c.name(),
-                        written.status().ToString());
-            continue;
-          }
-          Update([&](v1::RepairStatus& st) {
-            st.set_shards_repaired(st.shards_repaired() + fix.size());
-            st.set_bytes_repaired(st.bytes_repaired() + *written);
-            const double secs = std::chrono::duration<double>(Clock::now() - started).count();
-            st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
+          submit([&, geo, key, shard_length, fix, version, s, name = head->name] {
+            auto written = io_->RepairShards(geo, key, shard_length, fix, version);
+            if (!written.ok()) {
+              PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, name, c.name(),
+                          written.status().ToString());
+              return;
+            }
+            Update([&](v1::RepairStatus& st) {
+              st.set_shards_repaired(st.shards_repaired() + fix.size());
+              st.set_bytes_repaired(st.bytes_repaired() + *written);
+              const double secs = std::chrono::duration<double>(Clock::now() - started).count();
+              st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
+            });
+            if (shards_metric) shards_metric->Inc(fix.size());
+            if (bytes_metric) bytes_metric->Inc(*written);
+            pace(*written);
           });
-          if (shards_metric) shards_metric->Inc(fix.size());
-          if (bytes_metric) bytes_metric->Inc(*written);
-          pace(*written);
         }
         // The stripe is whole on its slots (or will be once DOWN ones return): copies on
         // targets that are no longer slots go.
@@ -320,6 +347,9 @@ Status Repairer::RunPass() {
         }
       }
     }
+    // Jobs refer to this container's data: finish them before the next one.
+    std::unique_lock<std::mutex> lock(jobs_mu);
+    jobs_cv.wait(lock, [&] { return jobs == 0; });
   }
   const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   Update([&](v1::RepairStatus& st) {
@@ -328,6 +358,13 @@ Status Repairer::RunPass() {
     st.set_last_pass_ms(NowMs());
     const double secs = static_cast<double>(took) / 1000.0;
     st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
+    st.set_total_shards_repaired(st.total_shards_repaired() + st.shards_repaired());
+    st.set_total_bytes_repaired(st.total_bytes_repaired() + st.bytes_repaired());
+    if (st.shards_repaired() > 0) {
+      st.set_last_active_epoch(st.epoch());
+      st.set_last_active_bytes(st.bytes_repaired());
+      st.set_last_active_bytes_per_second(st.bytes_per_second());
+    }
   });
   auto st = status();
   if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {
