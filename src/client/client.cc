@@ -233,6 +233,11 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
   impl->shards->set_capabilities(impl->caps.get());
   impl->io = std::make_unique<StripeIo>(impl->shards.get(), impl->view.get(), options.straggler_timeout);
+  impl->io->set_report_degraded([mgmt = impl->mgmt.get()](const std::vector<uint32_t>& ids) {
+    v1::ReportDegradedWriteRequest req;
+    for (uint32_t id : ids) req.add_target_ids(id);
+    return mgmt->ReportDegradedWrite(req).status();
+  });
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

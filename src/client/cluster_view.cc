@@ -15,7 +15,7 @@ void ClusterView::Apply(const v1::ClusterMap& map) {
   std::vector<TargetRef> targets;
   for (const auto& t : map.targets()) {
     targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP,
-                       t.state() == v1::TARGET_STATE_LOST, t.fault_domain()});
+                       t.state() == v1::TARGET_STATE_LOST, t.fault_domain(), t.recovering()});
   }
   Set(map.epoch(), std::move(targets));
 }

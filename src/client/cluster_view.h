@@ -27,6 +27,7 @@ struct TargetRef {
   bool up = false;
   bool lost = false;  // declared lost: never read from or written to
   std::string fault_domain;
+  bool recovering = false;  // may hold stale shards until repaired: written to, not read from
 };
 
 class ClusterView {

@@ -98,6 +98,29 @@ Result<std::vector<TargetRef>> StripeIo::Slots(const WireShardKey& key, size_t w
   return slots;
 }
 
+Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size_t width) const {
+  auto slots = Slots(key, width);
+  if (!slots.ok() || width <= 1) return slots;
+  for (TargetRef& t : *slots) {
+    if (t.recovering) t.up = false;
+  }
+  return slots;
+}
+
+Status StripeIo::ReportMissed(const WireShardKey& key, size_t width, const std::vector<bool>& written) {
+  if (!report_) return OkStatus();
+  auto slots = view_->LocateSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
+  if (!slots.ok()) return OkStatus();
+  std::vector<uint32_t> ids;
+  for (size_t i = 0; i < slots->size() && i < written.size(); ++i) {
+    const TargetRef& t = (*slots)[i];
+    if (!written[i] && t.id != 0 && t.up && !t.recovering) ids.push_back(t.id);
+  }
+  if (ids.empty()) return OkStatus();
+  Status s = report_(ids);
+  return s.ok() ? s : s.WithContext("recording with mgmt that a write missed target " + std::to_string(ids.front()));
+}
+
 void StripeIo::Suspect(const TargetRef& t) {
   if (t.id == 0) return;
   std::lock_guard<std::mutex> lock(suspect_mu_);
@@ -147,6 +170,7 @@ struct StripeIo::WriteState {
   bool finished = false, timer_armed = false;
   Status first_error, aborted;
   std::map<uint32_t, TargetRef> waiting;  // by shard: sent, not answered
+  std::vector<bool> written;              // by shard
 };
 
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
@@ -162,6 +186,7 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
   st->done = std::move(done);
   st->width = g.red.width();
   st->need = g.red.k;
+  st->written.assign(st->width, false);
 
   // The bytes of each shard.
   std::vector<std::span<const std::byte>> shard_bytes(st->width);
@@ -232,22 +257,25 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
       finish = true;
     } else if (st->ok >= st->need && !st->timer_armed) {
       st->timer_armed = true;
-      timer_.After(straggler_, [this, st] {
+      timer_.After(straggler_, [this, st, key] {
         std::unique_lock<std::mutex> l(st->mu);
         if (st->finished) return;
         st->finished = true;
         for (auto& [i, t] : st->waiting) Suspect(t);
         stats_.degraded_writes++;
         auto done = std::move(st->done);
+        auto written = st->written;
         l.unlock();
-        done(OkStatus());
+        done(ReportMissed(key, st->width, written));
       });
     }
     if (!finish) return;
     st->finished = true;
     if (result.ok() && st->ok < st->width) stats_.degraded_writes++;
     auto done = std::move(st->done);
+    auto written = st->written;
     lock.unlock();
+    if (result.ok() && st->ok < st->width) result = ReportMissed(key, st->width, written);
     done(result);
   };
   for (auto& [i, t] : sends) st->waiting[i] = t;
@@ -258,6 +286,7 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
       st->waiting.erase(i);
       if (s.ok()) {
         ++st->ok;
+        st->written[i] = true;
       } else if (s.code() == StatusCode::kAborted) {
         st->aborted = s;
       } else if (st->first_error.ok()) {
@@ -305,7 +334,7 @@ using SlotList = std::vector<std::pair<uint32_t, TargetRef>>;  // (shard index, 
 
 void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                            std::function<void(Result<ShardData>)> done) {
-  auto slots = Slots(key, g.red.width());
+  auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   // Up slots first, in slot order; down ones last (the map may be behind).
   SlotList order;
@@ -483,7 +512,7 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
 void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                       std::function<void(Result<ShardData>)> done) {
   if (length == 0) return done(ShardData{});
-  auto slots = Slots(key, g.red.width());
+  auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   const uint64_t end = begin + length;
   const uint32_t j0 = static_cast<uint32_t>(begin / g.cell), j1 = static_cast<uint32_t>((end - 1) / g.cell);
@@ -565,7 +594,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
 void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                               std::function<void(Result<ShardData>)> done) {
   stats_.degraded_reads++;
-  auto slots = Slots(key, g.red.width());
+  auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   const uint64_t end = begin + length;
   const uint32_t j0 = static_cast<uint32_t>(begin / g.cell), j1 = static_cast<uint32_t>((end - 1) / g.cell);
@@ -720,27 +749,42 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
     Status s = shards_->Delete(key);
     return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
   }
+  // Best effort: shards on down or late targets stay behind as garbage (no head refers to them).
   auto slots = Slots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   struct State {
     std::mutex mu;
-    uint32_t pending;
+    uint32_t pending = 0;
+    bool finished = false;
     Status first_error;
     std::function<void(Status)> done;
   };
   auto st = std::make_shared<State>();
-  st->pending = static_cast<uint32_t>(slots->size());
   st->done = std::move(done);
-  if (st->pending == 0) return st->done(OkStatus());
+  std::vector<uint32_t> send;
   for (uint32_t i = 0; i < slots->size(); ++i) {
-    shards_->StartDeleteTo((*slots)[i], WithShard(key, i), [st](Status s) {
+    if ((*slots)[i].up) send.push_back(i);
+  }
+  st->pending = static_cast<uint32_t>(send.size());
+  if (send.empty()) return st->done(OkStatus());
+  auto finish = [st](std::unique_lock<std::mutex>& l) {
+    if (st->finished) return;
+    st->finished = true;
+    auto done = std::move(st->done);
+    Status e = st->first_error;
+    l.unlock();
+    done(e);
+  };
+  timer_.After(straggler_, [st, finish] {
+    std::unique_lock<std::mutex> l(st->mu);
+    if (st->first_error.ok()) st->first_error = DeadlineExceeded("a target did not confirm a delete in time");
+    finish(l);
+  });
+  for (uint32_t i : send) {
+    shards_->StartDeleteTo((*slots)[i], WithShard(key, i), [st, finish](Status s) {
       std::unique_lock<std::mutex> l(st->mu);
       if (!s.ok() && s.code() != StatusCode::kNotFound && st->first_error.ok()) st->first_error = s;
-      if (--st->pending > 0) return;
-      auto done = std::move(st->done);
-      Status e = st->first_error;
-      l.unlock();
-      done(e);
+      if (--st->pending == 0) finish(l);
     });
   }
 }
@@ -807,7 +851,7 @@ Result<uint64_t> StripeIo::RepairShards(const StripeGeometry& g, const WireShard
 
 Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardKey& key) {
   const uint32_t copies = red.head_copies();
-  PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, Slots(key, copies));
+  PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, ReadSlots(key, copies));
   struct State : Waiter {
     uint32_t pending = 0, ok = 0;
     std::vector<std::optional<Result<ShardData>>> replies;

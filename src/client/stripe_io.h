@@ -126,8 +126,16 @@ class StripeIo {
   // The bytes of every shard of a stripe holding `data` (ec: data cells then parity).
   std::vector<std::shared_ptr<AlignedBuffer>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data);
 
-  // Slots of `key`'s stripe for `width` shards (exposed for repair and tests).
+  // Slots of `key`'s stripe for `width` shards (exposed for repair and tests); a target this
+  // client suspects (late answers) shows as not up. ReadSlots also shows recovering targets
+  // as not up: protected data is never read from a target that may hold stale shards.
   Result<std::vector<TargetRef>> Slots(const WireShardKey& key, size_t width) const;
+  Result<std::vector<TargetRef>> ReadSlots(const WireShardKey& key, size_t width) const;
+
+  // Called with the targets a protected write went without although the map shows them up and
+  // not recovering, before the write is acknowledged (the Client reports them to mgmt, which
+  // marks them recovering); an error fails the write. Set before the first write.
+  void set_report_degraded(std::function<Status(const std::vector<uint32_t>&)> fn) { report_ = std::move(fn); }
   ErasureCoder& Coder(const Redundancy& red);
 
  private:
@@ -156,8 +164,12 @@ class StripeIo {
   // Read repair: writes `bytes` back to shard `key` on `t` in the background.
   void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
 
+  // Runs report_ for the shards of `key` that `written` says were not written (see above).
+  Status ReportMissed(const WireShardKey& key, size_t width, const std::vector<bool>& written);
+
   ShardClient* shards_;
   ClusterView* view_;
+  std::function<Status(const std::vector<uint32_t>&)> report_;
   const std::chrono::milliseconds straggler_;
   std::mutex repairs_mu_;
   std::condition_variable repairs_cv_;

@@ -1,5 +1,6 @@
 #include "mgmt/cluster_state.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -59,7 +60,7 @@ bool IsHostPort(const std::string& a) {
 bool SameMapFields(const v1::Target& a, const v1::Target& b) {
   return a.address() == b.address() && a.metrics_address() == b.metrics_address() &&
          a.fault_domain() == b.fault_domain() && a.capacity_bytes() == b.capacity_bytes() &&
-         a.state() == b.state();
+         a.state() == b.state() && a.recovering() == b.recovering();
 }
 
 }  // namespace
@@ -177,9 +178,12 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   t.set_capacity_bytes(req.capacity_bytes());
   t.set_state(v1::TARGET_STATE_UP);
   t.set_last_heartbeat_ms(now);
+  // A known target registering again restarted: what it missed meanwhile is stale until repair.
+  if (!is_new && !t.recovering()) t.set_recovering(true);
 
   const bool changed = is_new || !SameMapFields(before, t);
   const uint64_t epoch = changed ? epoch_ + 1 : epoch_;
+  if (t.recovering() && !before.recovering()) t.set_recovering_since_epoch(epoch);
   WriteBatch batch;
   batch.Put(TargetKey(t.id()), t.SerializeAsString());
   if (is_new) batch.Put(kNextTargetIdKey, std::to_string(next_target_id_ + 1));
@@ -219,6 +223,10 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
   if (revived || capacity_changed) {
     v1::Target next = t;
     next.set_state(v1::TARGET_STATE_UP);
+    if (revived && !next.recovering()) {  // back from DOWN: it missed writes
+      next.set_recovering(true);
+      next.set_recovering_since_epoch(epoch_ + 1);
+    }
     if (capacity_changed) next.set_capacity_bytes(req.capacity_bytes());
     next.set_used_bytes(req.used_bytes());
     next.set_live_bytes(req.live_bytes());
@@ -278,6 +286,57 @@ Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
     t.set_state(v1::TARGET_STATE_LOST);
   }
   return static_cast<int>(down.size() + lost.size());
+}
+
+Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteBatch batch;
+  std::vector<uint32_t> changed;
+  for (uint32_t id : ids) {
+    auto it = targets_.find(id);
+    if (it == targets_.end()) return NotFound("target " + std::to_string(id) + " is not registered");
+    if (it->second.recovering() || it->second.state() == v1::TARGET_STATE_LOST) continue;
+    if (std::find(changed.begin(), changed.end(), id) != changed.end()) continue;
+    v1::Target next = it->second;
+    next.set_recovering(true);
+    next.set_recovering_since_epoch(epoch_ + 1);
+    batch.Put(TargetKey(id), next.SerializeAsString());
+    changed.push_back(id);
+  }
+  if (changed.empty()) return epoch_;
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  for (uint32_t id : changed) {
+    targets_[id].set_recovering(true);
+    targets_[id].set_recovering_since_epoch(epoch_);
+    PS_LOG_WARN("target {} missed a write a client acknowledged degraded; recovering until repaired (epoch {})", id,
+                epoch_);
+  }
+  return epoch_;
+}
+
+Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteBatch batch;
+  std::vector<uint32_t> changed;
+  for (uint32_t id : ids) {
+    auto it = targets_.find(id);
+    if (it == targets_.end() || !it->second.recovering()) continue;
+    if (it->second.recovering_since_epoch() > checked_at_epoch) continue;  // missed more since
+    if (it->second.state() != v1::TARGET_STATE_UP) continue;
+    v1::Target next = it->second;
+    next.set_recovering(false);
+    batch.Put(TargetKey(id), next.SerializeAsString());
+    changed.push_back(id);
+  }
+  if (changed.empty()) return epoch_;
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  for (uint32_t id : changed) {
+    targets_[id].set_recovering(false);
+    PS_LOG_INFO("target {} checked by repair: serving reads again (epoch {})", id, epoch_);
+  }
+  return epoch_;
 }
 
 Result<uint64_t> ClusterState::MarkTargetLost(uint32_t id) {

@@ -11,7 +11,9 @@
 // CheckLiveness may mark them DOWN.
 //
 // Epoch: bumped by every change to the cluster map — a new target, a known target whose
-// address, metrics address, fault domain, capacity or state changed, and UP<->DOWN.
+// address, metrics address, fault domain, capacity, state or recovering flag changed, and
+// UP<->DOWN. A known target that registers again or comes back from DOWN becomes
+// `recovering` (it may hold stale shards) until the repair service has checked it.
 // Containers are not part of the cluster map and do not bump it.
 //
 // Reload (HA): a mgmt that becomes leader re-reads everything from the shared store, with the
@@ -86,6 +88,14 @@ class ClusterState {
   // LOST every DOWN one silent for longer than lost_timeout_ms (when set), with one epoch bump
   // for all of them. Returns how many changed state.
   Result<int> CheckLiveness(int64_t now_ms);
+
+  // Marks targets recovering (they missed a write that a client acknowledged degraded), one
+  // epoch bump; targets already recovering or lost are left as they are. Returns the epoch.
+  // Errors: kNotFound for an unknown id.
+  Result<uint64_t> MarkRecovering(const std::vector<uint32_t>& ids);
+  // Clears `recovering` of the listed targets that became recovering at or before
+  // `checked_at_epoch` (the epoch a complete, clean repair pass started at) and are UP.
+  Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch);
 
   // Declares target `id` lost for good (epoch bump): placement gives its slots to others and
   // repair rebuilds its shards there; it may not register again. Returns the new epoch.

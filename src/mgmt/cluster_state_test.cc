@@ -85,17 +85,32 @@ TEST_F(ClusterStateTest, KnownUuidKeepsIdAndBumpsOnlyOnChange) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000")).ok());
 
-  // Same registration again (a restart with the same config): same id, no bump.
+  // Same registration again (a restart with the same config): same id; the target becomes
+  // recovering (it may have missed writes), which bumps the epoch once.
   Result<Registration> same = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->target_id, 1u);
-  EXPECT_EQ(same->epoch, 2u);
+  EXPECT_EQ(same->epoch, 3u);
+  EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
+  EXPECT_EQ(state_->GetClusterMap().targets(0).recovering_since_epoch(), 3u);
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"))->epoch, 3u);  // nothing new
+
+  // Repair checked it at epoch 2: too early; at epoch 3: it serves reads again.
+  EXPECT_EQ(*state_->MarkRecovered({1}, 2), 3u);
+  EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
+  EXPECT_EQ(*state_->MarkRecovered({1}, 3), 4u);
+  EXPECT_FALSE(state_->GetClusterMap().targets(0).recovering());
+  // A client reports a write it missed: recovering again, one bump; a repeat changes nothing.
+  EXPECT_EQ(*state_->MarkRecovering({1, 1}), 5u);
+  EXPECT_EQ(*state_->MarkRecovering({1}), 5u);
+  EXPECT_EQ(state_->MarkRecovering({9}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*state_->MarkRecovered({1}, 5), 6u);
 
   // New port after restart: same id, address updated, bump.
   Result<Registration> moved = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));
   ASSERT_TRUE(moved.ok());
   EXPECT_EQ(moved->target_id, 1u);
-  EXPECT_EQ(moved->epoch, 3u);
+  EXPECT_EQ(moved->epoch, 7u);
   EXPECT_EQ(state_->GetClusterMap().targets(0).address(), "10.0.0.1:6000");
   EXPECT_EQ(state_->GetClusterMap().targets_size(), 2);
 

@@ -281,6 +281,10 @@ Result<v1::MarkTargetLostResponse> MgmtClient::MarkTargetLost(const v1::MarkTarg
   return Call("MarkTargetLost", &v1::Mgmt::Stub::MarkTargetLost, req);
 }
 
+Result<v1::ReportDegradedWriteResponse> MgmtClient::ReportDegradedWrite(const v1::ReportDegradedWriteRequest& req) {
+  return Call("ReportDegradedWrite", &v1::Mgmt::Stub::ReportDegradedWrite, req);
+}
+
 Result<v1::MgmtStatus> MgmtClient::GetStatus(const v1::GetStatusRequest& req) {
   Result<v1::MgmtStatus> r = Call("GetStatus", &v1::Mgmt::Stub::GetStatus, req);
   if (r.ok() && ha() && !r->is_leader()) {  // it stepped down since we found it

@@ -264,6 +264,15 @@ grpc::Status MgmtService::MarkTargetLost(grpc::ServerContext* ctx, const v1::Mar
   return Done("MarkTargetLost", epoch.status());
 }
 
+grpc::Status MgmtService::ReportDegradedWrite(grpc::ServerContext* ctx, const v1::ReportDegradedWriteRequest* req,
+                                              v1::ReportDegradedWriteResponse* resp) {
+  if (Status g = CheckLeader(); !g.ok()) return Done("ReportDegradedWrite", g);
+  if (auto c = Authenticate(ctx); !c.ok()) return Done("ReportDegradedWrite", c.status());
+  auto epoch = state_->MarkRecovering({req->target_ids().begin(), req->target_ids().end()});
+  if (epoch.ok()) resp->set_epoch(*epoch);
+  return Done("ReportDegradedWrite", epoch.status());
+}
+
 grpc::Status MgmtService::RotateClusterKey(grpc::ServerContext* ctx, const v1::RotateClusterKeyRequest*,
                                            v1::RotateClusterKeyResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("RotateClusterKey", g);

@@ -80,6 +80,8 @@ class MgmtService final : public v1::Mgmt::Service {
                                grpc::ServerWriter<v1::ClusterMap>* writer) override;
   grpc::Status MarkTargetLost(grpc::ServerContext* ctx, const v1::MarkTargetLostRequest* req,
                               v1::MarkTargetLostResponse* resp) override;
+  grpc::Status ReportDegradedWrite(grpc::ServerContext* ctx, const v1::ReportDegradedWriteRequest* req,
+                                   v1::ReportDegradedWriteResponse* resp) override;
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const v1::CreateTenantRequest* req,
                             v1::CreateTenantResponse* resp) override;
   grpc::Status ListTenants(grpc::ServerContext* ctx, const v1::ListTenantsRequest* req,

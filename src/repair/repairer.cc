@@ -122,9 +122,16 @@ Status Repairer::RunPass() {
   PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
   view_->Apply(map);
   std::set<std::pair<uint32_t, std::string>> corrupt;  // (target, key text) reported by targets
+  std::vector<uint32_t> recovering;                    // targets this pass can clear
+  std::set<uint32_t> recovering_set;
   for (const auto& t : map.targets()) {
     for (const auto& k : t.corrupt_shards()) corrupt.emplace(t.id(), k);
+    if (t.recovering() && t.state() == v1::TARGET_STATE_UP) {
+      recovering.push_back(t.id());
+      recovering_set.insert(t.id());
+    }
   }
+  std::atomic<bool> clean{true};  // everything listed, nothing left unrepaired
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, mgmt_->ListContainers());
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
@@ -189,6 +196,7 @@ Status Repairer::RunPass() {
       if (!hs.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     hs.status().ToString());
+        clean = false;
         continue;
       }
       listed.push_back(t);
@@ -203,6 +211,7 @@ Status Repairer::RunPass() {
       if (!all.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     all.status().ToString());
+        clean = false;
         continue;
       }
       for (const ListEntry& e : *all) {
@@ -249,6 +258,7 @@ Status Repairer::RunPass() {
             if (shards_metric) shards_metric->Inc();
           } else {
             PS_LOG_WARN("repair: head copy {} of an object in '{}': {}", i, c.name(), s.ToString());
+            clean = false;
           }
         }
       }
@@ -264,10 +274,16 @@ Status Repairer::RunPass() {
         if (it == index.end()) continue;  // never written (sparse) or nothing left at all
         auto& shards = it->second;
         // The stripe's version: the newest that enough shards hold.
-        std::map<uint64_t, std::set<uint32_t>> holders;  // version -> shard indexes
+        // version -> shard indexes; shards on recovering targets count only when no other
+        // target holds the stripe (they may be stale, and reads do not use them).
+        std::map<uint64_t, std::set<uint32_t>> holders;
         uint64_t shard_length = 0;
-        for (auto& [i, hs] : shards) {
-          for (const Holder& x : hs) holders[x.version].insert(i);
+        for (int pass = 0; pass < 2 && holders.empty(); ++pass) {
+          for (auto& [i, hs] : shards) {
+            for (const Holder& x : hs) {
+              if (pass == 1 || !recovering_set.count(x.target)) holders[x.version].insert(i);
+            }
+          }
         }
         uint64_t version = 0;
         const uint32_t need = red->kind == Redundancy::Kind::kErasure ? red->k : 1;
@@ -280,7 +296,11 @@ Status Repairer::RunPass() {
         if (version == 0) {
           // The listing may be behind a write or delete that raced with it: a read decides.
           auto r = io_->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
-          if (r.ok() || r.status().code() != StatusCode::kDataLoss) continue;
+          if (r.ok() || r.status().code() != StatusCode::kDataLoss) {
+            if (!r.ok() && r.status().code() != StatusCode::kNotFound) clean = false;
+            continue;
+          }
+          clean = false;
           Update([&](v1::RepairStatus& st) { st.set_stripes_unrecoverable(st.stripes_unrecoverable() + 1); });
           if (lost_metric) lost_metric->Inc();
           PS_LOG_ERROR("repair: stripe {} of object '{}' in '{}' has fewer than {} shards of one version; data lost",
@@ -311,6 +331,7 @@ Status Repairer::RunPass() {
             if (!written.ok()) {
               PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, name, c.name(),
                           written.status().ToString());
+              clean = false;
               return;
             }
             Update([&](v1::RepairStatus& st) {
@@ -366,6 +387,7 @@ Status Repairer::RunPass() {
       st.set_last_active_bytes_per_second(st.bytes_per_second());
     }
   });
+  if (clean && !recovering.empty() && options_.on_clean_pass) options_.on_clean_pass(recovering, map.epoch());
   auto st = status();
   if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {
     PS_LOG_INFO("repair pass done in {} ms: {} stripes checked, {} shards ({} bytes) rewritten, {} unrecoverable",

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/metrics.h"
 #include "mgmt/tls.h"
@@ -57,6 +58,9 @@ struct RepairOptions {
   // Whether this mgmt leads (passes run only then); empty: always.
   std::function<bool()> is_leader;
   MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
+  // After a complete pass that left nothing unrepaired: the targets that were recovering when
+  // it started (at map epoch `epoch`) hold no stale shards any more (mgmt clears the flag).
+  std::function<void(const std::vector<uint32_t>& ids, uint64_t epoch)> on_clean_pass;
 };
 
 class Repairer {
