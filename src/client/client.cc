@@ -12,6 +12,7 @@
 
 #include "client/async_op.h"
 #include "client/capability_cache.h"
+#include "client/data_path.h"
 #include "client/cluster_view.h"
 #include "client/object_impl.h"
 #include "client/object_ids.h"
@@ -110,16 +111,11 @@ struct Fd {
 
 }  // namespace
 
-class Client::Impl {
+// The data path (mgmt, UCX, map, capabilities, shards, stripe I/O) is the base: destroyed after
+// the members below.
+class Client::Impl : public DataPath {
  public:
   ClientOptions options;
-  std::unique_ptr<MgmtClient> mgmt;
-  std::unique_ptr<RpcClient> rpc;
-  std::unique_ptr<UcxRpcCaller> caller;
-  std::unique_ptr<ClusterView> view;
-  std::unique_ptr<CapabilityCache> caps;
-  std::unique_ptr<ShardClient> shards;
-  std::unique_ptr<StripeIo> io;
   OpTracker tracker;
   // Last member: destroyed first, so no map push arrives while the rest is torn down.
   std::unique_ptr<ClusterMapWatch> watch;
@@ -217,22 +213,16 @@ Client::~Client() = default;
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  PS_ASSIGN_OR_RETURN(impl->mgmt, MgmtClient::Connect(options.mgmt_address, std::chrono::milliseconds(5000),
-                                                      TlsOptions{options.tls_ca, options.tls_cert, options.tls_key}));
-  impl->mgmt->set_api_key(options.api_key);
-  impl->caps = std::make_unique<CapabilityCache>(impl->mgmt.get(), !options.api_key.empty());
-  RpcClientOptions ro;
-  ro.timeout = options.timeout;
-  PS_ASSIGN_OR_RETURN(impl->rpc, RpcClient::Create(ro));
-  impl->view = std::make_unique<ClusterView>(impl->mgmt.get());
-  PS_RETURN_IF_ERROR(impl->view->Refresh());
+  DataPathOptions dp;
+  dp.mgmt_address = options.mgmt_address;
+  dp.api_key = options.api_key;
+  dp.tls = TlsOptions{options.tls_ca, options.tls_cert, options.tls_key};
+  dp.timeout = options.timeout;
+  dp.straggler = options.straggler_timeout;
+  PS_RETURN_IF_ERROR(impl->Open(dp));
   ClusterView* view = impl->view.get();
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },
                                             view->epoch());
-  impl->caller = std::make_unique<UcxRpcCaller>(impl->rpc.get());
-  impl->shards = std::make_unique<ShardClient>(impl->caller.get(), impl->view.get(), options.timeout);
-  impl->shards->set_capabilities(impl->caps.get());
-  impl->io = std::make_unique<StripeIo>(impl->shards.get(), impl->view.get(), options.straggler_timeout);
   impl->io->set_report_degraded([mgmt = impl->mgmt.get()](const std::vector<uint32_t>& ids) {
     v1::ReportDegradedWriteRequest req;
     for (uint32_t id : ids) req.add_target_ids(id);

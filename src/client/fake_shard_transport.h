@@ -97,6 +97,15 @@ class FakeShardTransport : public RpcCaller {
  private:
   using Key = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
 
+  struct Shard;
+  static std::vector<std::byte> ReplyHeader(const Shard& shard) {
+    ShardReplyHeader rh{};
+    rh.version = kShardProtocolVersion;
+    rh.length = shard.bytes.size();
+    rh.shard_version = shard.version;
+    return EncodeHeader(rh);
+  }
+
   RpcReply Serve(uint16_t opcode, std::span<const std::byte> header, std::span<const std::byte> payload) {
     RpcReply r;
     std::lock_guard<std::mutex> lock(data_mu_);
@@ -139,11 +148,7 @@ class FakeShardTransport : public RpcCaller {
           r.status = DataLoss("fake: checksum mismatch");
           break;
         }
-        ShardReplyHeader rh{};
-        rh.version = kShardProtocolVersion;
-        rh.length = it->second.bytes.size();
-        rh.shard_version = it->second.version;
-        r.header = EncodeHeader(rh);
+        r.header = ReplyHeader(it->second);
         uint64_t begin = 0, end = it->second.bytes.size();
         if (static_cast<ShardOp>(opcode) == ShardOp::kReadRange) {
           auto rh = DecodeHeader<RangeReadHeader>(header, "fake range");
@@ -159,11 +164,7 @@ class FakeShardTransport : public RpcCaller {
           r.status = NotFound("fake: no such shard");
           break;
         }
-        ShardReplyHeader rh{};
-        rh.version = kShardProtocolVersion;
-        rh.length = it->second.bytes.size();
-        rh.shard_version = it->second.version;
-        r.header = EncodeHeader(rh);
+        r.header = ReplyHeader(it->second);
         break;
       }
       case ShardOp::kDelete:

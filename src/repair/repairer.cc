@@ -58,17 +58,12 @@ Repairer::Repairer(const RepairOptions& options) : options_(options) {
 
 Result<std::unique_ptr<Repairer>> Repairer::Start(const RepairOptions& options) {
   std::unique_ptr<Repairer> r(new Repairer(options));
-  PS_ASSIGN_OR_RETURN(r->mgmt_, MgmtClient::Connect(options.mgmt_address, std::chrono::milliseconds(5000), options.tls));
-  r->mgmt_->set_api_key(options.api_key);
-  r->caps_ = std::make_unique<CapabilityCache>(r->mgmt_.get(), !options.api_key.empty());
-  RpcClientOptions ro;
-  ro.timeout = options.timeout;
-  PS_ASSIGN_OR_RETURN(r->rpc_, RpcClient::Create(ro));
-  r->caller_ = std::make_unique<UcxRpcCaller>(r->rpc_.get());
-  r->view_ = std::make_unique<ClusterView>(r->mgmt_.get());
-  r->shards_ = std::make_unique<ShardClient>(r->caller_.get(), r->view_.get(), options.timeout);
-  r->shards_->set_capabilities(r->caps_.get());
-  r->io_ = std::make_unique<StripeIo>(r->shards_.get(), r->view_.get(), std::chrono::milliseconds(2000));
+  DataPathOptions dp;
+  dp.mgmt_address = options.mgmt_address;
+  dp.api_key = options.api_key;
+  dp.tls = options.tls;
+  dp.timeout = options.timeout;
+  PS_RETURN_IF_ERROR(r->dp_.Open(dp));
   r->thread_ = std::thread([raw = r.get()] { raw->Loop(); });
   return r;
 }
@@ -103,7 +98,7 @@ void Repairer::Loop() {
       if (cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) return;
     }
     if (options_.is_leader && !options_.is_leader()) continue;
-    auto map = mgmt_->GetClusterMap();
+    auto map = dp_.mgmt->GetClusterMap();
     if (!map.ok()) continue;
     if (map->epoch() == last_epoch && Clock::now() - last_pass < options_.interval) continue;
     last_epoch = map->epoch();
@@ -119,8 +114,8 @@ void Repairer::Loop() {
 Status Repairer::RunPass() {
   std::lock_guard<std::mutex> pass_lock(pass_mu_);
   const auto started = Clock::now();
-  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, mgmt_->GetClusterMap());
-  view_->Apply(map);
+  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, dp_.mgmt->GetClusterMap());
+  dp_.view->Apply(map);
   std::set<std::pair<uint32_t, std::string>> corrupt;  // (target, key text) reported by targets
   std::vector<uint32_t> recovering;                    // targets this pass can clear
   std::set<uint32_t> recovering_set;
@@ -132,7 +127,7 @@ Status Repairer::RunPass() {
     }
   }
   std::atomic<bool> clean{true};  // everything listed, nothing left unrepaired
-  PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, mgmt_->ListContainers());
+  PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
     st.set_epoch(map.epoch());
@@ -188,11 +183,11 @@ Status Repairer::RunPass() {
     ShardIndex index;
     std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
     std::vector<TargetRef> listed;
-    for (const TargetRef& t : view_->targets()) {
+    for (const TargetRef& t : dp_.view->targets()) {
       if (t.lost || !t.up) continue;
       // Heads on every target first, then the data: a put writes its data before its head, so
       // every object whose head is seen here has its data in the listing that follows.
-      auto hs = shards_->List(t, c.id(), kListHeadsOnly | kListWithData);
+      auto hs = dp_.shards->List(t, c.id(), kListHeadsOnly | kListWithData);
       if (!hs.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     hs.status().ToString());
@@ -207,7 +202,7 @@ Status Repairer::RunPass() {
       }
     }
     for (const TargetRef& t : listed) {
-      auto all = shards_->List(t, c.id(), 0);
+      auto all = dp_.shards->List(t, c.id(), 0);
       if (!all.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     all.status().ToString());
@@ -236,7 +231,7 @@ Status Repairer::RunPass() {
       const Redundancy head_red = HeadRedundancy(*red);
       WireShardKey hkey = newest.key;
       hkey.shard = 0;
-      auto hslots = io_->Slots(hkey, head_red.width());
+      auto hslots = dp_.io->Slots(hkey, head_red.width());
       if (hslots.ok()) {
         for (uint32_t i = 0; i < hslots->size(); ++i) {
           const TargetRef& t = (*hslots)[i];
@@ -250,7 +245,7 @@ Status Repairer::RunPass() {
           auto bytes = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(newest.data));
           std::promise<Status> p;
           auto f = p.get_future();
-          shards_->StartWriteTo(t, k, bytes->span(), newest.shard_version, true,
+          dp_.shards->StartWriteTo(t, k, bytes->span(), newest.shard_version, true,
                                 [&p, bytes](Status s) { p.set_value(std::move(s)); });
           Status s = f.get();
           if (s.ok()) {
@@ -295,7 +290,7 @@ Status Repairer::RunPass() {
         }
         if (version == 0) {
           // The listing may be behind a write or delete that raced with it: a read decides.
-          auto r = io_->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
+          auto r = dp_.io->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
           if (r.ok() || r.status().code() != StatusCode::kDataLoss) {
             if (!r.ok() && r.status().code() != StatusCode::kNotFound) clean = false;
             continue;
@@ -312,7 +307,7 @@ Status Repairer::RunPass() {
             if (x.version == version) shard_length = x.length;
           }
         }
-        auto slots = io_->Slots(key, red->width());
+        auto slots = dp_.io->Slots(key, red->width());
         if (!slots.ok()) continue;
         std::vector<uint32_t> fix;
         for (uint32_t i = 0; i < slots->size(); ++i) {
@@ -327,7 +322,7 @@ Status Repairer::RunPass() {
         }
         if (!fix.empty()) {
           submit([&, geo, key, shard_length, fix, version, s, name = head->name] {
-            auto written = io_->RepairShards(geo, key, shard_length, fix, version);
+            auto written = dp_.io->RepairShards(geo, key, shard_length, fix, version);
             if (!written.ok()) {
               PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, name, c.name(),
                           written.status().ToString());
@@ -354,13 +349,13 @@ Status Repairer::RunPass() {
             if (i >= slots->size()) continue;
             for (const Holder& x : hs) {
               if (x.target == (*slots)[i].id) continue;
-              for (const TargetRef& t : view_->targets()) {
+              for (const TargetRef& t : dp_.view->targets()) {
                 if (t.id != x.target || !t.up) continue;
                 WireShardKey k = key;
                 k.shard = i;
                 std::promise<Status> p;
                 auto f = p.get_future();
-                shards_->StartDeleteTo(t, k, [&p](Status st) { p.set_value(std::move(st)); });
+                dp_.shards->StartDeleteTo(t, k, [&p](Status st) { p.set_value(std::move(st)); });
                 f.get().IgnoreError();
               }
             }

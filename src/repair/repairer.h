@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/data_path.h"
 #include "common/metrics.h"
 #include "mgmt/tls.h"
 #include "penstock/mgmt.pb.h"
@@ -36,13 +37,6 @@
 
 namespace penstock {
 
-class MgmtClient;
-class RpcClient;
-class UcxRpcCaller;
-class ClusterView;
-class CapabilityCache;
-class ShardClient;
-class StripeIo;
 
 struct RepairOptions {
   std::string mgmt_address;  // this mgmt's gRPC address
@@ -81,13 +75,7 @@ class Repairer {
   void Update(const std::function<void(v1::RepairStatus&)>& fn);
 
   const RepairOptions options_;
-  std::unique_ptr<MgmtClient> mgmt_;
-  std::unique_ptr<RpcClient> rpc_;
-  std::unique_ptr<UcxRpcCaller> caller_;
-  std::unique_ptr<ClusterView> view_;
-  std::unique_ptr<CapabilityCache> caps_;
-  std::unique_ptr<ShardClient> shards_;
-  std::unique_ptr<StripeIo> io_;
+  DataPath dp_;
 
   std::mutex pass_mu_;  // one pass at a time
   mutable std::mutex mu_;
