@@ -85,6 +85,12 @@ class FakeShardTransport : public RpcCaller {
     std::lock_guard<std::mutex> lock(data_mu_);
     shards_[{container, hi, lo, stripe, shard}].corrupt = true;
   }
+  // Version stored with a shard (0 when absent).
+  uint64_t Version(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    auto it = shards_.find({container, hi, lo, stripe, shard});
+    return it == shards_.end() ? 0 : it->second.version;
+  }
   bool Has(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
     std::lock_guard<std::mutex> lock(data_mu_);
     return shards_.count({container, hi, lo, stripe, shard}) != 0;
