@@ -126,7 +126,12 @@ Status Repairer::RunPass() {
       recovering_set.insert(t.id());
     }
   }
-  std::atomic<bool> clean{true};  // everything listed, nothing left unrepaired
+  // Clean: every target up and listed, nothing left unrepaired. With a target DOWN, a
+  // recovering target's shard may be older than the copy on the down one, so no flag is cleared.
+  std::atomic<bool> clean{true};
+  for (const auto& t : map.targets()) {
+    if (t.state() == v1::TARGET_STATE_DOWN) clean = false;
+  }
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
