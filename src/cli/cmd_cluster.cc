@@ -329,7 +329,7 @@ int RunStatus(const GlobalOptions& g) {
                           {"last_active_bytes_per_second", rs.last_active_bytes_per_second()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
-                              {"state", state_name(t)},
+                              {"state", state_name(t)}, {"recovering", t.recovering()},
                               {"address", t.address()}, {"metrics", t.metrics_address()},
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
                               {"used_bytes", t.used_bytes()}, {"live_bytes", t.live_bytes()},
@@ -364,9 +364,17 @@ int RunStatus(const GlobalOptions& g) {
               "LIVE", "DEAD", "FREE", "TRANSPORT");
   auto h = [](uint64_t b) { return HumanBytes(static_cast<double>(b)); };
   for (const auto& t : map->targets()) {
-    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state_name(t), t.address().c_str(),
+    const std::string state = std::string(state_name(t)) + (t.recovering() ? "*" : "");
+    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state.c_str(), t.address().c_str(),
                 h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
                 h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), transports[t.id()].c_str());
+  }
+  for (const auto& t : map->targets()) {
+    if (t.recovering()) {
+      std::printf("target %u*: recovering (restarted or missed writes): no protected reads from it until repair "
+                  "has checked it\n",
+                  t.id());
+    }
   }
   for (const auto& t : map->targets()) {
     if (t.corrupt_shard_count() == 0) continue;

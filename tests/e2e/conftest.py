@@ -126,6 +126,9 @@ class Cluster:
                     os.kill(d["pid"], signal.SIGKILL)
         except FileNotFoundError:
             pass
+        # The targets' data files are large and preallocated; logs and indexes stay for debugging.
+        for img in self.data_dir.glob("*/data.img"):
+            img.unlink()
 
 
 @pytest.fixture
