@@ -169,8 +169,16 @@ class Client::Impl : public DataPath {
                  uint64_t size, const ProgressFn& progress) {
     PS_RETURN_IF_ERROR(ValidateObjectName(name));
     PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
+    // The previous version's head tells which stripes to remove afterwards. A protected
+    // container can take the put without it (the new head is newer and wins); the old stripes
+    // are then left behind as garbage.
     auto old = ReadHead(c, name);
-    if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
+    if (!old.ok() && old.status().code() != StatusCode::kNotFound) {
+      if (!RedundancyOf(c).protected_() || !old.status().retryable()) return old.status();
+      PS_LOG_WARN("could not read the current head of {} ({}); storing it anyway, the previous version's "
+                  "stripes stay behind as garbage",
+                  What(container, name), old.status().ToString());
+    }
 
     ObjectHead head;
     head.name = name;

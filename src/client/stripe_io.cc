@@ -100,7 +100,7 @@ Result<std::vector<TargetRef>> StripeIo::Slots(const WireShardKey& key, size_t w
 
 Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size_t width) const {
   auto slots = Slots(key, width);
-  if (!slots.ok() || width <= 1) return slots;
+  if (!slots.ok() || width <= 1 || read_recovering_) return slots;
   for (TargetRef& t : *slots) {
     if (t.recovering) t.up = false;
   }

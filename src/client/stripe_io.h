@@ -136,6 +136,8 @@ class StripeIo {
   // not recovering, before the write is acknowledged (the Client reports them to mgmt, which
   // marks them recovering); an error fails the write. Set before the first write.
   void set_report_degraded(std::function<Status(const std::vector<uint32_t>&)> fn) { report_ = std::move(fn); }
+  // Read from recovering targets too (repair, which checks versions itself). Set before use.
+  void set_read_from_recovering(bool on) { read_recovering_ = on; }
   ErasureCoder& Coder(const Redundancy& red);
 
  private:
@@ -170,6 +172,7 @@ class StripeIo {
   ShardClient* shards_;
   ClusterView* view_;
   std::function<Status(const std::vector<uint32_t>&)> report_;
+  bool read_recovering_ = false;
   const std::chrono::milliseconds straggler_;
   std::mutex repairs_mu_;
   std::condition_variable repairs_cv_;

@@ -64,6 +64,9 @@ Result<std::unique_ptr<Repairer>> Repairer::Start(const RepairOptions& options) 
   dp.tls = options.tls;
   dp.timeout = options.timeout;
   PS_RETURN_IF_ERROR(r->dp_.Open(dp));
+  // Repair reads recovering targets too: it knows each stripe's version from the listing and
+  // RepairShards checks that the bytes it read are of that version.
+  r->dp_.io->set_read_from_recovering(true);
   r->thread_ = std::thread([raw = r.get()] { raw->Loop(); });
   return r;
 }
@@ -118,13 +121,9 @@ Status Repairer::RunPass() {
   dp_.view->Apply(map);
   std::set<std::pair<uint32_t, std::string>> corrupt;  // (target, key text) reported by targets
   std::vector<uint32_t> recovering;                    // targets this pass can clear
-  std::set<uint32_t> recovering_set;
   for (const auto& t : map.targets()) {
     for (const auto& k : t.corrupt_shards()) corrupt.emplace(t.id(), k);
-    if (t.recovering() && t.state() == v1::TARGET_STATE_UP) {
-      recovering.push_back(t.id());
-      recovering_set.insert(t.id());
-    }
+    if (t.recovering() && t.state() == v1::TARGET_STATE_UP) recovering.push_back(t.id());
   }
   // Clean: every target up and listed, nothing left unrepaired. With a target DOWN, a
   // recovering target's shard may be older than the copy on the down one, so no flag is cleared.
@@ -274,16 +273,13 @@ Status Repairer::RunPass() {
         if (it == index.end()) continue;  // never written (sparse) or nothing left at all
         auto& shards = it->second;
         // The stripe's version: the newest that enough shards hold.
-        // version -> shard indexes; shards on recovering targets count only when no other
-        // target holds the stripe (they may be stale, and reads do not use them).
+        // version -> shard indexes. Stale shards (on recovering targets) hold older versions,
+        // so the newest version that enough shards hold is the stripe's; with a target DOWN
+        // its copies are not counted, and the pass clears no recovering flag (see above).
         std::map<uint64_t, std::set<uint32_t>> holders;
         uint64_t shard_length = 0;
-        for (int pass = 0; pass < 2 && holders.empty(); ++pass) {
-          for (auto& [i, hs] : shards) {
-            for (const Holder& x : hs) {
-              if (pass == 1 || !recovering_set.count(x.target)) holders[x.version].insert(i);
-            }
-          }
+        for (auto& [i, hs] : shards) {
+          for (const Holder& x : hs) holders[x.version].insert(i);
         }
         uint64_t version = 0;
         const uint32_t need = red->kind == Redundancy::Kind::kErasure ? red->k : 1;
