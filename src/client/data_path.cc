@@ -10,7 +10,7 @@ Status DataPath::Open(const DataPathOptions& o) {
   ro.timeout = o.timeout;
   PS_ASSIGN_OR_RETURN(rpc, RpcClient::Create(ro));
   view = std::make_unique<ClusterView>(mgmt.get());
-  PS_RETURN_IF_ERROR(view->Refresh());
+  if (o.fetch_map) PS_RETURN_IF_ERROR(view->Refresh());
   caller = std::make_unique<UcxRpcCaller>(rpc.get());
   shards = std::make_unique<ShardClient>(caller.get(), view.get(), o.timeout);
   shards->set_capabilities(caps.get());

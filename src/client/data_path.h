@@ -27,11 +27,14 @@ struct DataPathOptions {
   TlsOptions tls;       // to mgmt
   std::chrono::milliseconds timeout{30000};    // data-plane requests, retry budget
   std::chrono::milliseconds straggler{2000};   // see StripeIo
+  // Load the map in Open (a client needs it at once; mgmt's repair service, which may start on
+  // a follower, loads it when it runs a pass).
+  bool fetch_map = true;
 };
 
 struct DataPath {
-  // Connects to mgmt, loads the map and creates the rest. Errors: those of MgmtClient::Connect,
-  // RpcClient::Create and the first map fetch.
+  // Connects to mgmt, loads the map (see fetch_map) and creates the rest. Errors: those of
+  // MgmtClient::Connect, RpcClient::Create and the first map fetch.
   Status Open(const DataPathOptions& options);
 
   std::unique_ptr<MgmtClient> mgmt;

@@ -63,6 +63,7 @@ Result<std::unique_ptr<Repairer>> Repairer::Start(const RepairOptions& options) 
   dp.api_key = options.api_key;
   dp.tls = options.tls;
   dp.timeout = options.timeout;
+  dp.fetch_map = false;  // a follower has none to give; each pass loads it
   PS_RETURN_IF_ERROR(r->dp_.Open(dp));
   // Repair reads recovering targets too: it knows each stripe's version from the listing and
   // RepairShards checks that the bytes it read are of that version.

@@ -57,14 +57,12 @@ def wait_for(pred, what, timeout=60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def repair_settled(c, min_repaired=0):
-    """A full repair pass, started after the call, that found nothing left to do."""
-    start = status(c)["repair"]["passes"]
-
+def repair_settled(c):
+    """Every target up and checked by a clean repair pass (none recovering)."""
     def done():
-        st = status(c)["repair"]
-        return st["state"] == "idle" and st["passes"] >= start + 2 and st["shards_repaired"] == 0 and st
-    return wait_for(done, "repair to finish", timeout=120)
+        st = status(c)
+        return st["targets_down"] == 0 and not any(t["recovering"] for t in st["targets"]) and st
+    return wait_for(done, "repair to check every target", timeout=120)
 
 
 def scrape(addr):
