@@ -1,6 +1,7 @@
 #include "client/shard_client.h"
 
 #include <cstring>
+#include <future>
 #include <thread>
 
 namespace penstock {
@@ -23,6 +24,15 @@ std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint6
   h.map_epoch = view_->epoch();
   h.shard_version = version;
   h.key = key;
+  return EncodeHeader(h);
+}
+
+std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const {
+  RangeReadHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.offset = offset;
+  h.length = length;
   return EncodeHeader(h);
 }
 
@@ -164,12 +174,7 @@ void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint6
                                  std::function<void(Result<AlignedBuffer>)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  RangeReadHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
-  h.offset = offset;
-  h.length = length;
-  std::vector<std::byte> header = EncodeHeader(h);
+  std::vector<std::byte> header = RangeHeader(key, offset, length);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kReadRange), header, {},
              [this, c = key.container, done = std::move(done)](RpcReply r) {
@@ -197,12 +202,7 @@ void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
 
 void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
                               uint64_t length, std::function<void(Result<ShardData>)> done) {
-  RangeReadHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
-  h.offset = offset;
-  h.length = length;
-  std::vector<std::byte> header = EncodeHeader(h);
+  std::vector<std::byte> header = RangeHeader(key, offset, length);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kReadRange), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -223,6 +223,21 @@ void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key
                TokenRefused(r.status, c);
                done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
              });
+}
+
+Status ShardClient::WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
+                            uint64_t version, bool only_if_not_older) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  StartWriteTo(target, key, data, version, only_if_not_older, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
+}
+
+Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key) {
+  std::promise<Status> p;
+  auto f = p.get_future();
+  StartDeleteTo(target, key, [&p](Status s) { p.set_value(std::move(s)); });
+  return f.get();
 }
 
 void ShardClient::StartStatTo(const TargetRef& target, const WireShardKey& key,

@@ -66,6 +66,10 @@ class ShardClient {
   void StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset, uint64_t length,
                    std::function<void(Result<ShardData>)> done);
   void StartDeleteTo(const TargetRef& target, const WireShardKey& key, std::function<void(Status)> done);
+  // Blocking forms of StartWriteTo and StartDeleteTo (not from a transport thread).
+  Status WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
+                 uint64_t version, bool only_if_not_older);
+  Status DeleteTo(const TargetRef& target, const WireShardKey& key);
   // The shard's version and length (ShardData without bytes).
   void StartStatTo(const TargetRef& target, const WireShardKey& key, std::function<void(Result<ShardData>)> done);
 
@@ -91,6 +95,7 @@ class ShardClient {
   // refreshes the map and returns true.
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
   std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
+  std::vector<std::byte> RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const;
   // Appends the token for `container` to `header` (nothing without a cache or key).
   Status AttachToken(std::vector<std::byte>& header, uint64_t container);
   // After a refusal of a token: forgets it; true when the status is such a refusal.

@@ -188,36 +188,7 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
   st->need = g.red.k;
   st->written.assign(st->width, false);
 
-  // The bytes of each shard.
-  std::vector<std::span<const std::byte>> shard_bytes(st->width);
-  const uint64_t len = data->size();
-  if (g.red.kind == Redundancy::Kind::kReplicate) {
-    for (auto& s : shard_bytes) s = data->span();
-  } else {
-    const uint64_t plen = g.shard_length(len);
-    std::vector<const std::byte*> cells(g.red.k);
-    for (uint32_t j = 0; j < g.red.k; ++j) {
-      const uint64_t off = j * g.cell;
-      if (off + plen <= len) {
-        shard_bytes[j] = data->span().subspan(off, plen);
-      } else {
-        auto pad = std::make_shared<AlignedBuffer>(plen);
-        std::memset(pad->data(), 0, plen);
-        if (off < len) std::memcpy(pad->data(), data->data() + off, len - off);
-        shard_bytes[j] = pad->span();
-        st->owned.push_back(pad);
-      }
-      cells[j] = shard_bytes[j].data();
-    }
-    std::vector<std::byte*> parity(g.red.m);
-    for (uint32_t p = 0; p < g.red.m; ++p) {
-      auto buf = std::make_shared<AlignedBuffer>(plen);
-      parity[p] = buf->data();
-      shard_bytes[g.red.k + p] = buf->span();
-      st->owned.push_back(buf);
-    }
-    if (plen > 0) Coder(g.red).Encode(plen, cells, parity);
-  }
+  const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
 
   std::vector<std::pair<uint32_t, TargetRef>> sends;
   for (uint32_t i = 0; i < st->width; ++i) {
@@ -792,30 +763,39 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
 // ---------------------------------------------------------------------------------------------
 // Repair
 
-std::vector<std::shared_ptr<AlignedBuffer>> StripeIo::EncodeShards(const StripeGeometry& g,
-                                                                   std::span<const std::byte> data) {
-  std::vector<std::shared_ptr<AlignedBuffer>> out;
+std::vector<std::span<const std::byte>> StripeIo::EncodeShards(const StripeGeometry& g,
+                                                               std::span<const std::byte> data,
+                                                               std::vector<std::shared_ptr<AlignedBuffer>>& owned) {
+  std::vector<std::span<const std::byte>> shards(g.red.width());
   if (g.red.kind != Redundancy::Kind::kErasure) {
-    for (uint32_t i = 0; i < g.red.width(); ++i) out.push_back(std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(data)));
-    return out;
+    for (auto& s : shards) s = data;
+    return shards;
   }
-  const uint64_t plen = g.shard_length(data.size());
-  std::vector<const std::byte*> cells;
-  std::vector<std::byte*> parity;
-  for (uint32_t i = 0; i < g.red.width(); ++i) {
-    auto b = std::make_shared<AlignedBuffer>(plen);
-    std::memset(b->data(), 0, plen);
-    if (i < g.red.k) {
-      const uint64_t off = i * g.cell;
-      if (off < data.size()) std::memcpy(b->data(), data.data() + off, std::min<uint64_t>(plen, data.size() - off));
-      cells.push_back(b->data());
+  const uint64_t len = data.size();
+  const uint64_t plen = g.shard_length(len);
+  std::vector<const std::byte*> cells(g.red.k);
+  for (uint32_t j = 0; j < g.red.k; ++j) {
+    const uint64_t off = j * g.cell;
+    if (off + plen <= len) {
+      shards[j] = data.subspan(off, plen);  // a slice of the caller's bytes: no copy
     } else {
-      parity.push_back(b->data());
+      auto pad = std::make_shared<AlignedBuffer>(plen);
+      std::memset(pad->data(), 0, plen);
+      if (off < len) std::memcpy(pad->data(), data.data() + off, len - off);
+      shards[j] = pad->span();
+      owned.push_back(pad);
     }
-    out.push_back(b);
+    cells[j] = shards[j].data();
+  }
+  std::vector<std::byte*> parity(g.red.m);
+  for (uint32_t p = 0; p < g.red.m; ++p) {
+    auto buf = std::make_shared<AlignedBuffer>(plen);
+    parity[p] = buf->data();
+    shards[g.red.k + p] = buf->span();
+    owned.push_back(buf);
   }
   if (plen > 0) Coder(g.red).Encode(plen, cells, parity);
-  return out;
+  return shards;
 }
 
 Result<uint64_t> StripeIo::RepairShards(const StripeGeometry& g, const WireShardKey& key, uint64_t shard_length,
@@ -829,19 +809,15 @@ Result<uint64_t> StripeIo::RepairShards(const StripeGeometry& g, const WireShard
     return Aborted(Ordinal(key) + " changed while it was being repaired (version " + std::to_string(d.version) +
                    ", expected " + std::to_string(version) + ")");
   }
-  auto bytes = EncodeShards(g, d.data.span());
+  std::vector<std::shared_ptr<AlignedBuffer>> owned;
+  const auto bytes = EncodeShards(g, d.data.span(), owned);  // spans into d.data and owned
   PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, Slots(key, g.red.width()));
   uint64_t written = 0;
   for (uint32_t i : shards) {
     if (i >= slots.size()) continue;
-    std::promise<Status> p;
-    auto f = p.get_future();
-    auto b = bytes[i];
-    shards_->StartWriteTo(slots[i], WithShard(key, i), b->span(), version, true,
-                          [&p, b](Status s) { p.set_value(std::move(s)); });
-    Status s = f.get();
+    Status s = shards_->WriteTo(slots[i], WithShard(key, i), bytes[i], version, true);
     if (!s.ok()) return s.WithContext("repairing shard " + std::to_string(i) + " of " + Ordinal(key));
-    written += b->size();
+    written += bytes[i].size();
   }
   return written;
 }

@@ -123,8 +123,6 @@ class StripeIo {
   // written. kAborted when the stripe changed meanwhile (a newer version was read).
   Result<uint64_t> RepairShards(const StripeGeometry& g, const WireShardKey& key, uint64_t shard_length,
                                 const std::vector<uint32_t>& shards, uint64_t version);
-  // The bytes of every shard of a stripe holding `data` (ec: data cells then parity).
-  std::vector<std::shared_ptr<AlignedBuffer>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data);
 
   // Slots of `key`'s stripe for `width` shards (exposed for repair and tests); a target this
   // client suspects (late answers) shows as not up. ReadSlots also shows recovering targets
@@ -143,6 +141,11 @@ class StripeIo {
  private:
   struct WriteState;
   struct ReadState;
+  // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
+  // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
+  // cells). Both must outlive the shard requests. Used by Write and RepairShards.
+  std::vector<std::span<const std::byte>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data,
+                                                       std::vector<std::shared_ptr<AlignedBuffer>>& owned);
   void ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
               std::function<void(Result<ShardData>)> done);
   void ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,

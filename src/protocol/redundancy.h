@@ -21,14 +21,10 @@ struct Redundancy {
   enum class Kind : uint8_t { kNone, kReplicate, kErasure };
   Kind kind = Kind::kNone;
   uint32_t k = 1;  // data shards (rep: 1)
-  uint32_t m = 0;  // redundant shards (rep:N: N - 1)
+  uint32_t m = 0;  // redundant shards, the faults a stripe survives (rep:N: N - 1)
 
   uint32_t width() const { return k + m; }
-  // Shards that may be lost without losing data.
-  uint32_t faults_tolerated() const { return m; }
-  // Shards a write must reach before it is acknowledged: enough to read it back (k), plus one
-  // more while more are reachable is decided by the writer (see stripe_io.h).
-  uint32_t min_shards() const { return k; }
+  // Object heads have as many copies as faults the data survives, plus one.
   uint32_t head_copies() const { return m + 1; }
   bool protected_() const { return kind != Kind::kNone; }
   // Bytes per cell for a stripe unit of `stripe_unit` (ec: stripe_unit / K rounded up to 64 B;

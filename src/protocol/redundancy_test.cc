@@ -16,7 +16,7 @@ TEST(RedundancyTest, ParsesTheThreeForms) {
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->kind, Redundancy::Kind::kReplicate);
   EXPECT_EQ(rep->width(), 3u);
-  EXPECT_EQ(rep->faults_tolerated(), 2u);
+  EXPECT_EQ(rep->m, 2u);
   EXPECT_EQ(rep->head_copies(), 3u);
   EXPECT_EQ(rep->ToString(), "rep:3");
   EXPECT_EQ(ParseRedundancy("rep:1")->ToString(), "none");

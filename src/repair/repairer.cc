@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <future>
 #include <map>
 #include <set>
 #include <thread>
@@ -221,7 +220,6 @@ Status Repairer::RunPass() {
         index[{e.key.object_hi, e.key.object_lo, e.key.stripe}][e.key.shard].push_back({t.id, e.shard_version, e.length});
       }
     }
-    const StripeGeometry geo0 = StripeGeometry::For(*red, c.stripe_unit());
     uint64_t total = 0;
     for (auto& [id, h] : heads) {
       if (h.first.data.empty()) continue;
@@ -247,12 +245,7 @@ Status Repairer::RunPass() {
           if (ok) continue;
           WireShardKey k = hkey;
           k.shard = i;
-          auto bytes = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(newest.data));
-          std::promise<Status> p;
-          auto f = p.get_future();
-          dp_.shards->StartWriteTo(t, k, bytes->span(), newest.shard_version, true,
-                                [&p, bytes](Status s) { p.set_value(std::move(s)); });
-          Status s = f.get();
+          Status s = dp_.shards->WriteTo(t, k, newest.data, newest.shard_version, true);
           if (s.ok()) {
             Update([&](v1::RepairStatus& st) { st.set_shards_repaired(st.shards_repaired() + 1); });
             if (shards_metric) shards_metric->Inc();
@@ -266,7 +259,6 @@ Status Repairer::RunPass() {
       auto head = DecodeObjectHead(newest.data);
       if (!head.ok()) continue;
       const StripeGeometry geo = StripeGeometry::For(*red, head->stripe_unit);
-      (void)geo0;
       for (uint64_t s = 0; s < head->stripe_count(); ++s) {
         WireShardKey key{c.id(), head->data_hi, head->data_lo, s, 0, 0};
         auto it = index.find({head->data_hi, head->data_lo, s});
@@ -355,10 +347,7 @@ Status Repairer::RunPass() {
                 if (t.id != x.target || !t.up) continue;
                 WireShardKey k = key;
                 k.shard = i;
-                std::promise<Status> p;
-                auto f = p.get_future();
-                dp_.shards->StartDeleteTo(t, k, [&p](Status st) { p.set_value(std::move(st)); });
-                f.get().IgnoreError();
+                dp_.shards->DeleteTo(t, k).IgnoreError();
               }
             }
           }
