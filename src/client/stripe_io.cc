@@ -114,7 +114,9 @@ Status StripeIo::ReportMissed(const WireShardKey& key, size_t width, const std::
   std::vector<uint32_t> ids;
   for (size_t i = 0; i < slots->size() && i < written.size(); ++i) {
     const TargetRef& t = (*slots)[i];
-    if (!written[i] && t.id != 0 && t.up && !t.recovering) ids.push_back(t.id);
+    // Whatever this client's view says (down, recovering): mgmt's may be newer, and a repair
+    // pass that listed before this write must not clear the target.
+    if (!written[i] && t.id != 0 && !t.lost) ids.push_back(t.id);
   }
   if (ids.empty()) return OkStatus();
   Status s = report_(ids);

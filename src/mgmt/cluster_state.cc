@@ -292,10 +292,14 @@ Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) 
   std::lock_guard<std::mutex> lock(mu_);
   WriteBatch batch;
   std::vector<uint32_t> changed;
+  const auto now = std::chrono::steady_clock::now();
   for (uint32_t id : ids) {
     auto it = targets_.find(id);
     if (it == targets_.end()) return NotFound("target " + std::to_string(id) + " is not registered");
-    if (it->second.recovering() || it->second.state() == v1::TARGET_STATE_LOST) continue;
+    if (it->second.state() == v1::TARGET_STATE_LOST) continue;
+    missed_at_[id] = now;
+    // DOWN ones become recovering when they return; recovering ones stay so.
+    if (it->second.recovering() || it->second.state() != v1::TARGET_STATE_UP) continue;
     if (std::find(changed.begin(), changed.end(), id) != changed.end()) continue;
     v1::Target next = it->second;
     next.set_recovering(true);
@@ -315,7 +319,8 @@ Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) 
   return epoch_;
 }
 
-Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch) {
+Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch,
+                                             std::chrono::steady_clock::time_point pass_started) {
   std::lock_guard<std::mutex> lock(mu_);
   WriteBatch batch;
   std::vector<uint32_t> changed;
@@ -323,6 +328,7 @@ Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, u
     auto it = targets_.find(id);
     if (it == targets_.end() || !it->second.recovering()) continue;
     if (it->second.recovering_since_epoch() > checked_at_epoch) continue;  // missed more since
+    if (auto m = missed_at_.find(id); m != missed_at_.end() && m->second >= pass_started) continue;
     if (it->second.state() != v1::TARGET_STATE_UP) continue;
     v1::Target next = it->second;
     next.set_recovering(false);

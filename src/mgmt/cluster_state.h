@@ -89,13 +89,17 @@ class ClusterState {
   // for all of them. Returns how many changed state.
   Result<int> CheckLiveness(int64_t now_ms);
 
-  // Marks targets recovering (they missed a write that a client acknowledged degraded), one
-  // epoch bump; targets already recovering or lost are left as they are. Returns the epoch.
+  // Records that targets missed a write a client acknowledged degraded. UP ones become
+  // recovering (one epoch bump for all); for every one the time of the report is kept, so that
+  // a repair pass that started before it cannot clear the flag (its listing may predate the
+  // write). Lost targets are left as they are. Returns the epoch.
   // Errors: kNotFound for an unknown id.
   Result<uint64_t> MarkRecovering(const std::vector<uint32_t>& ids);
-  // Clears `recovering` of the listed targets that became recovering at or before
-  // `checked_at_epoch` (the epoch a complete, clean repair pass started at) and are UP.
-  Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch);
+  // Clears `recovering` of the listed targets that are UP, became recovering at or before
+  // `checked_at_epoch` (the epoch a complete, clean repair pass started at) and had no missed
+  // write reported since `pass_started` (in this process's steady clock).
+  Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch,
+                                 std::chrono::steady_clock::time_point pass_started);
 
   // Declares target `id` lost for good (epoch bump): placement gives its slots to others and
   // repair rebuilds its shards there; it may not register again. Returns the new epoch.
@@ -146,6 +150,8 @@ class ClusterState {
   uint64_t next_container_id_ = 1;                 // guarded by mu_
   std::map<uint32_t, v1::Target> targets_;         // by id; guarded by mu_
   std::map<std::string, uint32_t> target_by_uuid_; // guarded by mu_
+  // Last missed-write report per target (in memory: a new leader's passes all start after it).
+  std::map<uint32_t, std::chrono::steady_clock::time_point> missed_at_;  // guarded by mu_
   std::map<std::string, v1::Container> containers_;  // by name; guarded by mu_
 };
 

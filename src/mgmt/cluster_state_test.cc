@@ -96,15 +96,21 @@ TEST_F(ClusterStateTest, KnownUuidKeepsIdAndBumpsOnlyOnChange) {
   EXPECT_EQ(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"))->epoch, 3u);  // nothing new
 
   // Repair checked it at epoch 2: too early; at epoch 3: it serves reads again.
-  EXPECT_EQ(*state_->MarkRecovered({1}, 2), 3u);
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_EQ(*state_->MarkRecovered({1}, 2, before), 3u);
   EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
-  EXPECT_EQ(*state_->MarkRecovered({1}, 3), 4u);
+  EXPECT_EQ(*state_->MarkRecovered({1}, 3, before), 4u);
   EXPECT_FALSE(state_->GetClusterMap().targets(0).recovering());
   // A client reports a write it missed: recovering again, one bump; a repeat changes nothing.
   EXPECT_EQ(*state_->MarkRecovering({1, 1}), 5u);
+  const auto pass_started = std::chrono::steady_clock::now();
   EXPECT_EQ(*state_->MarkRecovering({1}), 5u);
   EXPECT_EQ(state_->MarkRecovering({9}).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(*state_->MarkRecovered({1}, 5), 6u);
+  // The repeat came after that pass started (its listing may predate the missed write): the
+  // pass clears nothing; one started after the report does.
+  EXPECT_EQ(*state_->MarkRecovered({1}, 5, pass_started), 5u);
+  EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
+  EXPECT_EQ(*state_->MarkRecovered({1}, 5, std::chrono::steady_clock::now()), 6u);
 
   // New port after restart: same id, address updated, bump.
   Result<Registration> moved = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));

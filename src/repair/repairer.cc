@@ -238,7 +238,10 @@ Status Repairer::RunPass() {
       if (hslots.ok()) {
         for (uint32_t i = 0; i < hslots->size(); ++i) {
           const TargetRef& t = (*hslots)[i];
-          if (!t.up) continue;
+          if (!t.up) {
+            if (t.id != 0) clean = false;  // down, or suspect to this client: not checked
+            continue;
+          }
           bool ok = false;
           for (const Holder& x : h.second) ok |= x.target == t.id && x.version >= newest.shard_version;
           // The listing does not say which copy index a holder has; a holder at the slot target is enough.
@@ -306,7 +309,10 @@ Status Repairer::RunPass() {
         std::vector<uint32_t> fix;
         for (uint32_t i = 0; i < slots->size(); ++i) {
           const TargetRef& t = (*slots)[i];
-          if (!t.up) continue;
+          if (!t.up) {
+            if (t.id != 0) clean = false;
+            continue;
+          }
           bool ok = false;
           auto si = shards.find(i);
           if (si != shards.end()) {
@@ -373,7 +379,7 @@ Status Repairer::RunPass() {
       st.set_last_active_bytes_per_second(st.bytes_per_second());
     }
   });
-  if (clean && !recovering.empty() && options_.on_clean_pass) options_.on_clean_pass(recovering, map.epoch());
+  if (clean && !recovering.empty() && options_.on_clean_pass) options_.on_clean_pass(recovering, map.epoch(), started);
   auto st = status();
   if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {
     PS_LOG_INFO("repair pass done in {} ms: {} stripes checked, {} shards ({} bytes) rewritten, {} unrecoverable",

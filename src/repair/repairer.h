@@ -53,8 +53,10 @@ struct RepairOptions {
   std::function<bool()> is_leader;
   MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
   // After a complete pass that left nothing unrepaired: the targets that were recovering when
-  // it started (at map epoch `epoch`) hold no stale shards any more (mgmt clears the flag).
-  std::function<void(const std::vector<uint32_t>& ids, uint64_t epoch)> on_clean_pass;
+  // it started (at map epoch `epoch`, steady-clock time `started`) hold no stale shards any
+  // more (mgmt clears the flag unless a write missed them after `started`).
+  std::function<void(const std::vector<uint32_t>& ids, uint64_t epoch, std::chrono::steady_clock::time_point started)>
+      on_clean_pass;
 };
 
 class Repairer {
