@@ -282,8 +282,11 @@ std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
     if (!rpc.ok() || t.state() != v1::TARGET_STATE_UP) continue;
     ShardRequestHeader h{};
     h.version = kShardProtocolVersion;
+    h.map_epoch = map.epoch();
     RpcReply r = (*rpc)->CallSync(t.address(), static_cast<uint16_t>(ShardOp::kStat), EncodeHeader(h), {});
-    if (r.status.ok() || r.status.code() == StatusCode::kNotFound) {
+    // Any answer of the target's own shows the connection works (a cluster with API keys
+    // refuses the token-less stat).
+    if (r.status.ok() || r.status.code() == StatusCode::kNotFound || r.status.code() == StatusCode::kUnauthenticated) {
       std::string name = (*rpc)->TransportName(t.address());
       out[t.id()] = name.empty() ? "?" : name;
     }

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <set>
 #include <random>
 #include <thread>
 
+#include "client/data_path.h"
 #include "client/test_cluster.h"
 #include "mgmt/mgmt_client.h"
 
@@ -124,6 +127,73 @@ TEST(ClientMapWatchTest, EpochFollowsMembershipWithoutAnyCall) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_GT(cluster.client().map_epoch(), before);
+}
+
+// A client whose map predates a placement change (a target joined) has its requests refused
+// by targets that know; it refreshes the map and writes to the new slots, and a protected
+// write does not take the refusal for a missed shard.
+TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
+  testing::InProcessCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+  ContainerProps rep;
+  rep.redundancy = "rep:2";
+  rep.stripe_unit = 64 * 1024;
+  auto info = cluster.client().CreateContainer("r", rep);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  DataPath fresh;
+  DataPathOptions o;
+  o.mgmt_address = cluster.mgmt_address();
+  o.timeout = std::chrono::milliseconds(5000);
+  ASSERT_TRUE(fresh.Open(o).ok());
+  auto old_map = fresh.mgmt->GetClusterMap();
+  ASSERT_TRUE(old_map.ok());
+
+  ASSERT_TRUE(cluster.AddTarget());  // placement changes
+  ASSERT_TRUE(fresh.view->Refresh().ok());
+  auto map = fresh.mgmt->GetClusterMap();
+  ASSERT_TRUE(map.ok());
+  ASSERT_GT(map->placement_epoch(), old_map->epoch());
+  for (size_t i = 0; i < cluster.target_count(); ++i) {
+    for (int w = 0; w < 300 && cluster.target(i).placement_epoch() < map->placement_epoch(); ++w) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(cluster.target(i).placement_epoch(), map->placement_epoch()) << "target " << i;
+  }
+
+  DataPath stale;
+  o.fetch_map = false;
+  ASSERT_TRUE(stale.Open(o).ok());
+  stale.view->Apply(*old_map);
+  std::vector<uint32_t> reported;
+  stale.io->set_report_degraded([&](const std::vector<uint32_t>& ids) {
+    reported.insert(reported.end(), ids.begin(), ids.end());
+    return OkStatus();
+  });
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, rep.stripe_unit);
+  auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 9)));
+  constexpr uint64_t kStripes = 32;
+  for (uint64_t s = 0; s < kStripes; ++s) {
+    Status w = stale.io->WriteSync(g, WireShardKey{info->id, 7, 7, s, 0, 0}, data, NewVersion());
+    ASSERT_TRUE(w.ok()) << w.ToString();
+  }
+  EXPECT_GT(stale.io->stats().stale_map_retries.load(), 0u);
+  EXPECT_GE(stale.view->epoch(), map->placement_epoch());
+  EXPECT_TRUE(reported.empty());  // a refusal is not a missed write
+
+  // Every replica sits on its slot under the new map.
+  std::map<uint32_t, std::set<std::pair<uint64_t, uint32_t>>> held;  // target -> (stripe, shard)
+  for (const TargetRef& t : fresh.view->targets()) {
+    auto list = fresh.shards->List(t, info->id, 0);
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    for (const ListEntry& e : *list) held[t.id].insert({e.key.stripe, e.key.shard});
+  }
+  for (uint64_t s = 0; s < kStripes; ++s) {
+    auto slots = fresh.io->Slots(WireShardKey{info->id, 7, 7, s, 0, 0}, 2);
+    ASSERT_TRUE(slots.ok());
+    for (uint32_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(held[(*slots)[i].id].count({s, i})) << "stripe " << s << " shard " << i;
+    }
+  }
 }
 
 }  // namespace

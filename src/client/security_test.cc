@@ -129,6 +129,7 @@ class SecurityTest : public ::testing::Test {
     auto [hi, lo] = HeadObjectId(container, "obj");
     ShardRequestHeader h{};
     h.version = kShardProtocolVersion;
+    h.map_epoch = UINT64_MAX;  // never stale (the test is about tokens)
     h.shard_version = 1;
     h.key = WireShardKey{container, hi, lo, UINT64_MAX, 0, 0};
     auto header = EncodeHeader(h);
@@ -229,6 +230,7 @@ TEST_F(SecurityTest, TargetRefusesBadTokensWithNoData) {
   ListRequestHeader lh{};
   lh.version = kShardProtocolVersion;
   lh.flags = kListHeadsOnly | kListWithData;
+  lh.map_epoch = UINT64_MAX;
   lh.container = container_a_;
   auto lheader = EncodeHeader(lh);
   AttachCapability(lheader, *bobs);

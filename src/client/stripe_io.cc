@@ -175,8 +175,36 @@ struct StripeIo::WriteState {
   std::vector<bool> written;              // by shard
 };
 
+namespace {
+const Status& StatusOf(const Status& s) { return s; }
+Status StatusOf(const Result<ShardData>& r) { return r.status(); }
+}  // namespace
+
+template <typename R>
+void StripeIo::WithFreshMap(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
+                            std::function<void(R)> done, int left) {
+  (*attempt)([this, attempt, done = std::move(done), left](R r) mutable {
+    if (left == 0 || !IsStaleMap(StatusOf(r))) return done(std::move(r));
+    stats_.stale_map_retries++;
+    // Not on the transport thread that delivered the refusal: the refresh is a call to mgmt.
+    timer_.After(std::chrono::milliseconds(0), [this, attempt, done = std::move(done), left]() mutable {
+      view_->Refresh().IgnoreError();
+      WithFreshMap<R>(attempt, std::move(done), left - 1);
+    });
+  });
+}
+
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                      uint64_t version, std::function<void(Status)> done) {
+  auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
+      [this, g, key, data = std::move(data), version](std::function<void(Status)> cb) {
+        WriteOnce(g, key, data, version, std::move(cb));
+      });
+  WithFreshMap<Status>(std::move(attempt), std::move(done), kStaleMapRetries);
+}
+
+void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
+                         uint64_t version, std::function<void(Status)> done) {
   if (!g.red.protected_()) {
     shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); });
     return;
@@ -260,8 +288,8 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
       if (s.ok()) {
         ++st->ok;
         st->written[i] = true;
-      } else if (s.code() == StatusCode::kAborted) {
-        st->aborted = s;
+      } else if (s.code() == StatusCode::kAborted || IsStaleMap(s)) {
+        st->aborted = s;  // a newer version won, or the slots were wrong: no degraded ack
       } else if (st->first_error.ok()) {
         st->first_error = s;
       }
@@ -275,6 +303,15 @@ void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shar
 
 void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                     std::function<void(Result<ShardData>)> done) {
+  auto attempt = std::make_shared<std::function<void(std::function<void(Result<ShardData>)>)>>(
+      [this, g, key, begin, length](std::function<void(Result<ShardData>)> cb) {
+        ReadOnce(g, key, begin, length, std::move(cb));
+      });
+  WithFreshMap<Result<ShardData>>(std::move(attempt), std::move(done), kStaleMapRetries);
+}
+
+void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                        std::function<void(Result<ShardData>)> done) {
   switch (g.red.kind) {
     case Redundancy::Kind::kNone:
       shards_->StartReadRange(key, begin, length, [done = std::move(done)](Result<AlignedBuffer> r) {
@@ -718,6 +755,12 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
 // Deletes
 
 void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
+  auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
+      [this, g, key](std::function<void(Status)> cb) { DeleteOnce(g, key, std::move(cb)); });
+  WithFreshMap<Status>(std::move(attempt), std::move(done), kStaleMapRetries);
+}
+
+void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
   if (!g.red.protected_()) {
     Status s = shards_->Delete(key);
     return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
@@ -756,7 +799,9 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
   for (uint32_t i : send) {
     shards_->StartDeleteTo((*slots)[i], WithShard(key, i), [st, finish](Status s) {
       std::unique_lock<std::mutex> l(st->mu);
-      if (!s.ok() && s.code() != StatusCode::kNotFound && st->first_error.ok()) st->first_error = s;
+      if (!s.ok() && s.code() != StatusCode::kNotFound && (st->first_error.ok() || IsStaleMap(s))) {
+        st->first_error = s;  // a stale map's refusal wins: the delete runs again on the right slots
+      }
       if (--st->pending == 0) finish(l);
     });
   }

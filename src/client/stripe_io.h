@@ -28,6 +28,11 @@
 // (highest version), deletes of protected heads write an empty tombstone with a newer version
 // so that a copy on a target that was down cannot bring the object back.
 //
+// Stale maps: a target refuses a request placed with a map older than the cluster's placement
+// epoch (shard_protocol.h, IsStaleMap). Write, Read and Delete then refresh the map from mgmt
+// and run the whole stripe operation again on the new slots (up to kStaleMapRetries times); a
+// protected write never counts such a refusal as a missed shard.
+//
 // Thread-safe. Completions run on transport threads (or the timer thread).
 #pragma once
 
@@ -78,6 +83,7 @@ struct StripeIoStats {
   std::atomic<uint64_t> degraded_writes{0};   // stripes acknowledged with shards missing
   std::atomic<uint64_t> degraded_reads{0};    // reads that needed other cells than the data
   std::atomic<uint64_t> read_repairs{0};      // corrupt shards rewritten by a read
+  std::atomic<uint64_t> stale_map_retries{0}; // operations run again after a stale-map refusal
 };
 
 class StripeIo {
@@ -141,6 +147,18 @@ class StripeIo {
  private:
   struct WriteState;
   struct ReadState;
+  static constexpr int kStaleMapRetries = 3;
+  // Runs `attempt`; when it ends in a stale-map refusal, refreshes the map (on the timer
+  // thread) and runs it again, at most `left` more times; then `done`.
+  template <typename R>
+  void WithFreshMap(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
+                    std::function<void(R)> done, int left);
+  // One attempt of Write, Read, Delete.
+  void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
+                 uint64_t version, std::function<void(Status)> done);
+  void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                std::function<void(Result<ShardData>)> done);
+  void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
   // cells). Both must outlive the shard requests. Used by Write and RepairShards.

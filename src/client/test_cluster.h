@@ -30,17 +30,7 @@ class InProcessCluster {
     }
     mgmt_ = std::move(*m);
     for (int i = 0; i < targets; ++i) {
-      TargetOptions to;
-      to.data_dir = dir_.path() + "/target" + std::to_string(i);
-      to.mgmt = mgmt_->address();
-      to.capacity_bytes = 129 << 20;
-      to.segment_bytes = 4 << 20;
-      auto t = TargetServer::Start(to);
-      if (!t.ok()) {
-        ADD_FAILURE() << t.status().ToString();
-        return;
-      }
-      targets_.push_back(std::move(*t));
+      if (!AddTarget()) return;
     }
     ClientOptions co;
     co.mgmt_address = mgmt_->address();
@@ -57,6 +47,24 @@ class InProcessCluster {
     targets_.clear();
     if (mgmt_) mgmt_->Shutdown();
   }
+
+  // Starts one more target (a new member: placement changes); false after a gtest failure.
+  bool AddTarget() {
+    TargetOptions to;
+    to.data_dir = dir_.path() + "/target" + std::to_string(targets_.size());
+    to.mgmt = mgmt_->address();
+    to.capacity_bytes = 129 << 20;
+    to.segment_bytes = 4 << 20;
+    auto t = TargetServer::Start(to);
+    if (!t.ok()) {
+      ADD_FAILURE() << t.status().ToString();
+      return false;
+    }
+    targets_.push_back(std::move(*t));
+    return true;
+  }
+  TargetServer& target(size_t i) { return *targets_.at(i); }
+  size_t target_count() const { return targets_.size(); }
 
   bool ok() const { return client_ != nullptr; }
   std::string mgmt_address() const { return mgmt_->address(); }

@@ -184,6 +184,7 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   const bool changed = is_new || !SameMapFields(before, t);
   const uint64_t epoch = changed ? epoch_ + 1 : epoch_;
   if (t.recovering() && !before.recovering()) t.set_recovering_since_epoch(epoch);
+  if (is_new || before.fault_domain() != t.fault_domain()) t.set_placement_epoch(epoch);
   WriteBatch batch;
   batch.Put(TargetKey(t.id()), t.SerializeAsString());
   if (is_new) batch.Put(kNextTargetIdKey, std::to_string(next_target_id_ + 1));
@@ -201,7 +202,7 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   epoch_ = epoch;
   const uint32_t id = t.id();
   targets_[id] = std::move(t);
-  return Registration{id, epoch_};
+  return Registration{id, epoch_, PlacementEpochLocked()};
 }
 
 Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
@@ -266,6 +267,7 @@ Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
                silent > options_.lost_timeout_ms) {
       v1::Target next = t;
       next.set_state(v1::TARGET_STATE_LOST);
+      next.set_placement_epoch(epoch_ + 1);
       batch.Put(TargetKey(id), next.SerializeAsString());
       lost.push_back(id);
     }
@@ -284,6 +286,7 @@ Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
     PS_LOG_WARN("target {} ({}) has been down for {} ms; declared LOST, its shards will be rebuilt (epoch {})",
                 id, t.address(), now_ms - t.last_heartbeat_ms(), epoch_);
     t.set_state(v1::TARGET_STATE_LOST);
+    t.set_placement_epoch(epoch_);
   }
   return static_cast<int>(down.size() + lost.size());
 }
@@ -354,6 +357,7 @@ Result<uint64_t> ClusterState::MarkTargetLost(uint32_t id) {
   if (it->second.state() == v1::TARGET_STATE_LOST) return epoch_;
   v1::Target next = it->second;
   next.set_state(v1::TARGET_STATE_LOST);
+  next.set_placement_epoch(epoch_ + 1);
   WriteBatch batch;
   batch.Put(TargetKey(id), next.SerializeAsString());
   PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
@@ -368,8 +372,20 @@ v1::ClusterMap ClusterState::GetClusterMap() const {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ClusterMap map;
   map.set_epoch(epoch_);
+  map.set_placement_epoch(PlacementEpochLocked());
   for (const auto& [id, t] : targets_) *map.add_targets() = t;
   return map;
+}
+
+uint64_t ClusterState::placement_epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PlacementEpochLocked();
+}
+
+uint64_t ClusterState::PlacementEpochLocked() const {
+  uint64_t e = 0;
+  for (const auto& [id, t] : targets_) e = std::max(e, t.placement_epoch());
+  return e;
 }
 
 ClusterSummary ClusterState::Summary() const {

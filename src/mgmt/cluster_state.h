@@ -57,6 +57,7 @@ struct ClusterStateOptions {
 struct Registration {
   uint32_t target_id = 0;
   uint64_t epoch = 0;
+  uint64_t placement_epoch = 0;  // see placement_epoch()
 };
 
 // Counts for `penstock status` and the mgmt metrics.
@@ -114,6 +115,9 @@ class ClusterState {
   uint64_t WaitForEpochAbove(uint64_t known, std::chrono::milliseconds timeout) const;
 
   v1::ClusterMap GetClusterMap() const;
+  // The newest epoch at which placement changed (a target registered for the first time,
+  // changed fault domain or was declared LOST): ClusterMap.placement_epoch.
+  uint64_t placement_epoch() const;
   ClusterSummary Summary() const;
   int64_t heartbeat_timeout_ms() const { return options_.heartbeat_timeout_ms; }
 
@@ -139,6 +143,7 @@ class ClusterState {
   // Adds `epoch` to `batch` and commits it; callers apply the in-memory change only after
   // this returns OK.
   Status CommitLocked(WriteBatch& batch, uint64_t epoch);
+  uint64_t PlacementEpochLocked() const;
 
   MetaStore* const store_;
   const ClusterStateOptions options_;

@@ -241,6 +241,32 @@ TEST_F(ClusterStateTest, LostTargetsGiveUpTheirPlaceForGood) {
   EXPECT_EQ(state_->GetClusterMap().epoch(), *e);
 }
 
+// The placement epoch moves only with what moves slots: a new member, a new fault domain, a
+// target declared lost; not with restarts, down/up or recovering.
+TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
+  lost_timeout_ms_ = 10 * kTimeout;
+  Reload();
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  EXPECT_EQ(a.placement_epoch, 1u);
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
+  EXPECT_EQ(b.placement_epoch, 2u);
+  EXPECT_EQ(state_->GetClusterMap().placement_epoch(), 2u);
+  Registration again = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));  // restart, new port
+  EXPECT_GT(again.epoch, 2u);
+  EXPECT_EQ(again.placement_epoch, 2u);
+  ASSERT_TRUE(state_->MarkRecovering({b.target_id}).ok());
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);  // b down
+  EXPECT_EQ(state_->placement_epoch(), 2u);
+  const uint64_t moved = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000", "rack-2"))->epoch;
+  EXPECT_EQ(state_->placement_epoch(), moved);
+  const uint64_t lost = *state_->MarkTargetLost(b.target_id);
+  EXPECT_EQ(state_->placement_epoch(), lost);
+  Reload();
+  EXPECT_EQ(state_->GetClusterMap().placement_epoch(), lost);
+}
+
 TEST_F(ClusterStateTest, CapacityChangeInHeartbeatBumps) {
   Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
   v1::HeartbeatRequest h = Hb(a.target_id, "uuid-a");

@@ -89,6 +89,7 @@ grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
   if (r.ok()) {
     resp->set_target_id(r->target_id);
     resp->set_epoch(r->epoch);
+    resp->set_placement_epoch(r->placement_epoch);
     *resp->mutable_key_set() = tenants_->KeySet();
   }
   return Done("RegisterTarget", r.status());
@@ -100,6 +101,7 @@ grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatReq
   Result<uint64_t> r = state_->Heartbeat(*req);
   if (r.ok()) {
     resp->set_epoch(*r);
+    resp->set_placement_epoch(state_->placement_epoch());
     *resp->mutable_key_set() = tenants_->KeySet();
   }
   return Done("Heartbeat", r.status());

@@ -8,11 +8,12 @@
 #pragma once
 
 #include <bit>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "penstock/status.h"
@@ -50,7 +51,7 @@ struct ShardRequestHeader {
   uint8_t flags;
   uint16_t reserved0;
   uint32_t reserved1;
-  uint64_t map_epoch;      // the client's cluster-map epoch (checked by later versions)
+  uint64_t map_epoch;      // the client's cluster-map epoch (see kStaleMapRefusal)
   uint64_t shard_version;  // for writes: version stored with the shard
   WireShardKey key;
 };
@@ -98,6 +99,12 @@ struct ListRequestHeader {
 };
 static_assert(sizeof(ListRequestHeader) == 64);
 
+// Every request header has the client's map epoch at this offset.
+inline constexpr size_t kMapEpochOffset = 8;
+static_assert(offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
+static_assert(offsetof(RangeReadHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
+static_assert(offsetof(ListRequestHeader, map_epoch) == kMapEpochOffset);
+
 struct ListEntryHeader {
   WireShardKey key;
   uint64_t shard_version;
@@ -106,6 +113,15 @@ struct ListEntryHeader {
 };
 static_assert(sizeof(ListEntryHeader) == 56);
 #pragma pack(pop)
+
+// A target refuses a request whose map_epoch is older than the cluster's placement epoch
+// (ClusterMap.placement_epoch, which it learns from mgmt): the client computed placement from a
+// map in which other targets hold the stripe. The refusal is kUnavailable (retryable) with a
+// message that starts with kStaleMapRefusal; the client refreshes its map and tries again.
+inline constexpr std::string_view kStaleMapRefusal = "stale cluster map";
+inline bool IsStaleMap(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.message().find(kStaleMapRefusal) != std::string::npos;
+}
 
 // Largest shard a kListWithData reply carries inline.
 inline constexpr uint32_t kListMaxInlineBytes = 64 * 1024;

@@ -57,6 +57,20 @@ void ShardService::SetKeySet(CapabilityKeySet keys) {
   keys_ = std::move(p);
 }
 
+void ShardService::SetPlacementEpoch(uint64_t epoch) { placement_epoch_.store(epoch, std::memory_order_relaxed); }
+
+Status ShardService::CheckEpoch(const RpcRequest& request) const {
+  const size_t fixed = RequestHeaderSize(request.opcode);
+  if (fixed == 0 || request.header.size() < fixed) return OkStatus();  // answered by Execute
+  uint64_t map_epoch;
+  std::memcpy(&map_epoch, request.header.data() + kMapEpochOffset, sizeof(map_epoch));
+  const uint64_t placement = placement_epoch();
+  if (map_epoch >= placement) return OkStatus();
+  return Unavailable(std::string(kStaleMapRefusal) + ": the request was placed with map epoch " +
+                     std::to_string(map_epoch) + ", but placement changed at epoch " + std::to_string(placement) +
+                     "; refresh the cluster map from mgmt and retry");
+}
+
 Status ShardService::Authorize(const RpcRequest& request) const {
   const size_t fixed = RequestHeaderSize(request.opcode);
   if (fixed == 0) return OkStatus();  // unknown opcode: answered by Execute
@@ -108,6 +122,12 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
                      {{"code", std::string(StatusCodeName(auth.code()))}})
         .Inc();
     reply = ErrorReply(std::move(auth));
+  } else if (Status fresh = CheckEpoch(request); !fresh.ok()) {
+    metrics_
+        ->GetCounter("penstock_target_stale_map_refusals_total",
+                     "Shard requests refused because the client's cluster map predates a placement change.")
+        .Inc();
+    reply = ErrorReply(std::move(fresh));
   } else switch (static_cast<ShardOp>(request.opcode)) {
     case ShardOp::kWrite: reply = Write(request); break;
     case ShardOp::kRead: reply = Read(request); break;

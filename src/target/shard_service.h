@@ -7,13 +7,14 @@
 // list; write: write, delete) before the engine is touched; a refusal returns no data. Until
 // the first SetKeySet every request is refused kUnavailable (retryable: the target is still
 // registering). With auth disabled in the key set, requests without a token pass (a token that
-// is present is still checked).
+// is present is still checked). Then the request's map epoch: one older than the placement
+// epoch is refused kUnavailable "stale cluster map ..." (shard_protocol.h).
 //
 // Borrowed: the engine and the metrics registry must outlive the service. Thread-safe.
 #pragma once
 
 #include <array>
-
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -34,6 +35,10 @@ class ShardService {
 
   // Installs the key set from mgmt (registration and every heartbeat).
   void SetKeySet(CapabilityKeySet keys);
+  // The cluster's placement epoch from mgmt (registration and every heartbeat): requests
+  // whose map epoch is older are refused (see kStaleMapRefusal).
+  void SetPlacementEpoch(uint64_t epoch);
+  uint64_t placement_epoch() const { return placement_epoch_.load(std::memory_order_relaxed); }
 
   // Runs one request to completion on the calling thread (used by the pool; exposed for tests).
   RpcReply Execute(const RpcRequest& request);
@@ -41,6 +46,8 @@ class ShardService {
  private:
   // OK when the request may run (see the class comment).
   Status Authorize(const RpcRequest& request) const;
+  // OK unless the request's map epoch is older than the placement epoch.
+  Status CheckEpoch(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
   RpcReply ReadRange(const RpcRequest& request);
@@ -57,6 +64,7 @@ class ShardService {
   std::array<std::mutex, 64> write_locks_;
   mutable std::mutex keys_mu_;
   std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
+  std::atomic<uint64_t> placement_epoch_{0};
   ThreadPool pool_;
 };
 

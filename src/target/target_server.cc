@@ -181,6 +181,7 @@ Status TargetServer::Register() {
       auto r = mgmt_->RegisterTarget(req);
       if (r.ok()) {
         target_id_ = r->target_id();
+        service_->SetPlacementEpoch(r->placement_epoch());
         service_->SetKeySet(FromProto(r->key_set()));
         return OkStatus();
       }
@@ -194,6 +195,8 @@ Status TargetServer::Register() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
+
+uint64_t TargetServer::placement_epoch() const { return service_->placement_epoch(); }
 
 void TargetServer::HeartbeatLoop() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -215,6 +218,7 @@ void TargetServer::HeartbeatLoop() {
     for (size_t i = 0; i < corrupt.size() && i < 64; ++i) req.add_corrupt_shards(corrupt[i].ToString());
     auto r = mgmt_->Heartbeat(req);
     if (r.ok() && r->has_key_set()) service_->SetKeySet(FromProto(r->key_set()));
+    if (r.ok()) service_->SetPlacementEpoch(r->placement_epoch());
     if (!r.ok()) {
       if (r.status().code() == StatusCode::kNotFound) {
         PS_LOG_WARN("mgmt does not know this target any more; registering again");

@@ -60,6 +60,8 @@ class TargetServer {
   const std::string& uuid() const { return uuid_; }
   std::string address() const;
   uint16_t metrics_port() const;
+  // The placement epoch from mgmt that the data plane enforces (ShardService).
+  uint64_t placement_epoch() const;
 
  private:
   TargetServer() = default;
