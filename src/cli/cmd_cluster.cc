@@ -183,6 +183,7 @@ int RunUp(const UpFlags& f, bool json_out) {
       t.argv.insert(t.argv.end(), {"--tls-ca", rec.client_tls.ca, "--tls-cert", rec.client_tls.cert,
                                    "--tls-key", rec.client_tls.key});
     }
+    if (!admin_key_file.empty()) t.argv.insert(t.argv.end(), {"--admin-key-file", admin_key_file});
     rec.daemons.push_back(t);
   }
   rec.daemons.insert(rec.daemons.begin(), mgmt);

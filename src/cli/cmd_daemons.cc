@@ -50,7 +50,20 @@ struct TargetFlags {
   int heartbeat_ms = 1000;
   std::string log_level = "info";
   TlsOptions tls;
+  std::string admin_key;
+  std::string admin_key_file;
 };
+
+// The admin key from --admin-key-file (its first line) when given, else `key`.
+Result<std::string> AdminKey(const std::string& key, const std::string& file) {
+  if (file.empty()) return key;
+  std::string line;
+  std::ifstream in(file);
+  if (!in || !std::getline(in, line) || line.empty()) {
+    return InvalidArgument("cannot read an admin key from '" + file + "'; fix --admin-key-file");
+  }
+  return line;
+}
 
 int RunMgmt(CLI::App* app, MgmtFlags& f) {
   uint64_t repair_rate = 0;
@@ -75,13 +88,9 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.admin_key = f.admin_key;
   o.token_ttl_ms = f.token_ttl_ms;
   o.tls = f.tls;
-  if (!f.admin_key_file.empty()) {
-    std::ifstream in(f.admin_key_file);
-    if (!in || !std::getline(in, o.admin_key) || o.admin_key.empty()) {
-      return ReportError(InvalidArgument("cannot read an admin key from '" + f.admin_key_file +
-                                         "'; fix --admin-key-file"), false);
-    }
-  }
+  auto admin_key = AdminKey(f.admin_key, f.admin_key_file);
+  if (!admin_key.ok()) return ReportError(admin_key.status(), false);
+  o.admin_key = *admin_key;
   auto server = MgmtServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
   MgmtServer* raw = server->get();
@@ -138,6 +147,9 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   o.io_threads = f.io_threads;
   o.heartbeat_ms = f.heartbeat_ms;
   o.tls = f.tls;
+  auto admin_key = AdminKey(f.admin_key, f.admin_key_file);
+  if (!admin_key.ok()) return ReportError(admin_key.status(), false);
+  o.admin_key = *admin_key;
   auto server = TargetServer::Start(o);
   if (!server.ok()) return ReportError(server.status(), false);
   int sig = WaitForTerminationSignal();
@@ -197,6 +209,10 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));
   AddSetting(*t, "log-level", &tf->log_level, "trace|debug|info|warn|error");
+  AddSetting(*t, "admin-key", &tf->admin_key,
+             "mgmt's admin API key, needed to register with a cluster run with --auth "
+             "(prefer --admin-key-file or PENSTOCK_ADMIN_KEY)");
+  AddSetting(*t, "admin-key-file", &tf->admin_key_file, "file whose first line is mgmt's admin API key");
   AddTlsSettings(*t, &tf->tls);
   out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});
 }

@@ -50,6 +50,7 @@ class SecurityTest : public ::testing::Test {
     to.capacity_bytes = 65 << 20;
     to.segment_bytes = 4 << 20;
     to.heartbeat_ms = 100;
+    to.admin_key = kAdminKey;
     auto t = TargetServer::Start(to);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     target_ = std::move(*t);
@@ -185,6 +186,32 @@ TEST_F(SecurityTest, GrpcWithoutAValidKeyIsRefused) {
   (*tenant)->set_api_key(key_a_);
   EXPECT_EQ((*tenant)->ListTenants().status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ((*tenant)->RotateClusterKey().status().code(), StatusCode::kPermissionDenied);
+
+  // Registering a target or heartbeating as one hands out the cluster keys: admin key only.
+  v1::RegisterTargetRequest reg;
+  reg.set_uuid("00000000-0000-4000-8000-00000000f00d");
+  reg.set_address("127.0.0.1:1");
+  reg.set_capacity_bytes(1 << 30);
+  EXPECT_EQ((*none)->RegisterTarget(reg).status().code(), StatusCode::kUnauthenticated);
+  auto refused = (*tenant)->RegisterTarget(reg);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("--admin-key-file"), std::string::npos) << refused.status().ToString();
+  v1::HeartbeatRequest hb;
+  hb.set_target_id(target_->target_id());
+  hb.set_uuid(target_->uuid());
+  EXPECT_EQ((*tenant)->Heartbeat(hb).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*none)->Heartbeat(hb).status().code(), StatusCode::kUnauthenticated);
+  // A target started without the key fails at once, saying why.
+  TargetOptions to;
+  to.data_dir = dir_.path() + "/keyless";
+  to.mgmt = mgmt_->address();
+  to.capacity_bytes = 65 << 20;
+  to.segment_bytes = 4 << 20;
+  auto keyless = TargetServer::Start(to);
+  ASSERT_FALSE(keyless.ok());
+  EXPECT_EQ(keyless.status().code(), StatusCode::kUnauthenticated) << keyless.status().ToString();
+  EXPECT_NE(keyless.status().message().find("admin API key"), std::string::npos);
+  EXPECT_EQ(admin_->GetClusterMap()->targets_size(), 1);  // nothing was registered
 }
 
 TEST_F(SecurityTest, TargetRefusesBadTokensWithNoData) {

@@ -81,10 +81,21 @@ grpc::Status MgmtService::Done(const char* method, const Status& s) {
   return ToGrpcStatus(s);
 }
 
-grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
+Status MgmtService::AuthenticateTarget(grpc::ServerContext* ctx) const {
+  // A target receives the cluster keys (it could mint any token): it must hold the admin key.
+  auto c = Authenticate(ctx);
+  if (c.ok() && c->admin) return OkStatus();
+  const std::string m = "a target must present mgmt's admin API key (mgmt runs with --auth; start the target "
+                        "with --admin-key-file FILE or PENSTOCK_ADMIN_KEY)";
+  if (c.ok()) return PermissionDenied(m + "; the key given is a tenant's");
+  return Unauthenticated(m + "; the key given is missing or unknown");
+}
+
+grpc::Status MgmtService::RegisterTarget(grpc::ServerContext* ctx,
                                          const v1::RegisterTargetRequest* req,
                                          v1::RegisterTargetResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("RegisterTarget", g);
+  if (Status a = AuthenticateTarget(ctx); !a.ok()) return Done("RegisterTarget", a);
   Result<Registration> r = state_->RegisterTarget(*req);
   if (r.ok()) {
     resp->set_target_id(r->target_id);
@@ -95,9 +106,10 @@ grpc::Status MgmtService::RegisterTarget(grpc::ServerContext*,
   return Done("RegisterTarget", r.status());
 }
 
-grpc::Status MgmtService::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* req,
+grpc::Status MgmtService::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                     v1::HeartbeatResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("Heartbeat", g);
+  if (Status a = AuthenticateTarget(ctx); !a.ok()) return Done("Heartbeat", a);
   Result<uint64_t> r = state_->Heartbeat(*req);
   if (r.ok()) {
     resp->set_epoch(*r);

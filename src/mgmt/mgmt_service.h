@@ -104,6 +104,8 @@ class MgmtService final : public v1::Mgmt::Service {
   Result<Caller> Authenticate(grpc::ServerContext* ctx) const;
   // Authenticate + an admin check (kPermissionDenied for tenants).
   Result<Caller> AuthenticateAdmin(grpc::ServerContext* ctx) const;
+  // RegisterTarget and Heartbeat: the admin key (none needed without --auth).
+  Status AuthenticateTarget(grpc::ServerContext* ctx) const;
   // The container `name` if `caller` may use it (kPermissionDenied for another tenant's).
   Result<v1::Container> OwnedContainer(const Caller& caller, const std::string& name) const;
 

@@ -166,6 +166,7 @@ Status TargetServer::Register() {
       auto c = MgmtClient::Connect(options_.mgmt, std::chrono::milliseconds(5000), options_.tls);
       if (c.ok()) {
         mgmt_ = std::move(*c);
+        mgmt_->set_api_key(options_.admin_key);
       } else {
         last = c.status();
         if (!last.retryable()) return last;  // e.g. a TLS file that cannot be used

@@ -44,6 +44,7 @@ struct TargetOptions {
   int heartbeat_ms = 1000;
   int register_timeout_ms = 10000;  // how long to retry the first registration with mgmt
   TlsOptions tls;               // TLS to mgmt (mgmt/tls.h); empty: plaintext
+  std::string admin_key;        // mgmt's admin API key (clusters run with --auth); "" : none
 };
 
 class TargetServer {

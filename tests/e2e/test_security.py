@@ -6,6 +6,7 @@ read-only and revoked capability tokens sent raw to a live target are covered by
 src/client/security_test.cc.)"""
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -74,6 +75,22 @@ def test_no_or_bad_key_refused(secure):
     # Status stays open (no key needed).
     st = json.loads(secure.cli("status", "--json").stdout)
     assert st["targets_up"] == 2
+
+
+def test_target_without_the_admin_key_cannot_join(secure, tmp_path):
+    """A target receives the cluster keys, so on an --auth cluster only one holding the admin
+    key registers; `penstock up --auth` gives its targets the key file."""
+    from conftest import PENSTOCK
+    argv = [PENSTOCK, "target", "--data-dir", str(tmp_path / "rogue"), "--mgmt", secure.mgmt,
+            "--port", "0", "--metrics-port", "0", "--capacity", "64M", "--segment-size", "4M"]
+    env = {k: v for k, v in secure.env.items() if k != "PENSTOCK_ADMIN_KEY"}
+    for extra in ([], ["--admin-key", "psk_wrong"], ["--admin-key", tenant(secure, "erin")]):
+        p = subprocess.run(argv + extra, env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, p.stderr
+        assert "admin API key" in p.stderr and "--admin-key-file" in p.stderr, p.stderr
+    st = json.loads(secure.cli("status", "--json").stdout)
+    assert len(st["targets"]) == 2
+    assert all("--admin-key-file" in d["argv"] for d in secure.record["daemons"] if d["name"] != "mgmt")
 
 
 def test_revoked_tenant(secure, tmp_path):
