@@ -28,7 +28,8 @@
 //   Poll()/Wait().
 //
 // Errors in IoCompletion::status: kNotFound (object or container gone), kUnavailable (a target
-// unreachable after retries: retry later), kDataLoss (checksum failure), kDeadlineExceeded (the
+// unreachable after retries until the deadline or the client's timeout, or marked down by
+// mgmt: retry later), kDataLoss (checksum failure), kDeadlineExceeded (the
 // operation's deadline passed), kCancelled (Cancel()), kInvalidArgument (bad range).
 #pragma once
 

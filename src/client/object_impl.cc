@@ -125,8 +125,10 @@ void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> p
     }
     auto group = std::make_shared<std::vector<ReadPiece>>(pieces.begin() + static_cast<std::ptrdiff_t>(i),
                                                           pieces.begin() + static_cast<std::ptrdiff_t>(j));
+    std::vector<std::shared_ptr<AsyncOp>> ops;
+    for (const ReadPiece& p : *group) ops.push_back(p.op);
     io_->Read(layout.geometry(), layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
-              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, r); });
+              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, r); }, RetryFor(ops));
     i = j;
   }
 }
@@ -215,23 +217,46 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
   const bool whole = begin == 0 && (stop == su || stripe * su + stop >= known_end);
   const StripeGeometry geo = layout.geometry();
   if (whole) {
-    io_->Write(geo, layout.key(stripe), data, NextVersion(), [finish](Status s) { finish(std::move(s)); });
+    io_->Write(geo, layout.key(stripe), data, NextVersion(), [finish](Status s) { finish(std::move(s)); },
+               RetryFor({op}));
     return;
   }
   // Read-modify-write of the bytes the stripe holds (at most up to the object's known end).
   const uint64_t old_extent = known_end > stripe * su ? std::min(su, known_end - stripe * su) : 0;
-  auto merge = [self, layout, geo, stripe, begin, stop, data, finish](Result<ShardData> old) {
+  auto merge = [self, op, layout, geo, stripe, begin, stop, data, finish](Result<ShardData> old) {
     if (!old.ok() && old.status().code() != StatusCode::kNotFound) return finish(old.status());
     const uint64_t old_len = old.ok() ? old->data.size() : 0;
     auto merged = std::make_shared<AlignedBuffer>(std::max(old_len, stop));
     std::memset(merged->data(), 0, merged->size());
     if (old_len) std::memcpy(merged->data(), old->data.data(), old_len);
     std::memcpy(merged->data() + begin, data->data(), data->size());
-    self->io_->Write(geo, layout.key(stripe), merged, NextVersion(), [finish](Status s) { finish(std::move(s)); });
+    self->io_->Write(geo, layout.key(stripe), merged, NextVersion(), [finish](Status s) { finish(std::move(s)); },
+                     self->RetryFor({op}));
   };
   if (old_extent == 0 && geo.red.kind == Redundancy::Kind::kErasure) return merge(NotFound("nothing written yet"));
   io_->Read(geo, layout.key(stripe), 0, geo.red.kind == Redundancy::Kind::kErasure ? old_extent : UINT64_MAX,
-            std::move(merge));
+            std::move(merge), RetryFor({op}));
+}
+
+RetryPolicy ObjectImpl::RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const {
+  RetryPolicy p;
+  const auto budget = std::chrono::steady_clock::now() + io_->shards().retry_budget();
+  p.until = std::chrono::steady_clock::time_point::min();
+  std::vector<std::weak_ptr<AsyncOp>> weak;
+  for (const auto& op : ops) {
+    p.until = std::max(p.until, op->deadline ? *op->deadline : budget);
+    weak.push_back(op);
+  }
+  p.wanted = [weak = std::move(weak)] {  // some operation still waits for these bytes
+    for (const auto& w : weak) {
+      auto op = w.lock();
+      if (!op) continue;
+      std::lock_guard<std::mutex> lock(op->mu);
+      if (!op->finished) return true;
+    }
+    return false;
+  };
+  return p;
 }
 
 void ObjectImpl::WithStripe(uint64_t stripe, std::function<void()> fn) {

@@ -7,7 +7,9 @@
 // stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // When an operation's data is durable and it ended past the object's size, the head record is
 // rewritten with the larger size (coalesced: one head write in flight at a time) before the
-// operation completes. Completions run on transport threads. Thread-safe.
+// operation completes. Transient failures (a target restarting, unreachable for a moment, a
+// stale map) are retried per stripe until the operation's deadline or the client's timeout
+// (StripeIo RetryPolicy). Completions run on transport threads. Thread-safe.
 #pragma once
 
 #include <deque>
@@ -79,6 +81,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   void ExtendSize(uint64_t end, std::function<void(Status)> done);
   void StartHeadWrite(std::unique_lock<std::mutex>& lock);
   static uint64_t NextVersion() { return NewVersion(); }
+  // Stripe operations for `ops` retry transient failures until the latest of their deadlines
+  // (or the client's retry budget) while one of them is still pending.
+  RetryPolicy RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const;
 
   StripeIo* io_;
   OpTracker* tracker_;

@@ -90,17 +90,34 @@ TEST_P(ObjectImplRedundancyTest, RandomRangesMatchModel) {
   EXPECT_EQ(obj->size(), model.size());
 }
 
-TEST_F(ObjectImplTest, ErrorFailsOnlyItsOperation) {
+// A transient failure (a target restarting) is retried and the operation succeeds; one that
+// outlasts the retry budget (the fixture's 200 ms) fails only its own operation, naming the
+// target; a permanent error fails at once.
+TEST_F(ObjectImplTest, TransientErrorsAreRetriedOthersFailOnlyTheirOperation) {
   auto obj = NewObject("err");
-  ASSERT_TRUE(obj->Write(0, Bytes(3 * kStripe, 1)).ok());
-  fake_.FailNext(ShardOp::kReadRange, Unavailable("target 2 (fake:2) is gone"));
-  std::vector<std::byte> out(kStripe);
+  const auto data = Bytes(3 * kStripe, 1);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.FailNext(ShardOp::kReadRange, Unavailable("target 2 (fake:2) is restarting"), 2);
+  fake_.FailNext(ShardOp::kWrite, Unavailable("target 2 (fake:2) is restarting"), 2);
+  std::vector<std::byte> out(3 * kStripe);
   auto r = obj->Read(0, out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), data.begin()));
+  EXPECT_TRUE(obj->Write(10, Bytes(10, 2)).ok());
+  EXPECT_GE(io_.stats().transient_retries.load(), 4u);
+
+  for (const char* addr : {"fake:1", "fake:2", "fake:3"}) fake_.Kill(addr, Unavailable(std::string(addr) + " is gone"));
+  const auto before = io_.stats().transient_retries.load();
+  r = obj->Read(0, out);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("fake:2"), std::string::npos);
+  EXPECT_NE(r.status().message().find("is gone"), std::string::npos);
+  EXPECT_GT(io_.stats().transient_retries.load(), before + 2);  // it waited for them
+  for (const char* addr : {"fake:1", "fake:2", "fake:3"}) fake_.Revive(addr);
   EXPECT_TRUE(obj->Read(0, out).ok());
   fake_.FailNext(ShardOp::kWrite, DataLoss("disk says no"));
+  const auto retries = io_.stats().transient_retries.load();
   EXPECT_EQ(obj->Write(10, Bytes(10, 2)).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(io_.stats().transient_retries.load(), retries);
 }
 
 TEST_F(ObjectImplTest, CancelledReadNeverTouchesTheBufferAgain) {

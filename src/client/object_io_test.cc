@@ -243,5 +243,47 @@ TEST_F(ObjectIoTest, CallbackQueueAndErrors) {
   EXPECT_EQ(*obj->Read(1000, out), 0u);  // past the end: short (empty) read
 }
 
+// Asynchronous reads and writes in flight while the only target restarts (a new address) ride
+// it out: they retry until it is back and complete correctly.
+TEST(ObjectIoRestartTest, AsyncOpsRideOutATargetRestart) {
+  testing::InProcessCluster cluster(1);
+  ASSERT_TRUE(cluster.ok());
+  ContainerProps p;
+  p.stripe_unit = 64 * 1024;
+  ASSERT_TRUE(cluster.client().CreateContainer("r", p).ok());
+  auto obj = cluster.client().Open("r", "o", {.create = true});
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  auto data = RandomBytes(1 << 20, 21);
+  ASSERT_TRUE((*obj)->Write(0, data).ok());
+
+  cluster.StopTarget(0);
+  CompletionQueue cq;
+  constexpr int kReads = 32;
+  std::vector<std::vector<std::byte>> bufs(kReads, std::vector<std::byte>(8192));
+  for (int i = 0; i < kReads; ++i) {
+    (*obj)->ReadAsync(static_cast<uint64_t>(i) * 30000, {{bufs[i].data(), 8192}}, cq, static_cast<uint64_t>(i));
+  }
+  auto patch = RandomBytes(5000, 22);
+  (*obj)->WriteAsync(700000, {{patch.data(), patch.size()}}, cq, 1000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(cluster.StartTarget(0));
+  int got = 0;
+  while (got < kReads + 1) {
+    auto cs = cq.Wait(1, std::chrono::seconds(30));
+    ASSERT_FALSE(cs.empty()) << "operations did not complete";
+    for (auto& c : cs) {
+      ASSERT_TRUE(c.status.ok()) << c.user_data << ": " << c.status.ToString();
+      if (c.user_data < kReads) {
+        EXPECT_EQ(0, std::memcmp(bufs[c.user_data].data(), data.data() + c.user_data * 30000, 8192)) << c.user_data;
+      }
+      ++got;
+    }
+  }
+  std::memcpy(data.data() + 700000, patch.data(), patch.size());
+  std::vector<std::byte> all(data.size());
+  ASSERT_TRUE((*obj)->Read(0, all).ok());
+  EXPECT_TRUE(all == data);
+}
+
 }  // namespace
 }  // namespace penstock

@@ -86,6 +86,8 @@ class ShardClient {
     return BackoffAndRefresh(s, first_try, attempt);
   }
 
+  std::chrono::milliseconds retry_budget() const { return retry_budget_; }
+
   // "target 2 (127.0.0.1:7012)" for `key`, with ", down" when mgmt marks it so.
   std::string Describe(const WireShardKey& key) const;
 

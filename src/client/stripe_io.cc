@@ -181,26 +181,56 @@ Status StatusOf(const Result<ShardData>& r) { return r.status(); }
 }  // namespace
 
 template <typename R>
-void StripeIo::WithFreshMap(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
-                            std::function<void(R)> done, int left) {
-  (*attempt)([this, attempt, done = std::move(done), left](R r) mutable {
-    if (left == 0 || !IsStaleMap(StatusOf(r))) return done(std::move(r));
-    stats_.stale_map_retries++;
-    // Not on the transport thread that delivered the refusal: the refresh is a call to mgmt.
-    timer_.After(std::chrono::milliseconds(0), [this, attempt, done = std::move(done), left]() mutable {
+void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
+                           std::function<void(R)> done, Retries st) {
+  (*attempt)([this, attempt, done = std::move(done), st = std::move(st)](R r) mutable {
+    const Status s = StatusOf(r);
+    if (s.ok()) return done(std::move(r));
+    std::chrono::milliseconds delay{0};
+    if (IsStaleMap(s) && st.stale_left > 0) {
+      --st.stale_left;
+      stats_.stale_map_retries++;
+    } else if (st.policy && s.retryable() && s.code() != StatusCode::kAborted &&
+               s.code() != StatusCode::kResourceExhausted && !(st.hopeless && st.hopeless())) {
+      delay = std::chrono::milliseconds(std::min(500, 20 << std::min(st.attempt, 5)));
+      if (Clock::now() + delay >= st.policy->until || (st.policy->wanted && !st.policy->wanted())) {
+        return done(std::move(r));
+      }
+      stats_.transient_retries++;
+    } else {
+      return done(std::move(r));
+    }
+    ++st.attempt;
+    // Not on the transport thread that delivered the failure: the refresh is a call to mgmt.
+    timer_.After(delay, [this, attempt, done = std::move(done), st = std::move(st)]() mutable {
       view_->Refresh().IgnoreError();
-      WithFreshMap<R>(attempt, std::move(done), left - 1);
+      WithRetries<R>(attempt, std::move(done), std::move(st));
     });
   });
 }
 
+StripeIo::Retries StripeIo::RetriesFor(const StripeGeometry& g, const WireShardKey& key,
+                                       std::optional<RetryPolicy> policy) const {
+  Retries st;
+  st.stale_left = kStaleMapRetries;
+  st.policy = std::move(policy);
+  if (st.policy && !g.red.protected_()) {
+    // The one target holding an unprotected stripe is down for mgmt: nothing to wait for.
+    st.hopeless = [this, key] {
+      auto slots = Slots(key, 1);
+      return slots.ok() && !slots->empty() && !(*slots)[0].up;
+    };
+  }
+  return st;
+}
+
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                     uint64_t version, std::function<void(Status)> done) {
+                     uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
       [this, g, key, data = std::move(data), version](std::function<void(Status)> cb) {
         WriteOnce(g, key, data, version, std::move(cb));
       });
-  WithFreshMap<Status>(std::move(attempt), std::move(done), kStaleMapRetries);
+  WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
 
 void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
@@ -302,12 +332,12 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
 // Reads
 
 void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                    std::function<void(Result<ShardData>)> done) {
+                    std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Result<ShardData>)>)>>(
       [this, g, key, begin, length](std::function<void(Result<ShardData>)> cb) {
         ReadOnce(g, key, begin, length, std::move(cb));
       });
-  WithFreshMap<Result<ShardData>>(std::move(attempt), std::move(done), kStaleMapRetries);
+  WithRetries<Result<ShardData>>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
 
 void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
@@ -757,7 +787,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
 void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
       [this, g, key](std::function<void(Status)> cb) { DeleteOnce(g, key, std::move(cb)); });
-  WithFreshMap<Status>(std::move(attempt), std::move(done), kStaleMapRetries);
+  WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::nullopt));
 }
 
 void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {

@@ -43,6 +43,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "client/shard_client.h"
@@ -84,6 +85,17 @@ struct StripeIoStats {
   std::atomic<uint64_t> degraded_reads{0};    // reads that needed other cells than the data
   std::atomic<uint64_t> read_repairs{0};      // corrupt shards rewritten by a read
   std::atomic<uint64_t> stale_map_retries{0}; // operations run again after a stale-map refusal
+  std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
+};
+
+// How long an asynchronous Read or Write keeps retrying transient failures (kUnavailable,
+// kDeadlineExceeded; never kAborted or kResourceExhausted): while an attempt could start before
+// `until` and `wanted()` holds (an operation that was cancelled or expired stops). The backoff
+// (20 ms doubling to 500 ms) runs on the StripeIo's timer thread, and the map is refreshed
+// before each attempt. An unprotected stripe whose target mgmt marks down fails at once.
+struct RetryPolicy {
+  std::chrono::steady_clock::time_point until;
+  std::function<bool()> wanted;  // empty: always
 };
 
 class StripeIo {
@@ -97,13 +109,14 @@ class StripeIo {
   ShardClient& shards() { return *shards_; }
   const StripeIoStats& stats() const { return stats_; }
 
-  // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit).
+  // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit). With
+  // `retry`, transient failures are retried (see RetryPolicy); without, the caller retries.
   void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-             uint64_t version, std::function<void(Status)> done);
+             uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt);
   // Stripe bytes [begin, begin + length): none/rep return fewer when the stripe is shorter, ec
-  // returns `length` bytes (zeros past the stripe's data).
+  // returns `length` bytes (zeros past the stripe's data). `retry` as for Write.
   void Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-            std::function<void(Result<ShardData>)> done);
+            std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry = std::nullopt);
   // Removes every shard of the stripe (OK when none existed); best effort on slots that fail.
   void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
 
@@ -148,11 +161,18 @@ class StripeIo {
   struct WriteState;
   struct ReadState;
   static constexpr int kStaleMapRetries = 3;
-  // Runs `attempt`; when it ends in a stale-map refusal, refreshes the map (on the timer
-  // thread) and runs it again, at most `left` more times; then `done`.
+  struct Retries {
+    int stale_left = 0;                 // stale-map refusals still retried at once
+    int attempt = 0;                    // transient retries so far (the backoff step)
+    std::optional<RetryPolicy> policy;  // none: transient failures are the caller's
+    std::function<bool()> hopeless;     // true: a transient failure is not worth waiting out
+  };
+  Retries RetriesFor(const StripeGeometry& g, const WireShardKey& key, std::optional<RetryPolicy> policy) const;
+  // Runs `attempt`; after a stale-map refusal (or, under a policy, a transient failure) it
+  // refreshes the map on the timer thread and runs it again, as `st` allows; then `done`.
   template <typename R>
-  void WithFreshMap(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
-                    std::function<void(R)> done, int left);
+  void WithRetries(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
+                   std::function<void(R)> done, Retries st);
   // One attempt of Write, Read, Delete.
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                  uint64_t version, std::function<void(Status)> done);

@@ -55,12 +55,19 @@ class InProcessCluster {
     to.mgmt = mgmt_->address();
     to.capacity_bytes = 129 << 20;
     to.segment_bytes = 4 << 20;
-    auto t = TargetServer::Start(to);
+    target_options_.push_back(to);
+    targets_.emplace_back();
+    return StartTarget(targets_.size() - 1);
+  }
+  // Stops target `i` (its data stays); StartTarget starts it again on its data (a new port).
+  void StopTarget(size_t i) { targets_.at(i).reset(); }
+  bool StartTarget(size_t i) {
+    auto t = TargetServer::Start(target_options_.at(i));
     if (!t.ok()) {
       ADD_FAILURE() << t.status().ToString();
       return false;
     }
-    targets_.push_back(std::move(*t));
+    targets_.at(i) = std::move(*t);
     return true;
   }
   TargetServer& target(size_t i) { return *targets_.at(i); }
@@ -73,6 +80,7 @@ class InProcessCluster {
  private:
   TempDir dir_;
   std::unique_ptr<MgmtServer> mgmt_;
+  std::vector<TargetOptions> target_options_;
   std::vector<std::unique_ptr<TargetServer>> targets_;
   std::unique_ptr<Client> client_;
 };
