@@ -110,9 +110,10 @@ int main(int argc, char** argv) {
   }
   Engine& e = **opened;
   const uint64_t keys = a.size / a.bs;
-  std::vector<std::byte> data(a.bs);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 131 + 7);
-  auto write = [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i % keys), data, i); };
+  // Aligned, like the payload a target receives from the transport (an AlignedBuffer).
+  AlignedBuffer data(a.bs);
+  for (size_t i = 0; i < data.size(); ++i) data.data()[i] = static_cast<std::byte>(i * 131 + 7);
+  auto write = [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i % keys), data.span(), i); };
   auto read = [&](std::mt19937_64&, uint64_t i) { return e.Read(KeyOf(i % keys)).status(); };
   auto prefill = [&] {
     if (e.Stat(KeyOf(keys - 1)).ok() && e.Stat(KeyOf(0)).ok()) return;
