@@ -40,6 +40,11 @@ struct ClientOptions {
   // waits for them before it completes degraded (a slow or stopped target). The missing shards
   // are repaired later by mgmt.
   std::chrono::milliseconds straggler_timeout{2000};
+  // Data-plane workers (UCX workers, each with a thread) that this client spreads its requests
+  // over, 1..64; worker i uses net_devices[i % size] as UCX_NET_DEVICES (several devices for
+  // one worker: comma-separated, as UCX takes them). Empty: UCX's choice for every worker.
+  unsigned data_workers = 1;
+  std::vector<std::string> net_devices;
   // The tenant's API key (sent to mgmt; used to get capability tokens for the targets).
   // Empty: none, which only a cluster without --auth accepts.
   std::string api_key;

@@ -49,13 +49,7 @@ int RunBenchCommand(BenchFlags& f) {
     return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
   }
   InitLogging("penstock", f.g.log_level).IgnoreError();
-  ClientOptions co;
-  co.mgmt_address = f.g.mgmt;
-  co.api_key = f.g.api_key;
-  co.tls_ca = f.g.tls.ca;
-  co.tls_cert = f.g.tls.cert;
-  co.tls_key = f.g.tls.key;
-  auto client = Client::Connect(co);
+  auto client = Client::Connect(ToClientOptions(f.g));
   if (!client.ok()) return ReportError(client.status(), f.g.json);
   bool throwaway = false;
   if (f.container.empty()) {
@@ -129,6 +123,7 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");
   AddSetting(*b, "api-key", &f->g.api_key, "the tenant's API key (clusters run with --auth need one)");
   AddTlsSettings(*b, &f->g.tls);
+  AddDataPlaneSettings(*b, f->g);
   b->add_flag("--json", f->g.json, "machine-readable output");
   out.push_back({b, [f] { return RunBenchCommand(*f); }});
 }

@@ -30,13 +30,7 @@ struct ObjectFlags {
 
 Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g) {
   InitLogging("penstock", g.log_level).IgnoreError();
-  ClientOptions o;
-  o.mgmt_address = g.mgmt;
-  o.api_key = g.api_key;
-  o.tls_ca = g.tls.ca;
-  o.tls_cert = g.tls.cert;
-  o.tls_key = g.tls.key;
-  return Client::Connect(o);
+  return Client::Connect(ToClientOptions(g));
 }
 
 // Progress on stderr: when it is a terminal, or when --progress asks for it.
@@ -207,6 +201,7 @@ void AddClientFlags(CLI::App& app, GlobalOptions& g) {
   AddSetting(app, "log-level", &g.log_level, "client log level");
   AddSetting(app, "api-key", &g.api_key, "the tenant's API key (clusters run with --auth need one)");
   AddTlsSettings(app, &g.tls);
+  AddDataPlaneSettings(app, g);
 }
 
 void AddContainerFlag(CLI::App& app, ObjectFlags& f) {

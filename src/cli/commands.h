@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mgmt/tls.h"
+#include "penstock/client.h"
 #include "penstock/status.h"
 
 namespace penstock::cli {
@@ -27,7 +28,14 @@ struct GlobalOptions {
   std::string log_level = "warn";
   std::string api_key;  // --api-key / PENSTOCK_API_KEY
   TlsOptions tls;       // --tls-ca/--tls-cert/--tls-key / PENSTOCK_TLS_*: TLS to mgmt
+  unsigned data_workers = 1;  // --data-workers / PENSTOCK_DATA_WORKERS
+  std::string net_devices;    // --net-devices / PENSTOCK_NET_DEVICES: "devs;devs;..." per worker
 };
+
+// The ClientOptions these global options ask for.
+ClientOptions ToClientOptions(const GlobalOptions& g);
+// Declares the data-plane settings (--data-workers, --net-devices) on `app`.
+void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 
 // Declares --tls-ca, --tls-cert and --tls-key on `app`, bound to `*tls`: a client's (to
 // verify mgmt and present a certificate), or with `server` mgmt's (to serve TLS and require

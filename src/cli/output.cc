@@ -1,5 +1,6 @@
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -22,6 +23,32 @@ void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server) {
                "client certificate (PEM file) to present to mgmt; a mgmt run with --tls-ca requires one");
     AddSetting(app, "tls-key", &tls->key, "private key of --tls-cert (PEM file)");
   }
+}
+
+void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g) {
+  AddSetting(app, "data-workers", &g.data_workers,
+             "data-plane workers (threads, one UCX worker each) the client spreads requests over")
+      ->check(CLI::Range(1u, 64u));
+  AddSetting(app, "net-devices", &g.net_devices,
+             "network devices per data-plane worker, ';' between workers, ',' within one (UCX_NET_DEVICES "
+             "syntax, e.g. 'mlx5_0:1;mlx5_1:1'); worker i uses entry i modulo their number");
+}
+
+ClientOptions ToClientOptions(const GlobalOptions& g) {
+  ClientOptions o;
+  o.mgmt_address = g.mgmt;
+  o.api_key = g.api_key;
+  o.tls_ca = g.tls.ca;
+  o.tls_cert = g.tls.cert;
+  o.tls_key = g.tls.key;
+  o.data_workers = g.data_workers;
+  size_t start = 0;
+  while (!g.net_devices.empty() && start <= g.net_devices.size()) {
+    const size_t end = std::min(g.net_devices.find(';', start), g.net_devices.size());
+    o.net_devices.push_back(g.net_devices.substr(start, end - start));
+    start = end + 1;
+  }
+  return o;
 }
 
 int ReportError(const Status& s, bool json) {

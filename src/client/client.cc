@@ -227,6 +227,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   dp.tls = TlsOptions{options.tls_ca, options.tls_cert, options.tls_key};
   dp.timeout = options.timeout;
   dp.straggler = options.straggler_timeout;
+  dp.workers = options.data_workers;
+  dp.net_devices = options.net_devices;
   PS_RETURN_IF_ERROR(impl->Open(dp));
   ClusterView* view = impl->view.get();
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },

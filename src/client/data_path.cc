@@ -8,6 +8,8 @@ Status DataPath::Open(const DataPathOptions& o) {
   caps = std::make_unique<CapabilityCache>(mgmt.get(), !o.api_key.empty());
   RpcClientOptions ro;
   ro.timeout = o.timeout;
+  ro.workers = o.workers;
+  ro.net_devices = o.net_devices;
   PS_ASSIGN_OR_RETURN(rpc, RpcClient::Create(ro));
   view = std::make_unique<ClusterView>(mgmt.get());
   if (o.fetch_map) PS_RETURN_IF_ERROR(view->Refresh());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "client/capability_cache.h"
 #include "client/cluster_view.h"
@@ -27,6 +28,8 @@ struct DataPathOptions {
   TlsOptions tls;       // to mgmt
   std::chrono::milliseconds timeout{30000};    // data-plane requests, retry budget
   std::chrono::milliseconds straggler{2000};   // see StripeIo
+  unsigned workers = 1;                         // data-plane workers (RpcClientOptions)
+  std::vector<std::string> net_devices;
   // Load the map in Open (a client needs it at once; mgmt's repair service, which may start on
   // a follower, loads it when it runs a pass).
   bool fetch_map = true;

@@ -29,7 +29,8 @@ RpcReply ErrorReply(Status status) { return RpcReply{std::move(status), {}, Alig
 
 class RpcClient::Impl {
  public:
-  explicit Impl(const RpcClientOptions& options) : options_(options) {
+  Impl(const RpcClientOptions& options, std::string net_devices)
+      : options_(options), net_devices_(std::move(net_devices)) {
     if (options.metrics != nullptr) {
       auto& m = *options.metrics;
       calls_total_ = &m.GetCounter("penstock_transport_client_calls_total", "Data-plane calls");
@@ -43,7 +44,7 @@ class RpcClient::Impl {
   }
 
   Status Init() {
-    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-client"}));
+    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-client", .net_devices = net_devices_}));
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -362,38 +363,72 @@ class RpcClient::Impl {
   Counter* failures_ = nullptr;
   Counter* tx_bytes_ = nullptr;
   Counter* rx_bytes_ = nullptr;
+  const std::string net_devices_;
 };
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& options) {
-  auto impl = std::make_unique<Impl>(options);
-  PS_RETURN_IF_ERROR(impl->Init());
-  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impl)));
+  if (options.workers == 0 || options.workers > 64) {
+    return InvalidArgument("data-plane client workers must be 1..64, not " + std::to_string(options.workers));
+  }
+  // Each worker gets its share of the per-target window, so the client's bound stays the same.
+  RpcClientOptions per = options;
+  auto share = [&](auto total) { return total == 0 ? total : std::max<decltype(total)>(1, (total + options.workers - 1) / options.workers); };
+  per.max_inflight_ops = share(options.max_inflight_ops);
+  per.max_inflight_bytes = share(options.max_inflight_bytes);
+  std::vector<std::unique_ptr<Impl>> impls;
+  for (unsigned i = 0; i < options.workers; ++i) {
+    std::string devices = options.net_devices.empty() ? "" : options.net_devices[i % options.net_devices.size()];
+    auto impl = std::make_unique<Impl>(per, devices);
+    Status s = impl->Init();
+    if (!s.ok()) {
+      return devices.empty() ? s : s.WithContext("data-plane worker " + std::to_string(i) + " on network devices '" + devices + "'");
+    }
+    impls.push_back(std::move(impl));
+  }
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls)));
 }
 
-RpcClient::RpcClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls)
+    : impls_(std::move(impls)), calls_(new std::atomic<uint64_t>[impls_.size()]()) {}
 RpcClient::~RpcClient() = default;
 
 void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::span<const std::byte> header, std::span<const std::byte> payload,
                      std::function<void(RpcReply)> done) {
-  impl_->Call(address, opcode, header, payload, std::move(done));
+  const size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % impls_.size();
+  calls_[i].fetch_add(1, std::memory_order_relaxed);
+  impls_[i]->Call(address, opcode, header, payload, std::move(done));
 }
 
 RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,
                              std::span<const std::byte> header,
                              std::span<const std::byte> payload) {
-  if (impl_->OnProgressThread()) {
-    return ErrorReply(FailedPrecondition(
-        "RpcClient::CallSync called on the transport thread; use Call() from callbacks"));
+  for (const auto& impl : impls_) {
+    if (impl->OnProgressThread()) {
+      return ErrorReply(FailedPrecondition(
+          "RpcClient::CallSync called on the transport thread; use Call() from callbacks"));
+    }
   }
   std::promise<RpcReply> p;
   auto f = p.get_future();
-  impl_->Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); });
+  Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); });
   return f.get();
 }
 
 std::string RpcClient::TransportName(const std::string& address) {
-  return impl_->TransportName(address);
+  std::string names;  // each worker's, distinct ones joined with '+'
+  for (const auto& impl : impls_) {
+    std::string n = impl->TransportName(address);
+    if (n.empty() || ("+" + names + "+").find("+" + n + "+") != std::string::npos) continue;
+    names += names.empty() ? n : "+" + n;
+  }
+  return names;
+}
+
+std::vector<uint64_t> RpcClient::CallsPerWorker() const {
+  std::vector<uint64_t> out;
+  for (size_t i = 0; i < impls_.size(); ++i) out.push_back(calls_[i].load(std::memory_order_relaxed));
+  return out;
 }
 
 }  // namespace penstock

@@ -1,22 +1,28 @@
 // rpc_client.h — the data-plane RPC client: calls RpcServers by "host:port".
 //
-// One UCX worker and one transport thread per client (ucx_worker.h). One endpoint per server
-// address, created on the first call and cached; when a connection fails (refused, peer died,
-// server stopped) its outstanding calls fail with kUnavailable and the endpoint is dropped, so
-// the next call reconnects. Timeouts are enforced on the transport thread. Each address has a
-// window of calls and bytes in flight; calls beyond it queue (FIFO) at the client.
+// `workers` UCX workers, each with its own transport thread (ucx_worker.h) and, optionally, its
+// own network devices (UCX_NET_DEVICES); calls go to the workers in turn, so one client spreads
+// its traffic over all of them (threads, and rails when the devices differ). Each worker has one
+// endpoint per server address, created on the first call and cached; when a connection fails
+// (refused, peer died, server stopped) its outstanding calls fail with kUnavailable and the
+// endpoint is dropped, so the next call reconnects. Timeouts are enforced on the transport
+// threads. Each address has a window of calls and bytes in flight, split evenly between the
+// workers; calls beyond it queue (FIFO, per worker) at the client. Calls are not ordered with
+// respect to each other (as before: callers that need order wait for the reply).
 //
 // Thread safety: all public methods are thread-safe. Completion callbacks run on the transport
 // thread and must not block; CallSync() must not be called from one. Destroying the client
 // fails every pending call with kCancelled before returning.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/metrics.h"
 #include "penstock/status.h"
@@ -37,6 +43,10 @@ struct RpcClientOptions {
   // memory (RpcServerOptions::max_incoming_bytes). UCX alone sometimes sends even MiB-sized
   // messages eagerly, which lands them in the server's memory unasked. 0 = let UCX choose.
   uint64_t rendezvous_threshold = 64 << 10;
+  // Multi-worker / multi-rail: UCX workers (threads) in this client, 1..64; worker i uses
+  // net_devices[i % size] as its UCX_NET_DEVICES (empty list: the environment's for all).
+  unsigned workers = 1;
+  std::vector<std::string> net_devices;
 };
 
 class RpcClient {
@@ -65,11 +75,16 @@ class RpcClient {
   // (best effort; "" when there is no connection or it is unknown).
   std::string TransportName(const std::string& address);
 
+  // Calls handed to each worker so far (to check the spread).
+  std::vector<uint64_t> CallsPerWorker() const;
+
   class Impl;
 
  private:
-  explicit RpcClient(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls);
+  std::vector<std::unique_ptr<Impl>> impls_;
+  std::unique_ptr<std::atomic<uint64_t>[]> calls_;  // per worker
+  std::atomic<uint64_t> next_worker_{0};
 };
 
 }  // namespace penstock

@@ -267,5 +267,49 @@ TEST(RpcTest, DestroyingTheClientCancelsPendingCalls) {
   EXPECT_EQ(f.get().status.code(), StatusCode::kCancelled);
 }
 
+// Several workers (threads, each with its own connection): calls are spread over all of them
+// and every reply matches its request; a server restart is survived by each worker.
+TEST(RpcTest, SeveralWorkersShareTheCalls) {
+  TestServer ts;
+  auto c = RpcClient::Create({.timeout = 10s, .workers = 3, .net_devices = {"", "lo", ""}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto& client = **c;
+  constexpr int kCalls = 300;
+  std::atomic<int> bad{0}, left{kCalls};
+  std::promise<void> all;
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < kCalls; ++i) payloads.push_back(RandomBytes(static_cast<size_t>(i) * 997 % 200000, i));
+  for (int i = 0; i < kCalls; ++i) {
+    client.Call(ts.server->address(), kEcho, {}, Span(payloads[i]), [&, i](RpcReply r) {
+      if (!r.status.ok() || r.payload.size() != payloads[i].size() ||
+          (r.payload.size() && std::memcmp(r.payload.data(), payloads[i].data(), r.payload.size()) != 0)) {
+        ++bad;
+      }
+      if (--left == 0) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(bad.load(), 0);
+  auto per = client.CallsPerWorker();
+  ASSERT_EQ(per.size(), 3u);
+  for (uint64_t n : per) EXPECT_EQ(n, kCalls / 3);
+  EXPECT_FALSE(client.TransportName(ts.server->address()).empty());
+}
+
+TEST(RpcTest, BadWorkerSettingsAreRefusedByName) {
+  auto zero = RpcClient::Create({.workers = 0});
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("workers"), std::string::npos);
+  // A device that does not exist: over tcp the client cannot be made (the error names the
+  // device); with shared memory too the worker exists, but nothing reaches the server.
+  TestServer ts;
+  auto c = RpcClient::Create({.timeout = 5s, .net_devices = {"nosuchdev9"}});
+  if (!c.ok()) {
+    EXPECT_NE(c.status().message().find("nosuchdev9"), std::string::npos) << c.status().ToString();
+  } else {
+    EXPECT_EQ((*c)->CallSync(ts.server->address(), kEcho, {}, {}).status.code(), StatusCode::kUnavailable);
+  }
+}
+
 }  // namespace
 }  // namespace penstock

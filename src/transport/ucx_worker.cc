@@ -52,6 +52,15 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcxStatus(st, "config read (check UCX_* environment variables)");
+  if (!options.net_devices.empty()) {
+    st = ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return InvalidArgument("UCX rejects network devices '" + options.net_devices + "' (" +
+                             ucs_status_string(st) + "); list them as UCX_NET_DEVICES takes them, "
+                             "e.g. mlx5_0:1,eth1 (see `ucx_info -d`)");
+    }
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;

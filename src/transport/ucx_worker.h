@@ -35,6 +35,9 @@ class UcxWorker {
 
   struct Options {
     std::string name = "penstock";
+    // UCX_NET_DEVICES for this worker's context (e.g. "mlx5_0:1" or "eth1"); "" : the
+    // environment's (UCX's default: all devices).
+    std::string net_devices;
   };
 
   // Errors: kUnavailable when UCX cannot be initialised (message carries UCX's reason).

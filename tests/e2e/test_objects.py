@@ -37,6 +37,22 @@ def test_put_reports_throughput_json(cluster, tmp_path):
     assert out["bytes"] == 3 << 20 and out["seconds"] > 0 and out["mb_per_s"] > 0
 
 
+def test_several_data_plane_workers(cluster, tmp_path):
+    """One client process spreading its requests over three UCX workers (two pinned to the
+    loopback device) moves the same bytes; bad worker settings are refused by name."""
+    src = write_random(tmp_path / "in.bin", 9 << 20)
+    flags = ("--data-workers", "3", "--net-devices", "lo;;lo")
+    cluster.cli("put", str(src), "multi", "--container", "data", *flags)
+    dst = tmp_path / "out.bin"
+    cluster.cli("get", "multi", str(dst), "--container", "data", *flags)
+    assert dst.read_bytes() == src.read_bytes()
+    out = json.loads(cluster.cli("bench", "write", "--container", "data", "--size", "1M", "--seconds", "1",
+                                 "--concurrency", "8", "--data-workers", "2", "--json").stdout)
+    assert out["errors"] == 0 and out["ops"] > 0, out
+    p = cluster.cli("get", "multi", str(dst), "--container", "data", "--data-workers", "0", check=False)
+    assert p.returncode != 0 and "data-workers" in p.stderr, p.stderr
+
+
 def test_ls_and_rm(cluster, tmp_path):
     cluster.cli("container", "create", "lsrm")
     names = ["a", "b/c", "z.bin"]
