@@ -167,6 +167,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
   PS_RETURN_IF_ERROR(ValidateOptions(options));
   PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Index> index, engine::Index::Open(options.index_dir, device->persistent()));
   PS_ASSIGN_OR_RETURN(DeviceHeader header, PairDeviceAndIndex(options, *device, *index));
+  PS_ASSIGN_OR_RETURN(uint64_t added, index->EnsureSegmentEntries());
+  if (added > 0) PS_LOG_INFO("index '{}': wrote the segment entries of {} shards (older index)", index->dir(), added);
   uint32_t reserve = options.gc_enabled ? options.gc_reserve_segments : 0;
   reserve = std::min<uint64_t>(reserve, header.segment_count > 0 ? header.segment_count - 1 : 0);
   auto table = std::make_unique<engine::SegmentTable>(

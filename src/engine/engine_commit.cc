@@ -125,7 +125,7 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     applies[i] = true;
     std::optional<ShardRecord> next;
     if (r.kind != CommitRequest::Kind::kDelete) next = r.record;
-    updates.push_back({r.key, next});
+    updates.push_back({r.key, next, old[i]});
     overlay[r.key] = std::move(next);
   }
 

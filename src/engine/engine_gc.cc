@@ -116,11 +116,10 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
   } unpin{*table_, victim};
 
   std::vector<std::pair<ShardKey, ShardRecord>> live;
-  PS_RETURN_IF_ERROR(index_->Scan(engine::Index::AllShardsPrefix(), std::nullopt,
-                                  [&](const ShardKey& key, const ShardRecord& record) {
-                                    if (record.segment == victim) live.emplace_back(key, record);
-                                    return true;
-                                  }));
+  PS_RETURN_IF_ERROR(index_->ScanSegment(victim, [&](const ShardKey& key, const ShardRecord& record) {
+    live.emplace_back(key, record);
+    return true;
+  }));
   std::sort(live.begin(), live.end(),
             [](const auto& x, const auto& y) { return x.second.offset < y.second.offset; });
   engine::Pacer pacer(throttled ? options_.gc_rate_bytes_per_sec : 0);

@@ -52,6 +52,18 @@ std::string EncodeShardKey(const ShardKey& key) {
   return out;
 }
 
+std::string SegmentPrefix(uint32_t segment) {
+  std::string out(1, kSegmentTag);
+  PutBigEndian32(out, segment);
+  return out;
+}
+
+std::string EncodeSegmentKey(uint32_t segment, uint64_t offset) {
+  std::string out = SegmentPrefix(segment);
+  PutBigEndian64(out, offset);
+  return out;
+}
+
 std::optional<ShardKey> DecodeShardKey(std::string_view bytes) {
   if (bytes.size() != kShardKeyBytes || bytes[0] != kShardTag) return std::nullopt;
   ShardKey key;

@@ -5,8 +5,11 @@
 //     `segment_count` segments of `segment_bytes` each; shard data sits 4 KiB aligned inside
 //     one segment, zero-padded to a whole number of 4 KiB blocks.
 //   * the RocksDB index: one record per shard (key: EncodeShardKey, value: ShardRecordHeader
-//     followed by one crc32c per 4 KiB block) plus meta records (kMetaSuperblockKey holds a
-//     copy of the DeviceHeader, which pairs an index with its device).
+//     followed by one crc32c per 4 KiB block), one segment entry per shard that owns space
+//     (key: EncodeSegmentKey(segment, offset), value: EncodeShardKey — so GC finds a segment's
+//     shards without reading every record), plus meta records (kMetaSuperblockKey holds a
+//     copy of the DeviceHeader, which pairs an index with its device; kMetaSegmentIndexKey
+//     says the segment entries are complete).
 // Multi-byte integers inside records are little-endian (the host order; asserted below);
 // index keys are big-endian so RocksDB's bytewise order is (container, object, stripe, shard)
 // order and one container's (or one object's) shards are a contiguous range.
@@ -42,7 +45,10 @@ inline constexpr uint32_t kNoSegment = UINT32_MAX;  // a zero-length shard owns 
 // Index key namespaces (first byte of every RocksDB key).
 inline constexpr char kMetaTag = 0x00;
 inline constexpr char kShardTag = 0x01;
+inline constexpr char kSegmentTag = 0x02;
 inline constexpr std::string_view kMetaSuperblockKey{"\x00superblock", 11};
+inline constexpr std::string_view kMetaSegmentIndexKey{"\x00segment-index", 15};
+inline constexpr size_t kSegmentKeyBytes = 1 + 4 + 8;
 inline constexpr size_t kShardKeyBytes = 1 + 8 + 8 + 8 + 8 + 4;
 
 // First 4 KiB block of the data device (zero-padded), and the index's superblock record.
@@ -90,6 +96,10 @@ std::string EncodeShardKey(const ShardKey& key);
 std::optional<ShardKey> DecodeShardKey(std::string_view bytes);  // nullopt if not a shard key
 std::string ContainerPrefix(uint64_t container);
 std::string ObjectPrefix(uint64_t container, const ObjectId& object);
+// Segment entries: key of the shard data that starts at `offset` of `segment`; the prefix of
+// one segment's entries (in offset order).
+std::string EncodeSegmentKey(uint32_t segment, uint64_t offset);
+std::string SegmentPrefix(uint32_t segment);
 
 // Index values. Decode errors: kDataLoss naming `key` (corrupt record, unknown version).
 std::string EncodeShardRecord(const ShardRecord& record);

@@ -74,22 +74,19 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
   return std::optional<ShardRecord>(std::move(record));
 }
 
-Status Index::Put(const ShardKey& key, const ShardRecord& record) {
-  return ToStatus(db_->Put(SyncedWrite(sync_), EncodeShardKey(key), EncodeShardRecord(record)),
-                  fmt::format("index '{}': put {}", dir_, key.ToString()));
-}
-
-Status Index::Delete(const ShardKey& key) {
-  return ToStatus(db_->Delete(SyncedWrite(sync_), EncodeShardKey(key)),
-                  fmt::format("index '{}': delete {}", dir_, key.ToString()));
-}
 
 Status Index::Apply(const std::vector<Update>& updates) {
   if (updates.empty()) return OkStatus();
   rocksdb::WriteBatch batch;
   for (const Update& u : updates) {
-    rocksdb::Status s = u.record ? batch.Put(EncodeShardKey(u.key), EncodeShardRecord(*u.record))
-                                 : batch.Delete(EncodeShardKey(u.key));
+    const std::string key = EncodeShardKey(u.key);
+    rocksdb::Status s = u.record ? batch.Put(key, EncodeShardRecord(*u.record)) : batch.Delete(key);
+    if (s.ok() && u.old && u.old->segment != kNoSegment) {
+      s = batch.Delete(EncodeSegmentKey(u.old->segment, u.old->offset));
+    }
+    if (s.ok() && u.record && u.record->segment != kNoSegment) {
+      s = batch.Put(EncodeSegmentKey(u.record->segment, u.record->offset), key);
+    }
     PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
   }
   return ToStatus(db_->Write(SyncedWrite(sync_), &batch),
@@ -123,6 +120,64 @@ Status Index::Scan(std::string_view prefix, const std::optional<ShardKey>& start
     if (!visit(*shard, record)) return OkStatus();
   }
   return ToStatus(it->status(), fmt::format("index '{}': scan", dir_));
+}
+
+Status Index::ScanSegment(uint32_t segment, const Visitor& visit) const {
+  const std::string prefix = SegmentPrefix(segment);
+  rocksdb::ReadOptions read;
+  read.total_order_seek = true;
+  const rocksdb::Snapshot* snap = db_->GetSnapshot();  // entries and records of one moment
+  read.snapshot = snap;
+  struct Release {
+    rocksdb::DB* db;
+    const rocksdb::Snapshot* s;
+    ~Release() { db->ReleaseSnapshot(s); }
+  } release{db_.get(), snap};
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    rocksdb::Slice k = it->key();
+    std::string_view key(k.data(), k.size());
+    if (!key.starts_with(prefix)) break;
+    rocksdb::Slice v = it->value();
+    std::optional<ShardKey> shard = DecodeShardKey(std::string_view(v.data(), v.size()));
+    if (key.size() != kSegmentKeyBytes || !shard) {
+      return DataLoss(fmt::format("index '{}' holds a malformed entry for segment {}; the index is "
+                                  "corrupt, rebuild this target", dir_, segment));
+    }
+    std::string value;
+    rocksdb::Status s = db_->Get(read, EncodeShardKey(*shard), &value);
+    if (s.IsNotFound()) continue;  // cannot happen (one batch writes both); nothing to move
+    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get {}", dir_, shard->ToString())));
+    PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(*shard, value));
+    if (record.segment != segment) continue;  // likewise
+    if (!visit(*shard, record)) return OkStatus();
+  }
+  return ToStatus(it->status(), fmt::format("index '{}': scan segment {}", dir_, segment));
+}
+
+Result<uint64_t> Index::EnsureSegmentEntries() {
+  const rocksdb::Slice marker(kMetaSegmentIndexKey.data(), kMetaSegmentIndexKey.size());
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), marker, &value);
+  if (s.ok()) return uint64_t{0};
+  if (!s.IsNotFound()) PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get segment-index marker", dir_)));
+  // Entries are keyed by location, so writing one twice (an interrupted earlier run) is harmless.
+  rocksdb::WriteBatch batch;
+  uint64_t written = 0;
+  Status failed;
+  PS_RETURN_IF_ERROR(Scan(AllShardsPrefix(), std::nullopt, [&](const ShardKey& key, const ShardRecord& record) {
+    if (record.segment == kNoSegment) return true;
+    batch.Put(EncodeSegmentKey(record.segment, record.offset), EncodeShardKey(key));
+    if (++written % 10000 == 0) {
+      failed = ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_));
+      batch.Clear();
+    }
+    return failed.ok();
+  }));
+  PS_RETURN_IF_ERROR(failed);
+  batch.Put(marker, "1");
+  PS_RETURN_IF_ERROR(ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_)));
+  return written;
 }
 
 Result<std::optional<DeviceHeader>> Index::GetSuperblock() const {

@@ -37,13 +37,12 @@ class Index {
 
   // nullopt when the key has no record. Errors: kDataLoss (corrupt record), RocksDB errors.
   Result<std::optional<ShardRecord>> Get(const ShardKey& key) const;
-  // Durable on return.
-  Status Put(const ShardKey& key, const ShardRecord& record);
-  Status Delete(const ShardKey& key);
-  // One mutation of a batch: a put of `record`, or a delete when it is nullopt.
+  // One mutation of a batch: a put of `record`, or a delete when it is nullopt. `old` is the
+  // key's record before it (as the batch leaves it so far): its segment entry goes.
   struct Update {
     ShardKey key;
     std::optional<ShardRecord> record;
+    std::optional<ShardRecord> old;
   };
   // Applies `updates` in order as one atomic, synced RocksDB WriteBatch (the engine's group
   // commit). Durable on return; all or nothing.
@@ -57,6 +56,13 @@ class Index {
               const Visitor& visit) const;
   // Prefix matching every shard key.
   static std::string AllShardsPrefix() { return std::string(1, kShardTag); }
+
+  // Visits the records of the shards whose data lies in `segment`, in offset order (the
+  // segment entries, each checked against its shard's record), until `visit` returns false.
+  Status ScanSegment(uint32_t segment, const Visitor& visit) const;
+  // Writes the segment entries of every shard when the index predates them (an index made by
+  // an older version); a no-op once done. Returns how many entries it wrote.
+  Result<uint64_t> EnsureSegmentEntries();
 
   Result<std::optional<DeviceHeader>> GetSuperblock() const;
   Status PutSuperblock(const DeviceHeader& header);
