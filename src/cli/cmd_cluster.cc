@@ -46,6 +46,7 @@ struct UpFlags {
   int heartbeat_timeout_ms = 5000;
   int64_t lost_timeout_ms = 0;
   int repair_interval_ms = 30000;
+  unsigned target_data_workers = 1;
   int wait_ms = 30000;
   std::string log_level = "info";
   bool json = false;
@@ -178,7 +179,8 @@ int RunUp(const UpFlags& f, bool json_out) {
     t.log = dir + "/logs/" + t.name + ".log";
     t.argv = {exe, "target", "--data-dir", dir + "/" + t.name, "--mgmt", rec.mgmt, "--listen-host",
               f.host, "--port", std::to_string(port), "--metrics-port", std::to_string(mport),
-              "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level};
+              "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level,
+              "--data-workers", std::to_string(f.target_data_workers)};
     if (rec.client_tls.enabled()) {
       t.argv.insert(t.argv.end(), {"--tls-ca", rec.client_tls.ca, "--tls-cert", rec.client_tls.cert,
                                    "--tls-key", rec.client_tls.key});
@@ -435,6 +437,9 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*up, "wait-ms", &uf->wait_ms, "how long to wait for every target to register")
       ->check(CLI::Range(100, 600000));
   AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");
+  AddSetting(*up, "target-data-workers", &uf->target_data_workers,
+             "data-plane workers (threads) of each target")
+      ->check(CLI::Range(1u, 64u));
   up->add_flag("--json", uf->json, "print the result as JSON");
   up->add_flag("--auth", uf->auth,
                "require API keys and capability tokens; the admin key is written to DATA_DIR/admin.key");

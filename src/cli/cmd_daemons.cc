@@ -45,6 +45,7 @@ struct TargetFlags {
   std::string segment_size = "64M";
   std::string fault_domain;
   unsigned io_threads = 4;
+  unsigned data_workers = 1;
   std::string gc_rate = "64M";
   std::string scrub_rate = "16M";
   int heartbeat_ms = 1000;
@@ -145,6 +146,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   o.metrics_port = static_cast<uint16_t>(f.metrics_port);
   o.fault_domain = f.fault_domain;
   o.io_threads = f.io_threads;
+  o.data_workers = f.data_workers;
   o.heartbeat_ms = f.heartbeat_ms;
   o.tls = f.tls;
   auto admin_key = AdminKey(f.admin_key, f.admin_key_file);
@@ -205,6 +207,8 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "segment-size", &tf->segment_size, "engine segment size (e.g. 64M)");
   AddSetting(*t, "fault-domain", &tf->fault_domain, "fault-domain label (default: the target's uuid)");
   AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
+  AddSetting(*t, "data-workers", &tf->data_workers, "data-plane workers (threads, one UCX worker each) serving connections")
+      ->check(CLI::Range(1, 64));
   AddSetting(*t, "gc-rate", &tf->gc_rate, "background garbage collection, bytes relocated per second (0: unlimited)");
   AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));

@@ -130,6 +130,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   ro.host = options.listen_host;
   ro.port = options.port;
   ro.metrics = &t->metrics_;
+  ro.workers = options.data_workers;
   ShardService* service = t->service_.get();
   PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
                         service->Handle(std::move(req), std::move(respond));

@@ -39,6 +39,7 @@ struct TargetOptions {
   uint64_t segment_bytes = 64ull << 20;
   std::string fault_domain;     // defaults to the target's uuid (every target its own domain)
   unsigned io_threads = 4;
+  unsigned data_workers = 1;    // data-plane workers (threads) serving connections (RpcServer)
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background GC relocation rate (0: unlimited)
   uint64_t scrub_rate_bytes_per_sec = 16ull << 20;  // background scrub rate (0: off)
   int heartbeat_ms = 1000;

@@ -42,16 +42,29 @@ class RpcServer::Impl {
   }
 
   Status Start() {
+    if (options_.workers == 0 || options_.workers > 64) {
+      return InvalidArgument("data-plane server workers must be 1..64, not " + std::to_string(options_.workers));
+    }
     PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(options_.host, options_.port));
-    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-server"}));
-    ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                    UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    hp.id = static_cast<unsigned>(wire::AmId::kRequest);
-    hp.cb = &Impl::OnRequest;
-    hp.arg = this;
-    ucs_status_t st = ucp_worker_set_am_recv_handler(worker_->worker(), &hp);
-    if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+    // Worker 0 owns the context and the listener; the others share its context, so a
+    // connection request from the listener can be accepted on any of them.
+    for (unsigned i = 0; i < options_.workers; ++i) {
+      auto lane = std::make_unique<Lane>();
+      lane->impl = this;
+      lane->index = i;
+      UcxWorker::Options wo{.name = "penstock-server", .shared_context = options_.workers > 1,
+                            .context = i == 0 ? nullptr : lanes_[0]->worker->context()};
+      PS_ASSIGN_OR_RETURN(lane->worker, UcxWorker::Create(wo));
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
+      hp.id = static_cast<unsigned>(wire::AmId::kRequest);
+      hp.cb = &Impl::OnRequest;
+      hp.arg = lane.get();
+      ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
+      if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+      lanes_.push_back(std::move(lane));
+    }
 
     ucp_listener_params_t lp{};
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -59,7 +72,7 @@ class RpcServer::Impl {
     lp.sockaddr.addrlen = addr.length;
     lp.conn_handler.cb = &Impl::OnConnection;
     lp.conn_handler.arg = this;
-    st = ucp_listener_create(worker_->worker(), &lp, &listener_);
+    ucs_status_t st = ucp_listener_create(lanes_[0]->worker->worker(), &lp, &listener_);
     if (st == UCS_ERR_BUSY) {
       return Unavailable("data port " + addr.ToString() +
                          " is in use; choose another with --port (or stop the daemon using it)");
@@ -78,8 +91,9 @@ class RpcServer::Impl {
 
     gate_ = std::make_shared<ResponderGate>();
     gate_->impl = this;
-    worker_->Start(nullptr);
-    PS_LOG_INFO("data plane listening on {}", address_);
+    for (auto& lane : lanes_) lane->worker->Start(nullptr);
+    PS_LOG_INFO("data plane listening on {}{}", address_,
+                lanes_.size() > 1 ? " (" + std::to_string(lanes_.size()) + " workers)" : std::string());
     return OkStatus();
   }
 
@@ -88,67 +102,113 @@ class RpcServer::Impl {
       std::lock_guard lock(gate_->mu);
       gate_->impl = nullptr;
     }
-    if (worker_ == nullptr) return;
-    worker_->Stop([this] {
-      if (listener_ != nullptr) ucp_listener_destroy(listener_);
-      listener_ = nullptr;
-      for (DeferredReceive& d : deferred_) ucp_am_data_release(worker_->worker(), d.desc);
-      deferred_.clear();
-      std::vector<ucp_ep_h> eps;
-      for (auto& [ep, id] : conns_) eps.push_back(ep);
-      conns_.clear();
-      worker_->CloseEndpoints(eps);
-    });
+    // Worker 0 first: its listener goes, so no connection is handed to another worker after.
+    for (auto& lane : lanes_) {
+      Lane* l = lane.get();
+      l->worker->Stop([this, l] {
+        if (l->index == 0 && listener_ != nullptr) {
+          ucp_listener_destroy(listener_);
+          listener_ = nullptr;
+        }
+        for (DeferredReceive& d : l->deferred) ucp_am_data_release(l->worker->worker(), d.desc);
+        l->deferred.clear();
+        l->deferred_count = 0;
+        std::vector<ucp_ep_h> eps;
+        for (auto& [ep, id] : l->conns) eps.push_back(ep);
+        l->conns.clear();
+        l->worker->CloseEndpoints(eps);
+      });
+    }
   }
 
   ~Impl() {
     Stop();
     if (listener_ != nullptr) ucp_listener_destroy(listener_);  // never started
+    while (!lanes_.empty()) lanes_.pop_back();  // worker 0, which owns the context, last
   }
 
   uint16_t port() const { return port_; }
   const std::string& address() const { return address_; }
+  std::vector<uint64_t> ConnectionsPerWorker() const {
+    std::vector<uint64_t> out;
+    for (const auto& lane : lanes_) out.push_back(lane->accepted.load());
+    return out;
+  }
 
  private:
+  // What an over-budget rendezvous request waits with.
+  struct DeferredReceive {
+    ucp_ep_h ep;
+    uint64_t conn_id;
+    uint64_t request_id;
+    std::shared_ptr<RpcRequest> request;
+    void* desc;  // UCX's data descriptor (rendezvous) or the eager bytes
+    size_t length;
+  };
+
+  // One worker and what lives on its thread: its connections and its requests waiting for
+  // budget (FIFO).
+  struct Lane {
+    Impl* impl = nullptr;
+    size_t index = 0;
+    std::unique_ptr<UcxWorker> worker;
+    std::unordered_map<ucp_ep_h, uint64_t> conns;  // its thread only
+    std::deque<DeferredReceive> deferred;           // its thread only
+    std::atomic<size_t> deferred_count{0};          // deferred.size(), for other threads
+    std::atomic<uint64_t> accepted{0};
+  };
+
+  // Listener callback (worker 0's thread): the connection goes to the workers in turn.
   static void OnConnection(ucp_conn_request_h request, void* arg) {
     auto* self = static_cast<Impl*>(arg);
+    Lane* lane = self->lanes_[self->next_lane_++ % self->lanes_.size()].get();
+    if (lane->index == 0) return Accept(lane, request);
+    if (!lane->worker->Post([lane, request] { Accept(lane, request); })) {
+      ucp_listener_reject(self->listener_, request);  // stopping
+    }
+  }
+
+  // The lane's thread.
+  static void Accept(Lane* lane, ucp_conn_request_h request) {
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.conn_request = request;
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &Impl::OnEndpointError;
-    ep.err_handler.arg = self;
+    ep.err_handler.arg = lane;
     ucp_ep_h handle = nullptr;
-    ucs_status_t st = ucp_ep_create(self->worker_->worker(), &ep, &handle);
+    ucs_status_t st = ucp_ep_create(lane->worker->worker(), &ep, &handle);
     if (st != UCS_OK) {
-      PS_LOG_WARN("data plane {}: cannot accept a connection: {}", self->address_,
+      PS_LOG_WARN("data plane {}: cannot accept a connection: {}", lane->impl->address_,
                   ucs_status_string(st));
       return;
     }
-    self->conns_[handle] = ++self->next_conn_id_;
+    lane->conns[handle] = ++lane->impl->next_conn_id_;
+    lane->accepted++;
   }
 
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
-    auto* self = static_cast<Impl*>(arg);
-    if (self->conns_.erase(ep) == 0) return;
-    (void)status;
-    std::erase_if(self->deferred_, [self, ep](const DeferredReceive& d) {
+    auto* lane = static_cast<Lane*>(arg);
+    if (lane->conns.erase(ep) == 0) return;
+    std::erase_if(lane->deferred, [lane, ep](const DeferredReceive& d) {
       if (d.ep != ep) return false;
-      ucp_am_data_release(self->worker_->worker(), d.desc);  // tells the sender it is dropped
+      ucp_am_data_release(lane->worker->worker(), d.desc);  // tells the sender it is dropped
       return true;
     });
-    PS_LOG_DEBUG("data plane {}: client connection closed: {}", self->address_,
+    lane->deferred_count = lane->deferred.size();
+    PS_LOG_DEBUG("data plane {}: client connection closed: {}", lane->impl->address_,
                  ucs_status_string(status));
-    self->worker_->CloseEndpointAsync(ep, nullptr);
+    lane->worker->CloseEndpointAsync(ep, nullptr);
   }
 
   static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
                                 size_t length, const ucp_am_recv_param_t* param) {
-    auto* self = static_cast<Impl*>(arg);
+    auto* lane = static_cast<Lane*>(arg);
+    Impl* self = lane->impl;
     ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
-    auto conn = self->conns_.find(ep);
-    if (ep == nullptr || conn == self->conns_.end()) {
+    auto conn = lane->conns.find(ep);
+    if (ep == nullptr || conn == lane->conns.end()) {
       PS_LOG_WARN("data plane {}: dropping a request with no reply endpoint", self->address_);
       return UCS_OK;
     }
@@ -159,7 +219,7 @@ class RpcServer::Impl {
       msg = InvalidArgument("malformed data-plane request: the message is a reply");
     }
     if (!msg.ok()) {
-      self->SendReply(ep, conn_id, wire::PeekRequestId(bytes), 0,
+      self->SendReply(lane, ep, conn_id, wire::PeekRequestId(bytes), 0,
                       RpcReply{msg.status(), {}, AlignedBuffer()});
       return UCS_OK;  // a rendezvous payload is dropped by UCX
     }
@@ -168,28 +228,25 @@ class RpcServer::Impl {
     request->header.assign(msg->op_header.begin(), msg->op_header.end());
     DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length};
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      if (!self->deferred_.empty() || !self->budget_.TryReserve(length)) {
+      if (!lane->deferred.empty() || !self->TryReserve(length)) {
         // Over budget: keep UCX's descriptor and fetch the payload once memory is returned.
-        self->deferred_.push_back(std::move(rx));
+        lane->deferred.push_back(std::move(rx));
+        lane->deferred_count = lane->deferred.size();
         if (self->deferred_total_ != nullptr) self->deferred_total_->Inc();
         return UCS_INPROGRESS;
       }
     } else {
+      std::lock_guard lock(self->budget_mu_);
       self->budget_.ForceReserve(length);
     }
-    self->StartReceive(std::move(rx), param->recv_attr);
+    self->StartReceive(lane, std::move(rx), param->recv_attr);
     return UCS_OK;
   }
 
-  // What an over-budget rendezvous request waits with.
-  struct DeferredReceive {
-    ucp_ep_h ep;
-    uint64_t conn_id;
-    uint64_t request_id;
-    std::shared_ptr<RpcRequest> request;
-    void* desc;  // UCX's data descriptor (rendezvous) or the eager bytes
-    size_t length;
-  };
+  bool TryReserve(uint64_t bytes) {
+    std::lock_guard lock(budget_mu_);
+    return budget_.TryReserve(bytes);
+  }
 
   // Holds `bytes` of the budget for one request until Release() or destruction (so a Responder
   // that is dropped without being called still returns them). Thread-safe.
@@ -203,7 +260,7 @@ class RpcServer::Impl {
       if (bytes == 0) return;
       std::lock_guard lock(gate_->mu);
       Impl* impl = gate_->impl;
-      if (impl != nullptr) impl->worker_->Post([impl, bytes] { impl->ReturnBudget(bytes); });
+      if (impl != nullptr) impl->ReturnBudget(bytes);
     }
 
    private:
@@ -211,9 +268,9 @@ class RpcServer::Impl {
     std::atomic<uint64_t> bytes_;
   };
 
-  // Progress thread only. Receives the payload of an admitted request (its bytes are already
+  // The lane's thread. Receives the payload of an admitted request (its bytes are already
   // reserved), then runs the handler.
-  void StartReceive(DeferredReceive rx, uint64_t recv_attr) {
+  void StartReceive(Lane* lane, DeferredReceive rx, uint64_t recv_attr) {
     if (requests_ != nullptr) {
       requests_->Inc();
       rx_bytes_->Inc(rx.length);
@@ -224,9 +281,10 @@ class RpcServer::Impl {
     ucp_ep_h ep = rx.ep;
     uint64_t conn_id = rx.conn_id, request_id = rx.request_id;
     auto request = rx.request;
+    const size_t index = lane->index;
     ReceivePayload(
-        worker_->worker(), rx.desc, rx.length, &param,
-        [this, ep, conn_id, request_id, request, ticket](Result<AlignedBuffer> payload) {
+        lane->worker->worker(), rx.desc, rx.length, &param,
+        [this, index, ep, conn_id, request_id, request, ticket](Result<AlignedBuffer> payload) {
           if (!payload.ok()) {
             PS_LOG_WARN("data plane {}: request {}: {}", address_, request_id,
                         payload.status().message());
@@ -234,44 +292,59 @@ class RpcServer::Impl {
           }
           request->payload = std::move(payload).value();
           handler_(std::move(*request),
-                   MakeResponder(gate_, ep, conn_id, request_id, request->opcode, ticket));
+                   MakeResponder(gate_, index, ep, conn_id, request_id, request->opcode, ticket));
         });
   }
 
-  // Progress thread only.
+  // Any thread (under the gate): returns budget, then lets every worker with requests waiting
+  // for it take what now fits.
   void ReturnBudget(uint64_t bytes) {
-    budget_.Release(bytes);
-    while (!deferred_.empty() && budget_.TryReserve(deferred_.front().length)) {
-      DeferredReceive rx = std::move(deferred_.front());
-      deferred_.pop_front();
-      StartReceive(std::move(rx), UCP_AM_RECV_ATTR_FLAG_RNDV);
+    {
+      std::lock_guard lock(budget_mu_);
+      budget_.Release(bytes);
+    }
+    for (auto& lane : lanes_) {
+      if (lane->deferred_count.load() == 0) continue;
+      Lane* l = lane.get();
+      l->worker->Post([this, l] { AdmitDeferred(l); });
     }
   }
 
-  static Responder MakeResponder(std::shared_ptr<ResponderGate> gate, ucp_ep_h ep,
+  // The lane's thread.
+  void AdmitDeferred(Lane* lane) {
+    while (!lane->deferred.empty() && TryReserve(lane->deferred.front().length)) {
+      DeferredReceive rx = std::move(lane->deferred.front());
+      lane->deferred.pop_front();
+      lane->deferred_count = lane->deferred.size();
+      StartReceive(lane, std::move(rx), UCP_AM_RECV_ATTR_FLAG_RNDV);
+    }
+  }
+
+  static Responder MakeResponder(std::shared_ptr<ResponderGate> gate, size_t lane_index, ucp_ep_h ep,
                                  uint64_t conn_id, uint64_t request_id, uint16_t opcode,
                                  std::shared_ptr<BudgetTicket> ticket) {
     auto once = std::make_shared<std::atomic<bool>>(false);
-    return [gate, ep, conn_id, request_id, opcode, once, ticket](RpcReply reply) {
+    return [gate, lane_index, ep, conn_id, request_id, opcode, once, ticket](RpcReply reply) {
       if (once->exchange(true)) return;
       auto boxed = std::make_shared<RpcReply>(std::move(reply));
       {
         std::lock_guard lock(gate->mu);
         if (gate->impl == nullptr) return;
         Impl* impl = gate->impl;
-        impl->worker_->Post([impl, ep, conn_id, request_id, opcode, boxed] {
-          impl->SendReply(ep, conn_id, request_id, opcode, std::move(*boxed));
+        Lane* lane = impl->lanes_[lane_index].get();
+        lane->worker->Post([impl, lane, ep, conn_id, request_id, opcode, boxed] {
+          impl->SendReply(lane, ep, conn_id, request_id, opcode, std::move(*boxed));
         });
       }
       ticket->Release();
     };
   }
 
-  // Progress thread only.
-  void SendReply(ucp_ep_h ep, uint64_t conn_id, uint64_t request_id, uint16_t opcode,
+  // The lane's thread.
+  void SendReply(Lane* lane, ucp_ep_h ep, uint64_t conn_id, uint64_t request_id, uint16_t opcode,
                  RpcReply reply) {
-    auto conn = conns_.find(ep);
-    if (conn == conns_.end() || conn->second != conn_id) return;  // client gone
+    auto conn = lane->conns.find(ep);
+    if (conn == lane->conns.end() || conn->second != conn_id) return;  // client gone
     auto header = wire::EncodeReply(request_id, opcode, reply.status, reply.header,
                                     reply.payload.size());
     if (!header.ok()) {
@@ -296,15 +369,15 @@ class RpcServer::Impl {
 
   RpcServerOptions options_;
   RpcHandler handler_;
-  std::unique_ptr<UcxWorker> worker_;
-  ucp_listener_h listener_ = nullptr;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Start
+  std::atomic<size_t> next_lane_{0};
+  ucp_listener_h listener_ = nullptr;  // worker 0's thread
   uint16_t port_ = 0;
   std::string address_;
   std::shared_ptr<ResponderGate> gate_;
-  std::unordered_map<ucp_ep_h, uint64_t> conns_;  // progress thread only
-  uint64_t next_conn_id_ = 0;
-  ByteBudget budget_;                     // progress thread only
-  std::deque<DeferredReceive> deferred_;  // progress thread only; FIFO
+  std::atomic<uint64_t> next_conn_id_{0};
+  std::mutex budget_mu_;
+  ByteBudget budget_;  // guarded by budget_mu_
   Counter* deferred_total_ = nullptr;
   Counter* requests_ = nullptr;
   Counter* rx_bytes_ = nullptr;
@@ -323,5 +396,6 @@ RpcServer::~RpcServer() { impl_->Stop(); }
 uint16_t RpcServer::port() const { return impl_->port(); }
 std::string RpcServer::address() const { return impl_->address(); }
 void RpcServer::Stop() { impl_->Stop(); }
+std::vector<uint64_t> RpcServer::ConnectionsPerWorker() const { return impl_->ConnectionsPerWorker(); }
 
 }  // namespace penstock

@@ -1,10 +1,12 @@
 // rpc_server.h — the data-plane RPC server: accepts UCX connections on host:port and runs a
 // handler for every request that arrives.
 //
-// One UCX worker and one transport thread per server (ucx_worker.h). The handler runs on that
-// thread; replies go back over the endpoint the request came in on. A client connection that
-// dies takes its unsent replies with it (their responders become no-ops). Memory for incoming
-// payloads is bounded by options.max_incoming_bytes.
+// `workers` UCX workers (one context), each with its own transport thread (ucx_worker.h); the
+// listener on worker 0 hands connections to the workers in turn. The handler runs on the
+// thread of the worker the request came in on; replies go back over the endpoint the request
+// came in on. A client connection that dies takes its unsent replies with it (their responders
+// become no-ops). Memory for incoming payloads is bounded by options.max_incoming_bytes, for
+// all workers together.
 //
 // Thread safety: all public methods are thread-safe; Stop() and the destructor must not be
 // called from the handler (the transport thread).
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/metrics.h"
 #include "penstock/status.h"
@@ -29,6 +32,8 @@ struct RpcServerOptions {
   // with UCX and received later, in arrival order (the senders' calls take longer; no error).
   // Eager (small) payloads are always taken. 0 = unlimited.
   uint64_t max_incoming_bytes = uint64_t{256} << 20;
+  // Workers (threads) serving connections, 1..64.
+  unsigned workers = 1;
 };
 
 class RpcServer {
@@ -48,6 +53,9 @@ class RpcServer {
 
   // Closes the listener and every connection (clients see kUnavailable). Idempotent.
   void Stop();
+
+  // Connections each worker has accepted so far (to check the spread).
+  std::vector<uint64_t> ConnectionsPerWorker() const;
 
   class Impl;
 

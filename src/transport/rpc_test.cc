@@ -40,8 +40,8 @@ std::span<const std::byte> Span(const std::vector<std::byte>& v) { return {v.dat
 // A server whose handler echoes, fails, stalls or defers, by opcode.
 class TestServer {
  public:
-  explicit TestServer(uint16_t port = 0) {
-    auto s = RpcServer::Start({.host = "127.0.0.1", .port = port},
+  explicit TestServer(uint16_t port = 0, unsigned workers = 1) {
+    auto s = RpcServer::Start({.host = "127.0.0.1", .port = port, .workers = workers},
                               [this](RpcRequest r, Responder respond) { Handle(std::move(r), respond); });
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (s.ok()) server = std::move(s).value();
@@ -267,10 +267,11 @@ TEST(RpcTest, DestroyingTheClientCancelsPendingCalls) {
   EXPECT_EQ(f.get().status.code(), StatusCode::kCancelled);
 }
 
-// Several workers (threads, each with its own connection): calls are spread over all of them
-// and every reply matches its request; a server restart is survived by each worker.
+// Several workers on both sides (threads, each client worker with its own connection, the
+// server's listener handing connections to its workers in turn): calls are spread over all of
+// them and every reply matches its request.
 TEST(RpcTest, SeveralWorkersShareTheCalls) {
-  TestServer ts;
+  TestServer ts(0, 2);
   auto c = RpcClient::Create({.timeout = 10s, .workers = 3, .net_devices = {"", "lo", ""}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto& client = **c;
@@ -294,6 +295,7 @@ TEST(RpcTest, SeveralWorkersShareTheCalls) {
   ASSERT_EQ(per.size(), 3u);
   for (uint64_t n : per) EXPECT_EQ(n, kCalls / 3);
   EXPECT_FALSE(client.TransportName(ts.server->address()).empty());
+  EXPECT_EQ(ts.server->ConnectionsPerWorker(), (std::vector<uint64_t>{2, 1}));
 }
 
 TEST(RpcTest, BadWorkerSettingsAreRefusedByName) {

@@ -1,6 +1,6 @@
 // transport_peer — a test helper process for rpc_process_test (incast, a peer dying mid-transfer).
 //
-//   transport_peer serve MAX_INCOMING_BYTES HANDLER_DELAY_US
+//   transport_peer serve MAX_INCOMING_BYTES HANDLER_DELAY_US [WORKERS]
 //       Runs an RpcServer on 127.0.0.1 (free port) and prints "PORT <n>". Opcode 1 answers an
 //       empty OK; opcode 2 echoes the payload. Replies come from one worker thread, each after
 //       HANDLER_DELAY_US, so requests pile up as on a busy target. On stdin EOF prints
@@ -39,7 +39,7 @@ long PeakRssKib() {
   return -1;
 }
 
-int Serve(uint64_t max_incoming, int delay_us) {
+int Serve(uint64_t max_incoming, int delay_us, unsigned workers) {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::pair<RpcRequest, Responder>> work;
@@ -63,7 +63,7 @@ int Serve(uint64_t max_incoming, int delay_us) {
   });
   MetricsRegistry metrics;
   auto server = RpcServer::Start(
-      {.host = "127.0.0.1", .port = 0, .metrics = &metrics, .max_incoming_bytes = max_incoming},
+      {.host = "127.0.0.1", .port = 0, .metrics = &metrics, .max_incoming_bytes = max_incoming, .workers = workers},
       [&](RpcRequest request, Responder respond) {
         std::lock_guard lock(mu);
         work.emplace_back(std::move(request), std::move(respond));
@@ -122,11 +122,14 @@ int Write(const std::string& address, int calls, size_t size) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "serve" && argc == 4) return Serve(std::strtoull(argv[2], nullptr, 10), std::atoi(argv[3]));
+  if (mode == "serve" && (argc == 4 || argc == 5)) {
+    return Serve(std::strtoull(argv[2], nullptr, 10), std::atoi(argv[3]),
+                 argc == 5 ? static_cast<unsigned>(std::atoi(argv[4])) : 1u);
+  }
   if (mode == "write" && argc == 5) {
     return Write(argv[2], std::atoi(argv[3]), std::strtoull(argv[4], nullptr, 10));
   }
-  std::fprintf(stderr, "usage: transport_peer serve MAX_INCOMING_BYTES DELAY_US | "
+  std::fprintf(stderr, "usage: transport_peer serve MAX_INCOMING_BYTES DELAY_US [WORKERS] | "
                        "write ADDRESS CALLS PAYLOAD_BYTES\n");
   return 2;
 }

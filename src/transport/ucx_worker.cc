@@ -18,6 +18,36 @@ Status UcxStatus(ucs_status_t status, const std::string& what) {
   return Unavailable("UCX " + what + " failed: " + ucs_status_string(status));
 }
 
+namespace {
+
+// A UCX context for `options` (features AM + wakeup; its own UCX_NET_DEVICES when given).
+Result<ucp_context_h> NewContext(const UcxWorker::Options& options) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return UcxStatus(st, "config read (check UCX_* environment variables)");
+  if (!options.net_devices.empty()) {
+    st = ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return InvalidArgument("UCX rejects network devices '" + options.net_devices + "' (" +
+                             ucs_status_string(st) + "); list them as UCX_NET_DEVICES takes them, "
+                             "e.g. mlx5_0:1,eth1 (see `ucx_info -d`)");
+    }
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.name = options.name.c_str();
+  params.mt_workers_shared = options.shared_context ? 1 : 0;
+  ucp_context_h context = nullptr;
+  st = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (st != UCS_OK) return UcxStatus(st, "init (check UCX_TLS)");
+  return context;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
   // Transport-level defaults UCX reads only from the environment (ucp_config_modify rejects
@@ -49,25 +79,13 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
                   "set-up only, data over shared memory)", tls, with_cm);
     }
   });
-  ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
-  if (st != UCS_OK) return UcxStatus(st, "config read (check UCX_* environment variables)");
-  if (!options.net_devices.empty()) {
-    st = ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str());
-    if (st != UCS_OK) {
-      ucp_config_release(config);
-      return InvalidArgument("UCX rejects network devices '" + options.net_devices + "' (" +
-                             ucs_status_string(st) + "); list them as UCX_NET_DEVICES takes them, "
-                             "e.g. mlx5_0:1,eth1 (see `ucx_info -d`)");
-    }
+  if (options.context != nullptr) {
+    w->context_ = options.context;
+  } else {
+    PS_ASSIGN_OR_RETURN(w->context_, NewContext(options));
+    w->owns_context_ = true;
   }
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-  params.name = options.name.c_str();
-  st = ucp_init(&params, config, &w->context_);
-  ucp_config_release(config);
-  if (st != UCS_OK) return UcxStatus(st, "init (check UCX_TLS)");
+  ucs_status_t st;
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
@@ -106,7 +124,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
 UcxWorker::~UcxWorker() {
   Stop(nullptr);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
-  if (context_ != nullptr) ucp_cleanup(context_);
+  if (context_ != nullptr && owns_context_) ucp_cleanup(context_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
 }

@@ -38,6 +38,11 @@ class UcxWorker {
     // UCX_NET_DEVICES for this worker's context (e.g. "mlx5_0:1" or "eth1"); "" : the
     // environment's (UCX's default: all devices).
     std::string net_devices;
+    // Several workers of one context on different threads: the context is created for that
+    // (mt_workers_shared), and the other workers pass it here (borrowed: it must outlive them;
+    // net_devices is then the owner's).
+    bool shared_context = false;
+    ucp_context_h context = nullptr;
   };
 
   // Errors: kUnavailable when UCX cannot be initialised (message carries UCX's reason).
@@ -71,6 +76,7 @@ class UcxWorker {
   void CloseEndpointAsync(ucp_ep_h ep, std::function<void()> closed);
 
   ucp_worker_h worker() const { return worker_; }
+  ucp_context_h context() const { return context_; }
   size_t max_am_header() const { return max_am_header_; }
 
  private:
@@ -82,6 +88,7 @@ class UcxWorker {
 
   Tick tick_;
   ucp_context_h context_ = nullptr;
+  bool owns_context_ = false;
   ucp_worker_h worker_ = nullptr;
   size_t max_am_header_ = 0;
   int epoll_fd_ = -1;

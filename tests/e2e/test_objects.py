@@ -53,6 +53,18 @@ def test_several_data_plane_workers(cluster, tmp_path):
     assert p.returncode != 0 and "data-workers" in p.stderr, p.stderr
 
 
+def test_targets_with_several_data_plane_workers(cluster_factory, tmp_path):
+    """Targets whose listener hands connections to three workers serve a client with four."""
+    c = cluster_factory(targets=2, extra_args=("--target-data-workers", "3"))
+    c.cli("container", "create", "w")
+    src = write_random(tmp_path / "in.bin", 6 << 20)
+    c.cli("put", str(src), "o", "--container", "w", "--data-workers", "4")
+    dst = tmp_path / "out.bin"
+    c.cli("get", "o", str(dst), "--container", "w", "--data-workers", "4")
+    assert dst.read_bytes() == src.read_bytes()
+    assert all(d["argv"][-2:] == ["--data-workers", "3"] for d in c.record["daemons"] if d["name"] != "mgmt")
+
+
 def test_ls_and_rm(cluster, tmp_path):
     cluster.cli("container", "create", "lsrm")
     names = ["a", "b/c", "z.bin"]
