@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -181,7 +182,20 @@ int BindSocket(const std::string& host, uint16_t port) {
 }  // namespace
 
 uint16_t PickFreePort(const std::string& host) {
-  int fd = BindSocket(host, 0);
+  // Below the kernel's ephemeral range: ports the daemons' own outgoing and UCX-internal sockets
+  // (ephemeral) can never take between this choice and the daemon binding it.
+  uint32_t eph_low = 32768, eph_high = 60999;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) range >> eph_low >> eph_high;
+  constexpr uint32_t kLowest = 10000;
+  if (eph_low > kLowest + 1000) {
+    static std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<uint32_t> pick(kLowest, eph_low - 1);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const auto port = static_cast<uint16_t>(pick(rng));
+      if (PortIsFree(host, port)) return port;
+    }
+  }
+  int fd = BindSocket(host, 0);  // any free port the kernel picks
   if (fd < 0) return 0;
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);

@@ -52,7 +52,8 @@ bool StopProcess(pid_t pid, int grace_ms);
 // Last `lines` lines of a file (for error reports).
 std::string TailFile(const std::string& path, int lines);
 
-// A TCP port that is free on `host` now (0 if none could be found).
+// A TCP port that is free on `host` now (0 if none could be found), chosen below the kernel's
+// ephemeral port range when it can be, so no process's ephemeral socket takes it meanwhile.
 uint16_t PickFreePort(const std::string& host);
 // True if `host:port` can be bound now.
 bool PortIsFree(const std::string& host, uint16_t port);
