@@ -187,7 +187,8 @@ void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void
     const Status s = StatusOf(r);
     if (s.ok()) return done(std::move(r));
     std::chrono::milliseconds delay{0};
-    if (IsStaleMap(s) && st.stale_left > 0) {
+    const bool stale = IsStaleMap(s) && st.stale_left > 0;
+    if (stale) {
       --st.stale_left;
       stats_.stale_map_retries++;
     } else if (st.policy && s.retryable() && s.code() != StatusCode::kAborted &&
@@ -201,9 +202,11 @@ void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void
       return done(std::move(r));
     }
     ++st.attempt;
-    // Not on the transport thread that delivered the failure: the refresh is a call to mgmt.
-    timer_.After(delay, [this, attempt, done = std::move(done), st = std::move(st)]() mutable {
-      view_->Refresh().IgnoreError();
+    // A stale map is refreshed from mgmt at once (not on the transport thread that delivered the
+    // refusal). A transient failure only waits: the map watch keeps the view current, and a
+    // call to an unreachable mgmt must not hold up the timer thread (straggler timers).
+    timer_.After(delay, [this, attempt, done = std::move(done), st = std::move(st), stale]() mutable {
+      if (stale) view_->Refresh().IgnoreError();
       WithRetries<R>(attempt, std::move(done), std::move(st));
     });
   });

@@ -91,8 +91,9 @@ struct StripeIoStats {
 // How long an asynchronous Read or Write keeps retrying transient failures (kUnavailable,
 // kDeadlineExceeded; never kAborted or kResourceExhausted): while an attempt could start before
 // `until` and `wanted()` holds (an operation that was cancelled or expired stops). The backoff
-// (20 ms doubling to 500 ms) runs on the StripeIo's timer thread, and the map is refreshed
-// before each attempt. An unprotected stripe whose target mgmt marks down fails at once.
+// (20 ms doubling to 500 ms) runs on the StripeIo's timer thread; the map is not fetched for it
+// (the Client's map watch keeps the view current). An unprotected stripe whose target mgmt
+// marks down fails at once.
 struct RetryPolicy {
   std::chrono::steady_clock::time_point until;
   std::function<bool()> wanted;  // empty: always
