@@ -321,7 +321,8 @@ int RunStatus(const GlobalOptions& g) {
   auto transports = ProbeTransports(*map);
   const v1::RepairStatus& rs = st->repair();
   if (g.json) {
-    json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()}, {"targets_up", up}, {"targets_down", down},
+    json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()},
+              {"placement_epoch", map->placement_epoch()}, {"targets_up", up}, {"targets_down", down},
               {"targets_lost", lost}, {"containers", st->containers()}, {"targets", json::array()},
               {"repair", {{"state", rs.state()}, {"epoch", rs.epoch()}, {"stripes_checked", rs.stripes_checked()},
                           {"stripes_total", rs.stripes_total()}, {"shards_repaired", rs.shards_repaired()},
@@ -348,9 +349,9 @@ int RunStatus(const GlobalOptions& g) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("mgmt %s (leader %s)  epoch %llu  targets %d up, %d down%s  containers %llu\n", g.mgmt.c_str(),
-              st->leader_address().empty() ? g.mgmt.c_str() : st->leader_address().c_str(),
-              static_cast<unsigned long long>(map->epoch()), up, down,
+  std::printf("mgmt %s (leader %s)  epoch %llu (placement %llu)  targets %d up, %d down%s  containers %llu\n",
+              g.mgmt.c_str(), st->leader_address().empty() ? g.mgmt.c_str() : st->leader_address().c_str(),
+              static_cast<unsigned long long>(map->epoch()), static_cast<unsigned long long>(map->placement_epoch()), up, down,
               lost ? (", " + std::to_string(lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st->containers()));
   if (!rs.state().empty()) {

@@ -139,5 +139,8 @@ def test_status_lists_targets(cluster):
     assert all(expect in t["transport"] for t in st["targets"]), st["targets"]
     if cluster.transport == "shm":
         assert all("tcp" not in t["transport"] for t in st["targets"]), st["targets"]
+    # Three targets registered one after the other: placement last changed with the third.
+    assert 3 <= st["placement_epoch"] <= st["epoch"]
     human = cluster.cli("status").stdout
     assert "epoch" in human and human.count(" up ") >= 3 and "FREE" in human and "DEAD" in human
+    assert f"(placement {st['placement_epoch']})" in human
