@@ -165,7 +165,7 @@ TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
   ASSERT_TRUE(stale.Open(o).ok());
   stale.view->Apply(*old_map);
   std::vector<uint32_t> reported;
-  stale.io->set_report_degraded([&](const std::vector<uint32_t>& ids) {
+  stale.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) {
     reported.insert(reported.end(), ids.begin(), ids.end());
     return OkStatus();
   });

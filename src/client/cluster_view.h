@@ -26,7 +26,7 @@ struct TargetRef {
   std::string address;  // data plane host:port
   bool up = false;
   bool lost = false;  // declared lost: never read from or written to
-  std::string fault_domain;
+  std::string fault_domain{};
   bool recovering = false;  // may hold stale shards until repaired: written to, not read from
 };
 

@@ -186,6 +186,14 @@ TEST_F(SecurityTest, GrpcWithoutAValidKeyIsRefused) {
   (*tenant)->set_api_key(key_a_);
   EXPECT_EQ((*tenant)->ListTenants().status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ((*tenant)->RotateClusterKey().status().code(), StatusCode::kPermissionDenied);
+  // A tenant may report missed writes only for its own containers.
+  v1::ReportDegradedWriteRequest missed;
+  missed.add_target_ids(target_->target_id());
+  missed.set_container_id(container_b_);
+  EXPECT_EQ((*tenant)->ReportDegradedWrite(missed).status().code(), StatusCode::kPermissionDenied);
+  missed.set_container_id(container_a_);
+  EXPECT_TRUE((*tenant)->ReportDegradedWrite(missed).ok());
+  EXPECT_EQ((*none)->ReportDegradedWrite(missed).status().code(), StatusCode::kUnauthenticated);
 
   // Registering a target or heartbeating as one hands out the cluster keys: admin key only.
   v1::RegisterTargetRequest reg;

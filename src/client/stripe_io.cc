@@ -119,7 +119,7 @@ Status StripeIo::ReportMissed(const WireShardKey& key, size_t width, const std::
     if (!written[i] && t.id != 0 && !t.lost) ids.push_back(t.id);
   }
   if (ids.empty()) return OkStatus();
-  Status s = report_(ids);
+  Status s = report_(key.container, ids);
   return s.ok() ? s : s.WithContext("recording with mgmt that a write missed target " + std::to_string(ids.front()));
 }
 

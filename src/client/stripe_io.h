@@ -150,10 +150,13 @@ class StripeIo {
   Result<std::vector<TargetRef>> Slots(const WireShardKey& key, size_t width) const;
   Result<std::vector<TargetRef>> ReadSlots(const WireShardKey& key, size_t width) const;
 
-  // Called with the targets a protected write went without although the map shows them up and
-  // not recovering, before the write is acknowledged (the Client reports them to mgmt, which
-  // marks them recovering); an error fails the write. Set before the first write.
-  void set_report_degraded(std::function<Status(const std::vector<uint32_t>&)> fn) { report_ = std::move(fn); }
+  // Called with the container and the targets a protected write went without (whatever the
+  // map says of them, lost ones excepted), before the write is acknowledged (the Client reports
+  // them to mgmt, which marks them recovering); an error fails the write. Set before the first
+  // write.
+  void set_report_degraded(std::function<Status(uint64_t container, const std::vector<uint32_t>&)> fn) {
+    report_ = std::move(fn);
+  }
   // Read from recovering targets too (repair, which checks versions itself). Set before use.
   void set_read_from_recovering(bool on) { read_recovering_ = on; }
   ErasureCoder& Coder(const Redundancy& red);
@@ -213,7 +216,7 @@ class StripeIo {
 
   ShardClient* shards_;
   ClusterView* view_;
-  std::function<Status(const std::vector<uint32_t>&)> report_;
+  std::function<Status(uint64_t container, const std::vector<uint32_t>&)> report_;
   bool read_recovering_ = false;
   const std::chrono::milliseconds straggler_;
   std::mutex repairs_mu_;

@@ -46,6 +46,14 @@ Result<Caller> MgmtService::AuthenticateAdmin(grpc::ServerContext* ctx) const {
   return c;
 }
 
+Result<v1::Container> MgmtService::OwnedContainerById(const Caller& caller, uint64_t id) const {
+  PS_ASSIGN_OR_RETURN(v1::Container c, state_->GetContainerById(id));
+  if (!caller.admin && c.tenant_id() != caller.tenant) {
+    return PermissionDenied("container '" + c.name() + "' belongs to another tenant");
+  }
+  return c;
+}
+
 Result<v1::Container> MgmtService::OwnedContainer(const Caller& caller, const std::string& name) const {
   PS_ASSIGN_OR_RETURN(v1::Container c, state_->GetContainer(name));
   if (!caller.admin && c.tenant_id() != caller.tenant) {
@@ -252,11 +260,8 @@ grpc::Status MgmtService::GetCapability(grpc::ServerContext* ctx, const v1::GetC
   if (Status g = CheckLeader(); !g.ok()) return Done("GetCapability", g);
   Result<Caller> caller = Authenticate(ctx);
   if (!caller.ok()) return Done("GetCapability", caller.status());
-  Result<v1::Container> c = state_->GetContainerById(req->container_id());
+  Result<v1::Container> c = OwnedContainerById(*caller, req->container_id());
   if (!c.ok()) return Done("GetCapability", c.status());
-  if (!caller->admin && c->tenant_id() != caller->tenant) {
-    return Done("GetCapability", PermissionDenied("container '" + c->name() + "' belongs to another tenant"));
-  }
   uint32_t rights = req->rights() == 0 ? (kRightRead | kRightWrite) : req->rights();
   if (rights & ~uint32_t{kRightRead | kRightWrite | kRightAdmin}) {
     return Done("GetCapability", InvalidArgument("unknown rights bits " + std::to_string(rights)));
@@ -281,7 +286,12 @@ grpc::Status MgmtService::MarkTargetLost(grpc::ServerContext* ctx, const v1::Mar
 grpc::Status MgmtService::ReportDegradedWrite(grpc::ServerContext* ctx, const v1::ReportDegradedWriteRequest* req,
                                               v1::ReportDegradedWriteResponse* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("ReportDegradedWrite", g);
-  if (auto c = Authenticate(ctx); !c.ok()) return Done("ReportDegradedWrite", c.status());
+  Result<Caller> caller = Authenticate(ctx);
+  if (!caller.ok()) return Done("ReportDegradedWrite", caller.status());
+  // Only a writer of the container (or the admin) may say its writes missed targets.
+  if (!caller->admin) {
+    if (auto c = OwnedContainerById(*caller, req->container_id()); !c.ok()) return Done("ReportDegradedWrite", c.status());
+  }
   auto epoch = state_->MarkRecovering({req->target_ids().begin(), req->target_ids().end()});
   if (epoch.ok()) resp->set_epoch(*epoch);
   return Done("ReportDegradedWrite", epoch.status());

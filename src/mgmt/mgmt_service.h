@@ -108,6 +108,7 @@ class MgmtService final : public v1::Mgmt::Service {
   Status AuthenticateTarget(grpc::ServerContext* ctx) const;
   // The container `name` if `caller` may use it (kPermissionDenied for another tenant's).
   Result<v1::Container> OwnedContainer(const Caller& caller, const std::string& name) const;
+  Result<v1::Container> OwnedContainerById(const Caller& caller, uint64_t id) const;
 
   ClusterState* const state_;
   MetricsRegistry* const metrics_;

@@ -46,7 +46,7 @@ struct RpcClientOptions {
   // Multi-worker / multi-rail: UCX workers (threads) in this client, 1..64; worker i uses
   // net_devices[i % size] as its UCX_NET_DEVICES (empty list: the environment's for all).
   unsigned workers = 1;
-  std::vector<std::string> net_devices;
+  std::vector<std::string> net_devices{};
 };
 
 class RpcClient {

@@ -197,6 +197,7 @@ class RpcServer::Impl {
       return true;
     });
     lane->deferred_count = lane->deferred.size();
+    (void)status;
     PS_LOG_DEBUG("data plane {}: client connection closed: {}", lane->impl->address_,
                  ucs_status_string(status));
     lane->worker->CloseEndpointAsync(ep, nullptr);

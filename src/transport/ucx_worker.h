@@ -37,7 +37,7 @@ class UcxWorker {
     std::string name = "penstock";
     // UCX_NET_DEVICES for this worker's context (e.g. "mlx5_0:1" or "eth1"); "" : the
     // environment's (UCX's default: all devices).
-    std::string net_devices;
+    std::string net_devices{};
     // Several workers of one context on different threads: the context is created for that
     // (mt_workers_shared), and the other workers pass it here (borrowed: it must outlive them;
     // net_devices is then the owner's).
