@@ -29,8 +29,8 @@ RpcReply ErrorReply(Status status) { return RpcReply{std::move(status), {}, Alig
 
 class RpcClient::Impl {
  public:
-  Impl(const RpcClientOptions& options, std::string net_devices)
-      : options_(options), net_devices_(std::move(net_devices)) {
+  Impl(const RpcClientOptions& options, UcxWorker::Options worker_options)
+      : options_(options), worker_options_(std::move(worker_options)) {
     if (options.metrics != nullptr) {
       auto& m = *options.metrics;
       calls_total_ = &m.GetCounter("penstock_transport_client_calls_total", "Data-plane calls");
@@ -44,7 +44,7 @@ class RpcClient::Impl {
   }
 
   Status Init() {
-    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create({.name = "penstock-client", .net_devices = net_devices_}));
+    PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create(worker_options_));
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                     UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -83,6 +83,7 @@ class RpcClient::Impl {
   }
 
   bool OnProgressThread() const { return worker_->OnProgressThread(); }
+  ucp_context_h context() const { return worker_->context(); }
 
  private:
   struct Endpoint {
@@ -90,6 +91,10 @@ class RpcClient::Impl {
     std::string address;
     ucp_ep_h ep = nullptr;
     bool failed = false;
+    // Until the first reply arrives the connection may still be wiring up: one call at a time.
+    // (UCX 1.13 can abort with "Assertion `max_iov > 1'" when it replays many requests queued
+    // during wire-up, seen with several workers of one process over shared memory.)
+    bool established = false;
     std::unordered_set<uint64_t> calls;  // sent and queued
     InflightWindow window;               // calls handed to UCX and not yet finished
     std::deque<uint64_t> queue;          // calls waiting for the window, FIFO
@@ -126,7 +131,7 @@ class RpcClient::Impl {
     call.payload = payload;
     (*ep)->calls.insert(id);
     deadlines_.insert({call.deadline, id});
-    if ((*ep)->queue.empty() && (*ep)->window.TryAcquire(payload.size())) {
+    if ((*ep)->queue.empty() && Admit(**ep, payload.size())) {
       Send(id, call);
     } else {
       call.send_done = true;  // nothing handed to UCX yet: it can be failed at any time
@@ -150,6 +155,12 @@ class RpcClient::Impl {
     SendMessage(call.endpoint->ep, wire::AmId::kRequest, std::move(out), flags);
   }
 
+  // Takes window room for a call of `bytes` on `e` (one call only while it is not established).
+  static bool Admit(Endpoint& e, uint64_t bytes) {
+    if (!e.established && e.window.ops() > 0) return false;
+    return e.window.TryAcquire(bytes);
+  }
+
   // Sends queued calls of `e` while its window has room, in FIFO order.
   void SendQueued(Endpoint* e) {
     while (!e->failed && !e->queue.empty()) {
@@ -158,7 +169,7 @@ class RpcClient::Impl {
         e->queue.pop_front();
         continue;
       }
-      if (!e->window.TryAcquire(it->second.payload.size())) return;
+      if (!Admit(*e, it->second.payload.size())) return;
       e->queue.pop_front();
       Send(it->first, it->second);
     }
@@ -280,6 +291,11 @@ class RpcClient::Impl {
     uint64_t id = msg.ok() ? msg->request_id : wire::PeekRequestId(bytes);
     auto it = self->calls_.find(id);
     if (it == self->calls_.end() || it->second.outcome) return UCS_OK;  // late or unknown
+    Endpoint* e = it->second.endpoint.get();
+    if (!e->established) {  // the connection works: the calls queued behind the first may go
+      e->established = true;
+      self->worker_->Post([self, keep = it->second.endpoint] { self->SendQueued(keep.get()); });
+    }
     if (!msg.ok()) {
       self->Complete(id, ErrorReply(Internal("bad reply from data-plane address " +
                                              it->second.endpoint->address + ": " +
@@ -363,7 +379,7 @@ class RpcClient::Impl {
   Counter* failures_ = nullptr;
   Counter* tx_bytes_ = nullptr;
   Counter* rx_bytes_ = nullptr;
-  const std::string net_devices_;
+  const UcxWorker::Options worker_options_;
 };
 
 Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& options) {
@@ -375,12 +391,18 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   auto share = [&](auto total) { return total == 0 ? total : std::max<decltype(total)>(1, (total + options.workers - 1) / options.workers); };
   per.max_inflight_ops = share(options.max_inflight_ops);
   per.max_inflight_bytes = share(options.max_inflight_bytes);
+  // Without per-worker devices the workers share one context (mt_workers_shared): one set of
+  // transport resources and memory registrations instead of one per worker.
+  const bool shared = options.net_devices.empty() && options.workers > 1;
   std::vector<std::unique_ptr<Impl>> impls;
   for (unsigned i = 0; i < options.workers; ++i) {
     std::string devices = options.net_devices.empty() ? "" : options.net_devices[i % options.net_devices.size()];
-    auto impl = std::make_unique<Impl>(per, devices);
+    UcxWorker::Options wo{.name = "penstock-client", .net_devices = devices, .shared_context = shared,
+                          .context = shared && i > 0 ? impls[0]->context() : nullptr};
+    auto impl = std::make_unique<Impl>(per, std::move(wo));
     Status s = impl->Init();
     if (!s.ok()) {
+      while (!impls.empty()) impls.pop_back();  // worker 0 last
       return devices.empty() ? s : s.WithContext("data-plane worker " + std::to_string(i) + " on network devices '" + devices + "'");
     }
     impls.push_back(std::move(impl));
@@ -390,7 +412,9 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
 
 RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls)
     : impls_(std::move(impls)), calls_(new std::atomic<uint64_t>[impls_.size()]()) {}
-RpcClient::~RpcClient() = default;
+RpcClient::~RpcClient() {
+  while (!impls_.empty()) impls_.pop_back();  // worker 0, which may own the shared context, last
+}
 
 void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::span<const std::byte> header, std::span<const std::byte> payload,
