@@ -173,6 +173,16 @@ bool UcxWorker::RunQueued() {
   return !batch.empty();
 }
 
+std::chrono::microseconds UcxWorker::PollAfterActivity() {
+  static const std::chrono::microseconds poll = [] {
+    if (const char* v = std::getenv("PENSTOCK_POLL_US"); v != nullptr && *v != '\0') {
+      return std::chrono::microseconds(std::strtoul(v, nullptr, 10));
+    }
+    return kPollAfterActivity;
+  }();
+  return poll;
+}
+
 void UcxWorker::Loop() {
   thread_id_.store(std::this_thread::get_id());
   epoll_event events[2];
@@ -190,7 +200,12 @@ void UcxWorker::Loop() {
     // costs no epoll round trip per fragment, while an idle thread still sleeps.
     auto now = std::chrono::steady_clock::now();
     if (active) last_active = now;
-    if (now - last_active < kPollAfterActivity) continue;
+    if (now - last_active < PollAfterActivity()) {
+      // Poll, but let any other runnable thread on this core go first: on a busy host a
+      // spinning transport thread would take the core from the threads doing the work.
+      if (!active) std::this_thread::yield();
+      continue;
+    }
     ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
     // Sleep at most 1 s even without timers: a safety net should some transport miss a wakeup.

@@ -85,6 +85,8 @@ class UcxWorker {
   bool RunQueued();  // true when it ran anything
 
   static constexpr std::chrono::microseconds kPollAfterActivity{100};
+  // kPollAfterActivity, or PENSTOCK_POLL_US when set.
+  static std::chrono::microseconds PollAfterActivity();
 
   Tick tick_;
   ucp_context_h context_ = nullptr;
