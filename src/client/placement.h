@@ -23,7 +23,7 @@ struct PlacementTarget {
   uint32_t id = 0;
   std::string uuid;  // stable identity: placement survives address changes
   uint32_t weight = 1;
-  std::string fault_domain;  // empty: the target is its own domain
+  std::string fault_domain{};  // empty: the target is its own domain
   bool lost = false;         // declared lost: holds nothing, its slots go to substitutes
 };
 
