@@ -291,10 +291,18 @@ Result<int> ClusterState::CheckLiveness(int64_t now_ms) {
   return static_cast<int>(down.size() + lost.size());
 }
 
+Result<uint64_t> ClusterState::CommitTargetsLocked(const std::map<uint32_t, v1::Target>& next) {
+  WriteBatch batch;
+  for (const auto& [id, t] : next) batch.Put(TargetKey(id), t.SerializeAsString());
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  for (const auto& [id, t] : next) targets_[id] = t;
+  return epoch_;
+}
+
 Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
-  WriteBatch batch;
-  std::vector<uint32_t> changed;
+  std::map<uint32_t, v1::Target> changed;
   const auto now = std::chrono::steady_clock::now();
   for (uint32_t id : ids) {
     auto it = targets_.find(id);
@@ -303,19 +311,14 @@ Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) 
     missed_at_[id] = now;
     // DOWN ones become recovering when they return; recovering ones stay so.
     if (it->second.recovering() || it->second.state() != v1::TARGET_STATE_UP) continue;
-    if (std::find(changed.begin(), changed.end(), id) != changed.end()) continue;
     v1::Target next = it->second;
     next.set_recovering(true);
     next.set_recovering_since_epoch(epoch_ + 1);
-    batch.Put(TargetKey(id), next.SerializeAsString());
-    changed.push_back(id);
+    changed[id] = std::move(next);
   }
   if (changed.empty()) return epoch_;
-  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
-  ++epoch_;
-  for (uint32_t id : changed) {
-    targets_[id].set_recovering(true);
-    targets_[id].set_recovering_since_epoch(epoch_);
+  PS_RETURN_IF_ERROR(CommitTargetsLocked(changed).status());
+  for (const auto& [id, t] : changed) {
     PS_LOG_WARN("target {} missed a write a client acknowledged degraded; recovering until repaired (epoch {})", id,
                 epoch_);
   }
@@ -325,8 +328,7 @@ Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) 
 Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch,
                                              std::chrono::steady_clock::time_point pass_started) {
   std::lock_guard<std::mutex> lock(mu_);
-  WriteBatch batch;
-  std::vector<uint32_t> changed;
+  std::map<uint32_t, v1::Target> changed;
   for (uint32_t id : ids) {
     auto it = targets_.find(id);
     if (it == targets_.end() || !it->second.recovering()) continue;
@@ -335,14 +337,11 @@ Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, u
     if (it->second.state() != v1::TARGET_STATE_UP) continue;
     v1::Target next = it->second;
     next.set_recovering(false);
-    batch.Put(TargetKey(id), next.SerializeAsString());
-    changed.push_back(id);
+    changed[id] = std::move(next);
   }
   if (changed.empty()) return epoch_;
-  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
-  ++epoch_;
-  for (uint32_t id : changed) {
-    targets_[id].set_recovering(false);
+  PS_RETURN_IF_ERROR(CommitTargetsLocked(changed).status());
+  for (const auto& [id, t] : changed) {
     PS_LOG_INFO("target {} checked by repair: serving reads again (epoch {})", id, epoch_);
   }
   return epoch_;
@@ -358,13 +357,9 @@ Result<uint64_t> ClusterState::MarkTargetLost(uint32_t id) {
   v1::Target next = it->second;
   next.set_state(v1::TARGET_STATE_LOST);
   next.set_placement_epoch(epoch_ + 1);
-  WriteBatch batch;
-  batch.Put(TargetKey(id), next.SerializeAsString());
-  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
-  ++epoch_;
+  PS_RETURN_IF_ERROR(CommitTargetsLocked({{id, next}}).status());
   PS_LOG_WARN("target {} ({}) declared LOST by an operator; its shards will be rebuilt (epoch {})", id,
               next.address(), epoch_);
-  it->second = std::move(next);
   return epoch_;
 }
 

@@ -143,6 +143,9 @@ class ClusterState {
   // Adds `epoch` to `batch` and commits it; callers apply the in-memory change only after
   // this returns OK.
   Status CommitLocked(WriteBatch& batch, uint64_t epoch);
+  // Commits the new records `next` (by target id) with one epoch bump, then applies them in
+  // memory. Nothing changes on error. Returns the new epoch.
+  Result<uint64_t> CommitTargetsLocked(const std::map<uint32_t, v1::Target>& next);
   uint64_t PlacementEpochLocked() const;
 
   MetaStore* const store_;
