@@ -1,17 +1,13 @@
 #include "client/rpc_caller.h"
 
-#include <future>
-
+#include "common/await.h"
 #include "transport/rpc_client.h"
 
 namespace penstock {
 
 RpcReply RpcCaller::CallSync(const std::string& address, uint16_t opcode,
                              std::span<const std::byte> header, std::span<const std::byte> payload) {
-  std::promise<RpcReply> p;
-  auto f = p.get_future();
-  Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); });
-  return f.get();
+  return Await<RpcReply>([&](auto done) { Call(address, opcode, header, payload, std::move(done)); });
 }
 
 void UcxRpcCaller::Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,

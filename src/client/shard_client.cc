@@ -1,8 +1,9 @@
 #include "client/shard_client.h"
 
 #include <cstring>
-#include <future>
 #include <thread>
+
+#include "common/await.h"
 
 namespace penstock {
 
@@ -227,17 +228,11 @@ void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key
 
 Status ShardClient::WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                             uint64_t version, bool only_if_not_older) {
-  std::promise<Status> p;
-  auto f = p.get_future();
-  StartWriteTo(target, key, data, version, only_if_not_older, [&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
+  return Await<Status>([&](auto done) { StartWriteTo(target, key, data, version, only_if_not_older, std::move(done)); });
 }
 
 Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key) {
-  std::promise<Status> p;
-  auto f = p.get_future();
-  StartDeleteTo(target, key, [&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
+  return Await<Status>([&](auto done) { StartDeleteTo(target, key, std::move(done)); });
 }
 
 void ShardClient::StartStatTo(const TargetRef& target, const WireShardKey& key,

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 
+#include "common/await.h"
 #include "common/log.h"
 
 namespace penstock {
@@ -1003,25 +1003,16 @@ void StripeIo::StartWriteHead(const Redundancy& red, const WireShardKey& key,
 
 Status StripeIo::WriteSync(const StripeGeometry& g, const WireShardKey& key,
                            std::shared_ptr<const AlignedBuffer> data, uint64_t version) {
-  std::promise<Status> p;
-  auto f = p.get_future();
-  Write(g, key, std::move(data), version, [&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
+  return Await<Status>([&](auto done) { Write(g, key, std::move(data), version, std::move(done)); });
 }
 
 Result<ShardData> StripeIo::ReadSync(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                                      uint64_t length) {
-  std::promise<Result<ShardData>> p;
-  auto f = p.get_future();
-  Read(g, key, begin, length, [&p](Result<ShardData> r) { p.set_value(std::move(r)); });
-  return f.get();
+  return Await<Result<ShardData>>([&](auto done) { Read(g, key, begin, length, std::move(done)); });
 }
 
 Status StripeIo::DeleteSync(const StripeGeometry& g, const WireShardKey& key) {
-  std::promise<Status> p;
-  auto f = p.get_future();
-  Delete(g, key, [&p](Status s) { p.set_value(std::move(s)); });
-  return f.get();
+  return Await<Status>([&](auto done) { Delete(g, key, std::move(done)); });
 }
 
 Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,

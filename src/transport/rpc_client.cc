@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/await.h"
 #include "common/log.h"
 #include "transport/am_message.h"
 #include "transport/flow_control.h"
@@ -433,10 +434,7 @@ RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,
           "RpcClient::CallSync called on the transport thread; use Call() from callbacks"));
     }
   }
-  std::promise<RpcReply> p;
-  auto f = p.get_future();
-  Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); });
-  return f.get();
+  return Await<RpcReply>([&](auto done) { Call(address, opcode, header, payload, std::move(done)); });
 }
 
 std::string RpcClient::TransportName(const std::string& address) {
