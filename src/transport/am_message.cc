@@ -1,5 +1,6 @@
 #include "transport/am_message.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -75,6 +76,72 @@ ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
   if (req == nullptr || UCS_PTR_IS_ERR(req)) {
     FinishReceive(std::unique_ptr<PendingReceive>(raw),
                   req == nullptr ? UCS_OK : UCS_PTR_STATUS(req));
+  }
+  return UCS_OK;
+}
+
+namespace {
+
+struct PendingPlacedReceive {
+  std::vector<ucp_dt_iov_t> iov;
+  std::function<void(Status)> on_done;
+};
+
+Status PlacedReceiveStatus(ucs_status_t status) {
+  if (status == UCS_OK) return OkStatus();
+  return Unavailable(std::string("data-plane payload receive failed: ") + ucs_status_string(status) +
+                     "; the peer may have gone away");
+}
+
+}  // namespace
+
+ucs_status_t ReceivePayloadInto(ucp_worker_h worker, void* data, size_t length,
+                                const ucp_am_recv_param_t* param, std::vector<std::span<std::byte>> into,
+                                ucp_mem_h memh, std::function<void(Status)> on_done) {
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    // Eager: the bytes are in UCX's receive buffer now; one copy places them.
+    size_t at = 0;
+    for (auto piece : into) {
+      const size_t n = std::min(piece.size(), length - at);
+      if (n > 0) std::memcpy(piece.data(), static_cast<const std::byte*>(data) + at, n);
+      at += n;
+    }
+    on_done(OkStatus());
+    return UCS_OK;
+  }
+  auto r = std::make_unique<PendingPlacedReceive>();
+  r->on_done = std::move(on_done);
+  for (auto piece : into) {
+    if (!piece.empty()) r->iov.push_back({piece.data(), piece.size()});
+  }
+  ucp_request_param_t rp{};
+  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  void* buffer;
+  size_t count;
+  if (r->iov.size() == 1) {
+    rp.datatype = ucp_dt_make_contig(1);
+    buffer = r->iov[0].buffer;
+    count = r->iov[0].length;
+    if (memh != nullptr) {
+      rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+      rp.memh = memh;
+    }
+  } else {
+    rp.datatype = ucp_dt_make_iov();
+    buffer = r->iov.data();
+    count = r->iov.size();
+  }
+  rp.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user_data) {
+    std::unique_ptr<PendingPlacedReceive> pr(static_cast<PendingPlacedReceive*>(user_data));
+    ucp_request_free(request);
+    pr->on_done(PlacedReceiveStatus(status));
+  };
+  PendingPlacedReceive* raw = r.release();
+  rp.user_data = raw;
+  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker, data, buffer, count, &rp);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+    std::unique_ptr<PendingPlacedReceive> pr(raw);
+    pr->on_done(PlacedReceiveStatus(req == nullptr ? UCS_OK : UCS_PTR_STATUS(req)));
   }
   return UCS_OK;
 }

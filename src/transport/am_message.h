@@ -43,6 +43,15 @@ ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
                             const ucp_am_recv_param_t* param,
                             std::function<void(Result<AlignedBuffer>)> on_payload);
 
+// Receives the AM payload into caller memory `into` (in order, totalling `length` bytes):
+// eager bytes are copied there at once, a rendezvous payload is fetched straight into it
+// (UCP_DATATYPE_IOV for several pieces; one piece uses `memh` when the caller registered
+// it). `on_done` gets OkStatus or kUnavailable once no byte will be written there any more.
+// Returns the value the AM callback must return.
+ucs_status_t ReceivePayloadInto(ucp_worker_h worker, void* data, size_t length,
+                                const ucp_am_recv_param_t* param, std::vector<std::span<std::byte>> into,
+                                ucp_mem_h memh, std::function<void(Status)> on_done);
+
 // The AM header of an AM callback as bytes.
 inline std::span<const std::byte> AmHeaderBytes(const void* header, size_t length) {
   return {static_cast<const std::byte*>(header), length};

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "common/buffer.h"
@@ -26,6 +27,29 @@ struct RpcReply {
                                   // the message cut at wire::kMaxStatusMessage bytes)
   std::vector<std::byte> header;  // <= 4 KiB
   AlignedBuffer payload;
+  // Payload bytes the transport received straight into the call's ReplyDestination (then
+  // `payload` is empty): the first `placed` bytes of the memory it lent.
+  uint64_t placed = 0;
+};
+
+// Caller memory a reply's payload may be received into directly (zero-copy receive: a
+// rendezvous payload is fetched by UCX straight into it; an eager one is copied once out of
+// UCX's receive buffer, which is the transport's own copy).
+//
+// Borrow runs on a transport thread when the reply arrives, with the payload's length; it
+// returns the memory to receive into, in order, totalling exactly `length` bytes, or nothing,
+// which has the payload delivered in RpcReply::payload as without a destination (the memory
+// is no longer the caller's, or too small). Memory it returned is lent to the transport until
+// Return runs: exactly once per Borrow that returned memory, before the call's completion,
+// with whether every byte arrived (false: the memory's contents are undefined). A destination
+// whose owner cancels must wait for Return before it reuses or frees the memory; the transport
+// bounds that wait by the call's timeout (it closes the connection of a transfer still
+// running then). Implementations are thread-safe.
+class ReplyDestination {
+ public:
+  virtual ~ReplyDestination() = default;
+  virtual std::vector<std::span<std::byte>> Borrow(uint64_t length) = 0;
+  virtual void Return(bool ok) = 0;
 };
 
 // Sends the reply to one request. Call exactly once (later calls are ignored), from any thread.

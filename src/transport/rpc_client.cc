@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,14 +25,58 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-RpcReply ErrorReply(Status status) { return RpcReply{std::move(status), {}, AlignedBuffer()}; }
+RpcReply ErrorReply(Status status) { return RpcReply{std::move(status), {}, AlignedBuffer(), 0}; }
 
 }  // namespace
 
+// Memory registered by RpcClient::Register, found by address when a transfer lands in it.
+struct RpcClient::Registry {
+  struct Region {
+    uintptr_t begin = 0, end = 0;
+    std::vector<std::pair<ucp_context_h, ucp_mem_h>> memh;  // one per distinct context
+  };
+  std::shared_mutex mu;
+  std::map<uintptr_t, const Region*> regions;  // by begin; never overlapping
+
+  // The handle of `ctx` for memory [p, p + n), or null when no registration covers it.
+  ucp_mem_h Find(ucp_context_h ctx, const std::byte* p, size_t n) {
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    std::shared_lock lock(mu);
+    auto it = regions.upper_bound(at);
+    if (it == regions.begin()) return nullptr;
+    --it;
+    if (at + n > it->second->end) return nullptr;
+    for (auto [c, h] : it->second->memh) {
+      if (c == ctx) return h;
+    }
+    return nullptr;
+  }
+};
+
+class RpcClient::Registration {
+ public:
+  Registration(std::shared_ptr<Registry> registry, Registry::Region region)
+      : registry_(std::move(registry)), region_(std::move(region)) {}
+  ~Registration() {
+    {
+      std::unique_lock lock(registry_->mu);
+      registry_->regions.erase(region_.begin);
+    }
+    for (auto [c, h] : region_.memh) ucp_mem_unmap(c, h);
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  const Registry::Region& region() const { return region_; }
+
+ private:
+  std::shared_ptr<Registry> registry_;
+  Registry::Region region_;
+};
+
 class RpcClient::Impl {
  public:
-  Impl(const RpcClientOptions& options, UcxWorker::Options worker_options)
-      : options_(options), worker_options_(std::move(worker_options)) {
+  Impl(const RpcClientOptions& options, UcxWorker::Options worker_options, Registry* registry)
+      : options_(options), registry_(registry), worker_options_(std::move(worker_options)) {
     if (options.metrics != nullptr) {
       auto& m = *options.metrics;
       calls_total_ = &m.GetCounter("penstock_transport_client_calls_total", "Data-plane calls");
@@ -41,6 +86,8 @@ class RpcClient::Impl {
                                 "Data-plane payload bytes", {{"direction", "tx"}});
       rx_bytes_ = &m.GetCounter("penstock_transport_client_bytes_total",
                                 "Data-plane payload bytes", {{"direction", "rx"}});
+      placed_bytes_ = &m.GetCounter("penstock_transport_client_placed_bytes_total",
+                                    "Reply payload bytes received straight into caller memory");
     }
   }
 
@@ -63,13 +110,14 @@ class RpcClient::Impl {
   }
 
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-            std::span<const std::byte> payload, std::function<void(RpcReply)> done) {
+            std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+            std::shared_ptr<ReplyDestination> into) {
     uint64_t id = next_id_.fetch_add(1) + 1;
     auto am_header = std::make_shared<Result<std::vector<std::byte>>>(
         wire::EncodeRequest(id, opcode, header, payload.size()));
     auto done_box = std::make_shared<std::function<void(RpcReply)>>(std::move(done));
-    bool posted = worker_->Post([this, id, address, opcode, am_header, payload, done_box] {
-      StartCall(id, address, opcode, std::move(*am_header), payload, std::move(*done_box));
+    bool posted = worker_->Post([this, id, address, opcode, am_header, payload, done_box, into = std::move(into)] {
+      StartCall(id, address, opcode, std::move(*am_header), payload, std::move(*done_box), into);
     });
     if (!posted) (*done_box)(ErrorReply(Cancelled("data-plane client is shutting down")));
   }
@@ -111,13 +159,17 @@ class RpcClient::Impl {
     bool admitted = false;            // took room in the endpoint's window (handed to UCX)
     std::vector<std::byte> am_header;  // until sent
     std::span<const std::byte> payload;
+    std::shared_ptr<ReplyDestination> into;  // where the reply payload may go (may be null)
+    // A reply payload is being received into memory `into` lent: the call is delivered only
+    // after it ended (and the memory was returned).
+    bool receiving = false;
   };
 
   // ---- everything below runs on the progress thread ----
 
   void StartCall(uint64_t id, const std::string& address, uint16_t opcode,
                  Result<std::vector<std::byte>> am_header, std::span<const std::byte> payload,
-                 std::function<void(RpcReply)> done) {
+                 std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
     if (calls_total_ != nullptr) calls_total_->Inc();
     if (shutting_down_) return done(ErrorReply(Cancelled("data-plane client is shutting down")));
     if (!am_header.ok()) return done(ErrorReply(am_header.status()));
@@ -130,6 +182,7 @@ class RpcClient::Impl {
     call.done = std::move(done);
     call.am_header = std::move(am_header).value();
     call.payload = payload;
+    call.into = std::move(into);
     (*ep)->calls.insert(id);
     deadlines_.insert({call.deadline, id});
     if ((*ep)->queue.empty() && Admit(**ep, payload.size())) {
@@ -232,7 +285,7 @@ class RpcClient::Impl {
                                                   it->second.endpoint->address + " failed: " +
                                                   ucs_status_string(st)));
     }
-    if (it->second.outcome) Finish(it);
+    if (it->second.outcome && !it->second.receiving) Finish(it);
   }
 
   // Records the outcome of call `id` (first one wins); delivers it once the send is done.
@@ -240,7 +293,7 @@ class RpcClient::Impl {
     auto it = calls_.find(id);
     if (it == calls_.end()) return;
     if (!it->second.outcome) it->second.outcome = std::move(reply);
-    if (it->second.send_done) Finish(it);
+    if (it->second.send_done && !it->second.receiving) Finish(it);
   }
 
   void Finish(std::unordered_map<uint64_t, PendingCall>::iterator it) {
@@ -267,13 +320,14 @@ class RpcClient::Impl {
           "data-plane call (opcode " + std::to_string(call.opcode) + ") to " +
           call.endpoint->address + " got no reply within " +
           std::to_string(options_.timeout.count()) + " ms"));
-      if (call.send_done) {
+      if (call.send_done && !call.receiving) {
         Finish(it);
       } else {
-        // UCX still reads the caller's payload: only closing the connection releases it.
+        // UCX still reads the caller's payload, or writes the reply into memory the caller
+        // lent: only closing the connection releases it.
         FailEndpoint(call.endpoint.get(),
-                     Unavailable("data-plane connection to " + call.endpoint->address +
-                                 " reset after a send timed out"));
+                     Unavailable("data-plane connection to " + call.endpoint->address + " reset after a " +
+                                 (call.receiving ? "reply" : "send") + " timed out"));
       }
     }
     if (deadlines_.empty()) return std::chrono::milliseconds::max();
@@ -307,12 +361,44 @@ class RpcClient::Impl {
     reply->status = Status(msg->status_code, std::string(msg->status_message));
     reply->header.assign(msg->op_header.begin(), msg->op_header.end());
     if (self->rx_bytes_ != nullptr) self->rx_bytes_->Inc(length);
+    if (length > 0 && it->second.into != nullptr) {
+      std::vector<std::span<std::byte>> into = it->second.into->Borrow(length);
+      if (!into.empty()) return self->ReceiveInto(it->second, id, reply, data, length, param, std::move(into));
+    }
     return ReceivePayload(self->worker_->worker(), data, length, param,
                           [self, id, reply](Result<AlignedBuffer> payload) {
                             if (!payload.ok()) return self->Complete(id, ErrorReply(payload.status()));
                             reply->payload = std::move(payload).value();
                             self->Complete(id, std::move(*reply));
                           });
+  }
+
+  // Receives the reply payload of call `id` into `into` (lent by call.into), then completes it.
+  ucs_status_t ReceiveInto(PendingCall& call, uint64_t id, std::shared_ptr<RpcReply> reply, void* data,
+                           size_t length, const ucp_am_recv_param_t* param, std::vector<std::span<std::byte>> into) {
+    uint64_t total = 0;
+    for (auto piece : into) total += piece.size();
+    if (total != length) {
+      call.into->Return(false);
+      Complete(id, ErrorReply(Internal("reply destination lent " + std::to_string(total) + " bytes for a " +
+                                       std::to_string(length) + "-byte payload")));
+      return UCS_OK;
+    }
+    ucp_mem_h memh = into.size() == 1 && registry_ != nullptr
+                         ? registry_->Find(worker_->context(), into[0].data(), into[0].size())
+                         : nullptr;
+    call.receiving = true;
+    return ReceivePayloadInto(worker_->worker(), data, length, param, std::move(into), memh,
+                              [this, id, reply, length, dest = call.into](Status s) {
+                                dest->Return(s.ok());
+                                auto it = calls_.find(id);
+                                if (it == calls_.end()) return;
+                                it->second.receiving = false;
+                                if (!s.ok()) return Complete(id, ErrorReply(std::move(s)));
+                                if (placed_bytes_ != nullptr) placed_bytes_->Inc(length);
+                                reply->placed = length;
+                                Complete(id, std::move(*reply));
+                              });
   }
 
   void Shutdown() {
@@ -325,8 +411,14 @@ class RpcClient::Impl {
       e->failed = true;
       eps.push_back(e->ep);
     }
-    worker_->CloseEndpoints(eps);  // completes in-flight sends, which delivers their calls
+    worker_->CloseEndpoints(eps);  // completes in-flight sends and receives, which delivers their calls
     endpoints_.clear();
+    for (auto& [id, call] : calls_) {
+      if (call.receiving) {  // not ended by closing (should not happen): give the memory back unfinished
+        call.receiving = false;
+        call.into->Return(false);
+      }
+    }
     while (!calls_.empty()) Finish(calls_.begin());
   }
 
@@ -369,6 +461,7 @@ class RpcClient::Impl {
   }
 
   RpcClientOptions options_;
+  Registry* registry_;  // the RpcClient's, outlives this
   std::unique_ptr<UcxWorker> worker_;
   std::atomic<uint64_t> next_id_{0};
   // Progress thread only:
@@ -380,6 +473,7 @@ class RpcClient::Impl {
   Counter* failures_ = nullptr;
   Counter* tx_bytes_ = nullptr;
   Counter* rx_bytes_ = nullptr;
+  Counter* placed_bytes_ = nullptr;
   const UcxWorker::Options worker_options_;
 };
 
@@ -395,12 +489,13 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   // Without per-worker devices the workers share one context (mt_workers_shared): one set of
   // transport resources and memory registrations instead of one per worker.
   const bool shared = options.net_devices.empty() && options.workers > 1;
+  auto registry = std::make_shared<Registry>();
   std::vector<std::unique_ptr<Impl>> impls;
   for (unsigned i = 0; i < options.workers; ++i) {
     std::string devices = options.net_devices.empty() ? "" : options.net_devices[i % options.net_devices.size()];
     UcxWorker::Options wo{.name = "penstock-client", .net_devices = devices, .shared_context = shared,
                           .context = shared && i > 0 ? impls[0]->context() : nullptr};
-    auto impl = std::make_unique<Impl>(per, std::move(wo));
+    auto impl = std::make_unique<Impl>(per, std::move(wo), registry.get());
     Status s = impl->Init();
     if (!s.ok()) {
       while (!impls.empty()) impls.pop_back();  // worker 0 last
@@ -408,21 +503,61 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
     }
     impls.push_back(std::move(impl));
   }
-  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls)));
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls), std::move(registry)));
 }
 
-RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls)
-    : impls_(std::move(impls)), calls_(new std::atomic<uint64_t>[impls_.size()]()) {}
+RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry)
+    : impls_(std::move(impls)), registry_(std::move(registry)), calls_(new std::atomic<uint64_t>[impls_.size()]()) {}
 RpcClient::~RpcClient() {
   while (!impls_.empty()) impls_.pop_back();  // worker 0, which may own the shared context, last
 }
 
 void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::span<const std::byte> header, std::span<const std::byte> payload,
-                     std::function<void(RpcReply)> done) {
+                     std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
   const size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % impls_.size();
   calls_[i].fetch_add(1, std::memory_order_relaxed);
-  impls_[i]->Call(address, opcode, header, payload, std::move(done));
+  impls_[i]->Call(address, opcode, header, payload, std::move(done), std::move(into));
+}
+
+Result<std::shared_ptr<RpcClient::Registration>> RpcClient::Register(void* data, size_t size) {
+  if (data == nullptr || size == 0) return InvalidArgument("cannot register an empty memory range");
+  Registry::Region region;
+  region.begin = reinterpret_cast<uintptr_t>(data);
+  region.end = region.begin + size;
+  auto unmap = [&] {
+    for (auto [c, h] : region.memh) ucp_mem_unmap(c, h);
+  };
+  for (const auto& impl : impls_) {
+    ucp_context_h ctx = impl->context();
+    bool seen = false;
+    for (auto [c, h] : region.memh) seen |= c == ctx;
+    if (seen) continue;
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = data;
+    mp.length = size;
+    ucp_mem_h memh = nullptr;
+    ucs_status_t st = ucp_mem_map(ctx, &mp, &memh);
+    if (st != UCS_OK) {
+      unmap();
+      return ResourceExhausted("cannot register " + std::to_string(size) + " bytes with UCX: " +
+                               ucs_status_string(st) + "; check the locked-memory limit (ulimit -l)");
+    }
+    region.memh.emplace_back(ctx, memh);
+  }
+  std::unique_lock lock(registry_->mu);
+  auto next = registry_->regions.lower_bound(region.begin);
+  const bool overlaps_next = next != registry_->regions.end() && next->second->begin < region.end;
+  const bool overlaps_prev = next != registry_->regions.begin() && std::prev(next)->second->end > region.begin;
+  if (overlaps_next || overlaps_prev) {
+    lock.unlock();
+    unmap();
+    return InvalidArgument("memory range overlaps one already registered; unregister that one first");
+  }
+  auto reg = std::make_shared<Registration>(registry_, std::move(region));
+  registry_->regions[reg->region().begin] = &reg->region();
+  return reg;
 }
 
 RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,

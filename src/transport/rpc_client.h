@@ -64,8 +64,22 @@ class RpcClient {
   // cannot be reached or the connection dies, kDeadlineExceeded after options.timeout,
   // kInvalidArgument for a bad address or an oversized header, kCancelled when the client is
   // destroyed first.
+  //
+  // With `into`, a reply payload is received straight into the memory `into` lends (see
+  // ReplyDestination; RpcReply::placed says how much went there). A transfer into it that is
+  // still running when the call times out closes the connection, so the memory comes back
+  // within the timeout whatever the peer does.
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-            std::span<const std::byte> payload, std::function<void(RpcReply)> done);
+            std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+            std::shared_ptr<ReplyDestination> into = nullptr);
+
+  // Registers [data, data + size) with every UCX context of this client (ucp_mem_map), so
+  // transfers into it skip per-transfer registration on transports that need it (RDMA);
+  // unregistered when the returned handle is destroyed, which must happen before the memory is
+  // freed and before the client is destroyed. Registering is optional: any memory works.
+  // Errors: kInvalidArgument for an empty range, kResourceExhausted when UCX cannot pin it.
+  class Registration;
+  Result<std::shared_ptr<Registration>> Register(void* data, size_t size);
 
   // Blocking convenience wrapper around Call().
   RpcReply CallSync(const std::string& address, uint16_t opcode,
@@ -79,10 +93,12 @@ class RpcClient {
   std::vector<uint64_t> CallsPerWorker() const;
 
   class Impl;
+  struct Registry;
 
  private:
-  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls);
+  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry);
   std::vector<std::unique_ptr<Impl>> impls_;
+  std::shared_ptr<Registry> registry_;
   std::unique_ptr<std::atomic<uint64_t>[]> calls_;  // per worker
   std::atomic<uint64_t> next_worker_{0};
 };

@@ -139,9 +139,27 @@ TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto& client = *c;
   std::vector<std::byte> payload(16 << 20, std::byte{0x17});
+  // The doomed server's replies are received into caller memory: a transfer cut off by the
+  // peer's death still gives the memory back, before its call completes.
+  struct Lent : ReplyDestination {
+    std::vector<std::byte> memory = std::vector<std::byte>(16 << 20);
+    std::atomic<int> borrows{0}, returns{0};
+    std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
+      if (length > memory.size()) return {};
+      ++borrows;
+      return {{memory.data(), length}};
+    }
+    void Return(bool) override { ++returns; }
+  };
+  std::vector<std::shared_ptr<Lent>> lent;
   auto call = [&](const std::string& address) {
     auto p = std::make_shared<std::promise<RpcReply>>();
-    client->Call(address, 2, {}, payload, [p](RpcReply r) { p->set_value(std::move(r)); });
+    std::shared_ptr<Lent> into;
+    if (address == doomed_address) into = lent.emplace_back(std::make_shared<Lent>());
+    client->Call(address, 2, {}, payload, [p, into](RpcReply r) {
+      if (into != nullptr) EXPECT_EQ(into->borrows.load(), into->returns.load());
+      p->set_value(std::move(r));
+    }, into);
     return p->get_future();
   };
   ASSERT_TRUE(client->CallSync(doomed_address, 2, {}, payload).status.ok());
@@ -159,6 +177,7 @@ TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
       EXPECT_EQ(r.status.code(), StatusCode::kUnavailable) << r.status.ToString();
     }
   }
+  for (auto& l : lent) EXPECT_EQ(l->borrows.load(), l->returns.load());
   for (auto& f : healthy_calls) {
     RpcReply r = f.get();
     EXPECT_TRUE(r.status.ok()) << r.status.ToString();

@@ -132,6 +132,88 @@ TEST(RpcTest, EchoesPayloadsOfEverySize) {
   }
 }
 
+// Caller memory for a reply (ReplyDestination): `pieces` in order; counts the loans.
+class TestDestination : public ReplyDestination {
+ public:
+  explicit TestDestination(std::vector<std::span<std::byte>> pieces) : pieces_(std::move(pieces)) {}
+  std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
+    std::vector<std::span<std::byte>> out;
+    for (auto p : pieces_) {
+      if (length == 0) break;
+      out.push_back(p.first(std::min<uint64_t>(p.size(), length)));
+      length -= out.back().size();
+    }
+    if (length > 0) return {};  // too small: deliver in the reply instead
+    ++borrows;
+    return out;
+  }
+  void Return(bool ok) override {
+    ++returns;
+    all_ok = all_ok && ok;
+  }
+  std::atomic<int> borrows{0}, returns{0};
+  std::atomic<bool> all_ok{true};
+
+ private:
+  std::vector<std::span<std::byte>> pieces_;
+};
+
+RpcReply CallInto(RpcClient& client, const std::string& address, std::span<const std::byte> payload,
+                  std::shared_ptr<ReplyDestination> into) {
+  std::promise<RpcReply> p;
+  client.Call(address, kEcho, {}, payload, [&p](RpcReply r) { p.set_value(std::move(r)); }, std::move(into));
+  return p.get_future().get();
+}
+
+// Replies land in the caller's memory: eager and rendezvous sizes, one piece (registered or
+// not) and several (UCP_DATATYPE_IOV); memory that is too small gets the reply as usual.
+TEST(RpcTest, RepliesAreReceivedIntoTheCallersMemory) {
+  TestServer ts;
+  auto client = MakeClient();
+  ASSERT_TRUE(ts.server && client);
+  std::vector<std::byte> memory((16 << 20) + 4096);  // room for the gaps between pieces
+  auto reg = client->Register(memory.data(), memory.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ(client->Register(memory.data() + 4096, 100).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->Register(nullptr, 0).status().code(), StatusCode::kInvalidArgument);
+  for (size_t size : {size_t{1}, size_t{4095}, size_t{1 << 20} + 1, size_t{16} << 20}) {
+    const auto payload = RandomBytes(size, static_cast<uint32_t>(size) + 1);
+    for (int pieces : {1, 3}) {
+      std::fill(memory.begin(), memory.end(), std::byte{0});
+      std::vector<std::span<std::byte>> spans;
+      const size_t cut1 = size / 3, cut2 = 2 * size / 3;
+      if (pieces == 1) {
+        spans.emplace_back(memory.data(), size);
+      } else {  // out of order in memory, so a wrong scatter shows
+        spans.emplace_back(memory.data() + cut2 + 64, cut1);
+        spans.emplace_back(memory.data(), cut2 - cut1);
+        spans.emplace_back(memory.data() + cut2 - cut1 + 32, size - cut2);
+      }
+      auto dest = std::make_shared<TestDestination>(spans);
+      RpcReply r = CallInto(*client, ts.server->address(), Span(payload), dest);
+      ASSERT_TRUE(r.status.ok()) << size << ": " << r.status.ToString();
+      EXPECT_EQ(r.placed, size);
+      EXPECT_EQ(r.payload.size(), 0u);
+      EXPECT_EQ(dest->borrows.load(), 1);
+      EXPECT_EQ(dest->returns.load(), 1);
+      EXPECT_TRUE(dest->all_ok.load());
+      size_t at = 0;
+      for (auto sp : spans) {
+        if (sp.empty()) continue;
+        ASSERT_EQ(0, std::memcmp(sp.data(), payload.data() + at, sp.size())) << size << " pieces " << pieces;
+        at += sp.size();
+      }
+    }
+    auto small = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), size - 1}});
+    RpcReply r = CallInto(*client, ts.server->address(), Span(payload), small);
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_EQ(r.placed, 0u);
+    ASSERT_EQ(r.payload.size(), size);
+    EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), size));
+    EXPECT_EQ(small->returns.load(), 0);
+  }
+}
+
 TEST(RpcTest, HeaderAtTheLimitAndBeyond) {
   TestServer ts;
   auto client = MakeClient();
