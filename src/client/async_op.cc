@@ -5,14 +5,40 @@
 namespace penstock {
 
 bool AsyncOp::Finish(Status s, uint64_t bytes_done) {
+  bool hold;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (finished) return false;
     finished = true;
+    hold = lent > 0;
+    if (hold) held = IoCompletion{user_data, s, bytes_done};
   }
   if (tracker) tracker->Remove(id);
-  cq->Complete(IoCompletion{user_data, std::move(s), bytes_done});
+  if (!hold) cq->Complete(IoCompletion{user_data, std::move(s), bytes_done});
   return true;
+}
+
+bool AsyncOp::LendLocked() {
+  if (finished) return false;
+  ++lent;
+  return true;
+}
+
+void AsyncOp::Unlend(const std::shared_ptr<AsyncOp>& op) {
+  std::vector<std::function<void()>> after;
+  std::optional<IoCompletion> completion;
+  {
+    std::lock_guard<std::mutex> lock(op->mu);
+    if (--op->lent > 0) return;
+    after.swap(op->after_lent);
+  }
+  for (auto& fn : after) fn();
+  {
+    std::lock_guard<std::mutex> lock(op->mu);
+    if (op->lent > 0) return;  // lent again meanwhile: that transfer's Unlend delivers
+    completion.swap(op->held);
+  }
+  if (completion) op->cq->Complete(std::move(*completion));
 }
 
 void AsyncOp::AddPending(int n) {
@@ -77,6 +103,12 @@ void AsyncOp::CopyFromIov(uint64_t op_offset, std::span<std::byte> dst) const {
   ForEachPiece(iov, op_offset, dst.size(), [&](std::byte* p, uint64_t off, uint64_t n) {
     std::memcpy(dst.data() + off, p, n);
   });
+}
+
+std::vector<std::span<std::byte>> AsyncOp::IovSpans(uint64_t op_offset, uint64_t length) const {
+  std::vector<std::span<std::byte>> out;
+  ForEachPiece(iov, op_offset, length, [&](std::byte* p, uint64_t, uint64_t n) { out.emplace_back(p, n); });
+  return out;
 }
 
 void AsyncOp::ZeroIov(uint64_t op_offset, uint64_t length) {

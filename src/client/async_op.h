@@ -5,6 +5,11 @@
 // once: when its last sub-operation finishes, or earlier when cancelled or past its deadline,
 // whichever comes first (Finish() arbitrates). After it completed, sub-operations still in
 // flight find `finished` set and never touch the caller's buffers. Thread-safe.
+//
+// Zero-copy reads: the transport may receive reply bytes straight into the caller's buffers
+// (OpDestination). While such a transfer runs the op is "lent": it can still be decided
+// (cancelled, expired), but its completion is delivered only once every transfer into its
+// buffers ended, so the caller gets its memory back exactly when the completion arrives.
 #pragma once
 
 #include <atomic>
@@ -41,9 +46,20 @@ struct AsyncOp {
   // Runs once all sub-operations succeeded, instead of finishing at once (a write uses it to
   // grow the object's size first). Must eventually call Finish().
   std::function<void(const std::shared_ptr<AsyncOp>&)> on_success;
+  int lent = 0;                     // transfers writing into the buffers now, guarded by mu
+  std::optional<IoCompletion> held;  // decided while lent: delivered when lent drops to 0 (mu)
+  std::vector<std::function<void()>> after_lent;  // run when lent drops to 0 (mu)
 
   // Completes the operation with `s` unless it already completed. True if this call did.
   bool Finish(Status s, uint64_t bytes_done);
+
+  // Lends the buffers to a transfer: false once the operation completed. Each true is matched
+  // by one Unlend, when the transfer ended; the last one delivers a held completion after
+  // running `after_lent`. Lend is called with `mu` held.
+  bool LendLocked();
+  static void Unlend(const std::shared_ptr<AsyncOp>& op);
+  // The caller's memory for bytes [op_offset, op_offset + length) of the operation, in order.
+  std::vector<std::span<std::byte>> IovSpans(uint64_t op_offset, uint64_t length) const;
 
   // Registers one more sub-operation.
   void AddPending(int n = 1);

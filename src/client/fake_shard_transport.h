@@ -1,9 +1,11 @@
 // fake_shard_transport.h — an in-memory stand-in for targets, for client unit tests.
 //
 // Implements RpcCaller by serving the shard protocol (write, read, read_range, delete, stat)
-// from a map, with replies delivered on its own thread like a real transport. Tests can hold
-// replies (to cancel or expire operations while requests are in flight), make the next calls
-// of an opcode fail, and count calls. Thread-safe. Test-only.
+// from a map, with replies delivered on its own thread like a real transport. A reply payload
+// goes into the call's ReplyDestination when it lends memory (as the UCX client does). Tests
+// can hold replies (to cancel or expire operations while requests are in flight), hold
+// placements (the bytes are placed but the memory is not returned yet: a transfer in flight),
+// make the next calls of an opcode fail, and count calls. Thread-safe. Test-only.
 #pragma once
 
 #include <condition_variable>
@@ -33,7 +35,8 @@ class FakeShardTransport : public RpcCaller {
   }
 
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-            std::span<const std::byte> payload, std::function<void(RpcReply)> done) override {
+            std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+            std::shared_ptr<ReplyDestination> into = nullptr) override {
     RpcReply reply;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -44,7 +47,7 @@ class FakeShardTransport : public RpcCaller {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_[opcode];
-      queue_.emplace_back(std::move(reply), std::move(done));
+      queue_.push_back({std::move(reply), std::move(done), std::move(into)});
     }
     cv_.notify_all();
   }
@@ -60,6 +63,31 @@ class FakeShardTransport : public RpcCaller {
       held_ = false;
     }
     cv_.notify_all();
+  }
+  // While placements are held, a reply placed into a destination keeps its memory (no Return,
+  // no delivery) until ReleasePlacements().
+  void HoldPlacements() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_placements_ = true;
+  }
+  void ReleasePlacements() {
+    std::vector<Pending> lent;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold_placements_ = false;
+      lent.swap(lent_);
+    }
+    for (auto& p : lent) Place(p);
+  }
+  // Transfers into destinations not yet ended (held placements).
+  size_t placements_held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lent_.size();
+  }
+  // Reply payload bytes placed into destinations so far.
+  uint64_t placed_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return placed_bytes_;
   }
   // Waits until every queued reply has been delivered.
   void Drain() {
@@ -101,6 +129,12 @@ class FakeShardTransport : public RpcCaller {
   }
 
  private:
+  struct Pending {
+    RpcReply reply;
+    std::function<void(RpcReply)> done;
+    std::shared_ptr<ReplyDestination> into;
+    std::vector<std::span<std::byte>> spans;  // lent by `into`
+  };
   using Key = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
 
   struct Shard;
@@ -182,16 +216,43 @@ class FakeShardTransport : public RpcCaller {
     return r;
   }
 
+  // Writes a reply's payload into the memory its destination lent (a held one only now, as a
+  // late transfer would), returns the memory and delivers the reply.
+  static void Place(Pending& p) {
+    size_t at = 0;
+    for (auto piece : p.spans) {
+      std::memcpy(piece.data(), p.reply.payload.data() + at, piece.size());
+      at += piece.size();
+    }
+    p.reply.placed = p.reply.payload.size();
+    p.reply.payload = AlignedBuffer();
+    p.into->Return(true);
+    p.done(std::move(p.reply));
+  }
+
   void Run() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       cv_.wait(lock, [this] { return stopping_ || (!held_ && !queue_.empty()); });
       if (queue_.empty() && stopping_) return;
-      auto [reply, done] = std::move(queue_.front());
+      Pending p = std::move(queue_.front());
       queue_.pop_front();
       delivering_ = true;
       lock.unlock();
-      done(std::move(reply));
+      std::vector<std::span<std::byte>> spans;
+      const size_t n = p.reply.payload.size();
+      if (p.into != nullptr && n > 0) spans = p.into->Borrow(n);
+      if (!spans.empty()) {
+        p.spans = std::move(spans);
+        lock.lock();
+        placed_bytes_ += n;
+        const bool hold = hold_placements_;
+        if (hold) lent_.push_back(std::move(p));
+        lock.unlock();
+        if (!hold) Place(p);
+      } else {
+        p.done(std::move(p.reply));
+      }
       lock.lock();
       delivering_ = false;
       cv_.notify_all();
@@ -211,7 +272,10 @@ class FakeShardTransport : public RpcCaller {
   bool held_ = false;
   bool stopping_ = false;
   bool delivering_ = false;
-  std::deque<std::pair<RpcReply, std::function<void(RpcReply)>>> queue_;
+  std::deque<Pending> queue_;
+  bool hold_placements_ = false;
+  std::vector<Pending> lent_;
+  uint64_t placed_bytes_ = 0;
   std::map<uint16_t, std::pair<Status, int>> failures_;
   std::map<std::string, Status> dead_;
   std::map<uint16_t, int> calls_;

@@ -7,6 +7,44 @@ namespace penstock {
 
 namespace {
 
+// The caller's buffers for bytes [op_offset, op_offset + length) of `op`, lent to one transfer
+// per byte range at a time. A result that arrives in a buffer is copied in only once no
+// transfer into the op's memory is running (AsyncOp::after_lent), so a late transfer cannot
+// overwrite it.
+class OpDestination : public StripeDestination {
+ public:
+  OpDestination(std::shared_ptr<AsyncOp> op, uint64_t op_offset, uint64_t length)
+      : op_(std::move(op)), op_offset_(op_offset), length_(length) {}
+
+  std::vector<std::span<std::byte>> Borrow(uint64_t at, uint64_t length) override {
+    if (at > length_ || length > length_ - at) return {};
+    std::lock_guard<std::mutex> lock(op_->mu);
+    for (auto [b, e] : lent_) {
+      if (at < e && b < at + length) return {};  // another transfer writes there now
+    }
+    if (!op_->LendLocked()) return {};
+    lent_.emplace_back(at, at + length);
+    return op_->IovSpans(op_offset_ + at, length);
+  }
+  void Return(uint64_t at, uint64_t length) override {
+    {
+      std::lock_guard<std::mutex> lock(op_->mu);
+      auto it = std::find(lent_.begin(), lent_.end(), std::make_pair(at, at + length));
+      if (it != lent_.end()) lent_.erase(it);
+    }
+    AsyncOp::Unlend(op_);
+  }
+  void Zero(uint64_t at, uint64_t length) override {
+    std::lock_guard<std::mutex> lock(op_->mu);
+    if (!op_->finished) op_->ZeroIov(op_offset_ + at, length);
+  }
+
+ private:
+  const std::shared_ptr<AsyncOp> op_;
+  const uint64_t op_offset_, length_;
+  std::vector<std::pair<uint64_t, uint64_t>> lent_;  // guarded by op_->mu
+};
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -127,14 +165,27 @@ void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> p
                                                           pieces.begin() + static_cast<std::ptrdiff_t>(j));
     std::vector<std::shared_ptr<AsyncOp>> ops;
     for (const ReadPiece& p : *group) ops.push_back(p.op);
+    // A request for one piece is received straight into the caller's buffers.
+    std::shared_ptr<StripeDestination> into;
+    if (group->size() == 1) into = std::make_shared<OpDestination>(pieces[i].op, pieces[i].op_offset, pieces[i].length);
     io_->Read(layout.geometry(), layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
-              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, r); }, RetryFor(ops));
+              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, std::move(r)); },
+              RetryFor(ops), std::move(into));
     i = j;
   }
 }
 
-void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
-                             const Result<ShardData>& r) {
+void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin, Result<ShardData> r) {
+  // Bytes in a buffer wait for transfers still running into the op's memory (a late replica).
+  if (r.ok() && r->placed == 0 && group.size() == 1) {
+    const auto& op = group.front().op;
+    std::unique_lock<std::mutex> lock(op->mu);
+    if (op->lent > 0 && !op->finished) {
+      auto shared = std::make_shared<Result<ShardData>>(std::move(r));
+      op->after_lent.push_back([group, seg_begin, shared] { DeliverRead(group, seg_begin, std::move(*shared)); });
+      return;
+    }
+  }
   for (const ReadPiece& p : group) {
     Status st;
     {
@@ -143,8 +194,13 @@ void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_b
         if (r.ok()) {
           const uint64_t from = p.begin - seg_begin;
           const auto& bytes = r->data;
-          const uint64_t got = bytes.size() > from ? std::min<uint64_t>(bytes.size() - from, p.length) : 0;
-          if (got) p.op->CopyToIov(p.op_offset, bytes.span().subspan(from, got));
+          uint64_t got;
+          if (r->placed > 0) {  // already in the caller's buffers (group of one piece, from == 0)
+            got = std::min<uint64_t>(r->placed, p.length);
+          } else {
+            got = bytes.size() > from ? std::min<uint64_t>(bytes.size() - from, p.length) : 0;
+            if (got) p.op->CopyToIov(p.op_offset, bytes.span().subspan(from, got));
+          }
           p.op->ZeroIov(p.op_offset + got, p.length - got);  // never written: zeros
         } else if (r.status().code() == StatusCode::kNotFound) {
           p.op->ZeroIov(p.op_offset, p.length);  // sparse: a stripe never written reads as zeros

@@ -1,8 +1,9 @@
 // object_impl.h — the Object of object_io.h: ranged, asynchronous I/O on one open object.
 //
 // Reads fan out into ranged shard reads (kReadRange), one per stripe touched, or one per group
-// of nearby ranges of a stripe within a batch, copied into the caller's buffers as replies
-// arrive. Writes assemble each stripe's bytes, read-modify-write
+// of nearby ranges of a stripe within a batch. A request for one operation's piece lends the
+// caller's buffers to the transport, which receives the reply straight into them (no copy in
+// the client; see OpDestination in object_impl.cc); a group's reply is copied out of one buffer. Writes assemble each stripe's bytes, read-modify-write
 // the stripe when they cover only part of what it holds, and write it whole; writes to one
 // stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // When an operation's data is durable and it ended past the object's size, the head record is
@@ -68,8 +69,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   bool PlanRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset, const StripeLayout& layout,
                 std::vector<ReadPiece>& pieces);
   void IssueReads(const StripeLayout& layout, std::vector<ReadPiece> pieces);
-  static void DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin,
-                          const Result<ShardData>& r);
+  static void DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin, Result<ShardData> r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
   // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,

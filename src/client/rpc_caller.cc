@@ -11,8 +11,9 @@ RpcReply RpcCaller::CallSync(const std::string& address, uint16_t opcode,
 }
 
 void UcxRpcCaller::Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-                        std::span<const std::byte> payload, std::function<void(RpcReply)> done) {
-  rpc_->Call(address, opcode, header, payload, std::move(done));
+                        std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+                        std::shared_ptr<ReplyDestination> into) {
+  rpc_->Call(address, opcode, header, payload, std::move(done), std::move(into));
 }
 
 }  // namespace penstock

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -20,9 +21,11 @@ class RpcClient;
 class RpcCaller {
  public:
   virtual ~RpcCaller() = default;
-  // Sends a request; `payload` must stay valid until `done` runs.
+  // Sends a request; `payload` must stay valid until `done` runs. With `into`, the reply's
+  // payload may be received into the memory it lends (ReplyDestination, RpcReply::placed).
   virtual void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-                    std::span<const std::byte> payload, std::function<void(RpcReply)> done) = 0;
+                    std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+                    std::shared_ptr<ReplyDestination> into = nullptr) = 0;
   // Blocking form. Must not be called from a thread that runs `done` callbacks.
   RpcReply CallSync(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
                     std::span<const std::byte> payload);
@@ -33,7 +36,8 @@ class UcxRpcCaller : public RpcCaller {
  public:
   explicit UcxRpcCaller(RpcClient* rpc) : rpc_(rpc) {}
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
-            std::span<const std::byte> payload, std::function<void(RpcReply)> done) override;
+            std::span<const std::byte> payload, std::function<void(RpcReply)> done,
+            std::shared_ptr<ReplyDestination> into = nullptr) override;
 
  private:
   RpcClient* rpc_;

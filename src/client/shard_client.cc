@@ -171,8 +171,37 @@ void ShardClient::StartRead(const WireShardKey& key,
              });
 }
 
+namespace {
+
+// The transport's view of bytes [at, ...) of a StripeDestination.
+class PlacedReply : public ReplyDestination {
+ public:
+  PlacedReply(std::shared_ptr<StripeDestination> dest, uint64_t at, uint64_t max)
+      : dest_(std::move(dest)), at_(at), max_(max) {}
+  std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
+    if (length > max_) return {};
+    auto spans = dest_->Borrow(at_, length);
+    if (!spans.empty()) lent_ = length;
+    return spans;
+  }
+  void Return(bool) override { dest_->Return(at_, lent_); }
+
+ private:
+  std::shared_ptr<StripeDestination> dest_;
+  const uint64_t at_, max_;
+  uint64_t lent_ = 0;
+};
+
+std::shared_ptr<ReplyDestination> Placed(std::shared_ptr<StripeDestination> into, uint64_t at, uint64_t max) {
+  if (into == nullptr) return nullptr;
+  return std::make_shared<PlacedReply>(std::move(into), at, max);
+}
+
+}  // namespace
+
 void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
-                                 std::function<void(Result<AlignedBuffer>)> done) {
+                                 std::function<void(Result<ShardData>)> done,
+                                 std::shared_ptr<StripeDestination> into) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
   std::vector<std::byte> header = RangeHeader(key, offset, length);
@@ -181,8 +210,13 @@ void ShardClient::StartReadRange(const WireShardKey& key, uint64_t offset, uint6
              [this, c = key.container, done = std::move(done)](RpcReply r) {
                TokenRefused(r.status, c);
                if (!r.status.ok()) return done(std::move(r.status));
-               done(std::move(r.payload));
-             });
+               ShardData d;
+               d.placed = r.placed;
+               d.length = r.placed + r.payload.size();
+               d.data = std::move(r.payload);
+               done(std::move(d));
+             },
+             Placed(std::move(into), 0, length));
 }
 
 std::string ShardClient::Name(const TargetRef& t) {
@@ -202,7 +236,8 @@ void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
 }
 
 void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
-                              uint64_t length, std::function<void(Result<ShardData>)> done) {
+                              uint64_t length, std::function<void(Result<ShardData>)> done,
+                              std::shared_ptr<StripeDestination> into, uint64_t into_at) {
   std::vector<std::byte> header = RangeHeader(key, offset, length);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kReadRange), header, {},
@@ -211,8 +246,9 @@ void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, 
                if (!r.status.ok()) return done(r.status.WithContext(name));
                auto rh = DecodeHeader<ShardReplyHeader>(r.header, "read reply");
                if (!rh.ok()) return done(rh.status().WithContext(name));
-               done(ShardData{std::move(r.payload), rh->shard_version, rh->length});
-             });
+               done(ShardData{std::move(r.payload), rh->shard_version, rh->length, r.placed});
+             },
+             Placed(std::move(into), into_at, length));
 }
 
 void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key,

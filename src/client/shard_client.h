@@ -26,6 +26,21 @@ struct ShardData {
   AlignedBuffer data;
   uint64_t version = 0;
   uint64_t length = 0;  // the whole shard's length (data may hold a range of it)
+  // Bytes the transport placed straight into the reader's StripeDestination instead of `data`
+  // (then empty): the first `placed` bytes of the range read.
+  uint64_t placed = 0;
+};
+
+// Caller memory that a read may place its bytes into directly (zero-copy receive), addressed
+// from the start of the range read. Borrow lends the memory for bytes [at, at + length) to one
+// transfer (in order; empty: not lendable now, receive into a buffer instead) until Return;
+// Zero clears bytes the read found to be zeros. Thread-safe.
+class StripeDestination {
+ public:
+  virtual ~StripeDestination() = default;
+  virtual std::vector<std::span<std::byte>> Borrow(uint64_t at, uint64_t length) = 0;
+  virtual void Return(uint64_t at, uint64_t length) = 0;
+  virtual void Zero(uint64_t at, uint64_t length) = 0;
 };
 
 class ShardClient {
@@ -54,7 +69,8 @@ class ShardClient {
   void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
   // Bytes [offset, offset + length) of the shard; shorter when the shard is shorter.
   void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
-                      std::function<void(Result<AlignedBuffer>)> done);
+                      std::function<void(Result<ShardData>)> done,
+                      std::shared_ptr<StripeDestination> into = nullptr);
 
   // Single attempts at an explicit target (protected stripes: the caller picked the slot).
   // `done` runs on a transport thread; errors name the target. `data` must stay valid until
@@ -63,8 +79,10 @@ class ShardClient {
   // to the end; a shorter shard gives a shorter reply.
   void StartWriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                     uint64_t version, bool only_if_not_older, std::function<void(Status)> done);
+  // With `into`, the reply may be placed into bytes [into_at, into_at + length) of it.
   void StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset, uint64_t length,
-                   std::function<void(Result<ShardData>)> done);
+                   std::function<void(Result<ShardData>)> done,
+                   std::shared_ptr<StripeDestination> into = nullptr, uint64_t into_at = 0);
   void StartDeleteTo(const TargetRef& target, const WireShardKey& key, std::function<void(Status)> done);
   // Blocking forms of StartWriteTo and StartDeleteTo (not from a transport thread).
   Status WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,

@@ -335,28 +335,21 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
 // Reads
 
 void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                    std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry) {
+                    std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry,
+                    std::shared_ptr<StripeDestination> into) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Result<ShardData>)>)>>(
-      [this, g, key, begin, length](std::function<void(Result<ShardData>)> cb) {
-        ReadOnce(g, key, begin, length, std::move(cb));
+      [this, g, key, begin, length, into = std::move(into)](std::function<void(Result<ShardData>)> cb) {
+        ReadOnce(g, key, begin, length, std::move(cb), into);
       });
   WithRetries<Result<ShardData>>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
 
 void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                        std::function<void(Result<ShardData>)> done) {
+                        std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
   switch (g.red.kind) {
-    case Redundancy::Kind::kNone:
-      shards_->StartReadRange(key, begin, length, [done = std::move(done)](Result<AlignedBuffer> r) {
-        if (!r.ok()) return done(r.status());
-        ShardData d;
-        d.length = r->size();
-        d.data = std::move(*r);
-        done(std::move(d));
-      });
-      return;
-    case Redundancy::Kind::kReplicate: return ReadReplica(g, key, begin, length, std::move(done));
-    case Redundancy::Kind::kErasure: return ReadEc(g, key, begin, length, std::move(done));
+    case Redundancy::Kind::kNone: return shards_->StartReadRange(key, begin, length, std::move(done), std::move(into));
+    case Redundancy::Kind::kReplicate: return ReadReplica(g, key, begin, length, std::move(done), std::move(into));
+    case Redundancy::Kind::kErasure: return ReadEc(g, key, begin, length, std::move(done), std::move(into));
   }
 }
 
@@ -376,7 +369,7 @@ using SlotList = std::vector<std::pair<uint32_t, TargetRef>>;  // (shard index, 
 }  // namespace
 
 void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                           std::function<void(Result<ShardData>)> done) {
+                           std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   // Up slots first, in slot order; down ones last (the map may be behind).
@@ -462,7 +455,8 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
                          std::unique_lock<std::mutex> l(st->mu);
                          st->data = std::move(r);
                          if (--st->pending == 0) decide(l, false);
-                       });
+                       },
+                       std::move(into));
   for (size_t i : stat_idx) {
     shards_->StartStatTo(st->order[i].second, WithShard(key, st->order[i].first), [st, i, decide](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
@@ -553,7 +547,7 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
 }
 
 void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                      std::function<void(Result<ShardData>)> done) {
+                      std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
   if (length == 0) return done(ShardData{});
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
@@ -579,14 +573,19 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   };
   // With every data cell in: usable when they agree and no other shard holds a newer version
   // (a cell that missed a degraded write is older).
-  auto decide = [st, g, j0, j1, begin, length, give_up](std::unique_lock<std::mutex>& lock) {
+  // A cell placed into `into` counts only when every cell was (the others' bytes would have
+  // to be assembled around them).
+  auto decide = [st, g, j0, j1, begin, length, give_up, into](std::unique_lock<std::mutex>& lock) {
     uint64_t version = 0;
+    uint32_t placed = 0;
     for (uint32_t j = j0; j <= j1; ++j) {
       auto& rep = st->replies[j];
       if (!rep || !rep->ok()) return give_up(lock);
       if (j == j0) version = (*rep)->version;
       if ((*rep)->version != version) return give_up(lock);
+      if (into != nullptr && ((*rep)->placed > 0 || (*rep)->data.empty())) ++placed;
     }
+    if (placed != 0 && placed != j1 - j0 + 1) return give_up(lock);
     for (uint32_t i = 0; i < st->replies.size(); ++i) {
       auto& rep = st->replies[i];
       if ((i < j0 || i > j1) && rep && rep->ok() && (*rep)->version > version) return give_up(lock);
@@ -595,6 +594,19 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     ShardData out;
     out.version = version;
     out.length = length;
+    if (placed != 0) {
+      // Every cell is in `into`; what a short cell did not fill reads as zeros.
+      for (uint32_t c = j0; c <= j1; ++c) {
+        const uint64_t at = std::max(begin, c * g.cell) - begin;
+        const uint64_t want = std::min(begin + length, (c + 1) * g.cell) - begin - at;
+        const uint64_t got = (*st->replies[c])->placed;
+        if (got < want) into->Zero(at + got, want - got);
+      }
+      out.placed = length;
+      auto done = std::move(st->done);
+      lock.unlock();
+      return done(std::move(out));
+    }
     out.data = AlignedBuffer(length);
     std::memset(out.data.data(), 0, length);
     for (uint32_t c = j0; c <= j1; ++c) {
@@ -627,7 +639,8 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     const uint64_t cb = std::max(begin, j * g.cell) - j * g.cell;
     const uint64_t ce = std::min(end, (j + 1) * g.cell) - j * g.cell;
     shards_->StartReadTo((*slots)[j], WithShard(key, j), cb, ce - cb,
-                         [on_reply, j](Result<ShardData> r) { on_reply(j, std::move(r)); });
+                         [on_reply, j](Result<ShardData> r) { on_reply(j, std::move(r)); }, into,
+                         j * g.cell + cb - begin);
   }
   for (uint32_t i : stat) {
     shards_->StartStatTo((*slots)[i], WithShard(key, i), [on_reply, i](Result<ShardData> r) { on_reply(i, std::move(r)); });

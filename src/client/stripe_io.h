@@ -116,8 +116,13 @@ class StripeIo {
              uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt);
   // Stripe bytes [begin, begin + length): none/rep return fewer when the stripe is shorter, ec
   // returns `length` bytes (zeros past the stripe's data). `retry` as for Write.
+  // With `into` (memory for the `length` bytes), the data may arrive placed there
+  // (ShardData::placed bytes, `data` empty): none and the first replica of rep are received
+  // straight into it, ec's data cells each into their part when the fast path succeeds.
+  // Reads of other replicas, degraded reads and repairs come back in `data`.
   void Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-            std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry = std::nullopt);
+            std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry = std::nullopt,
+            std::shared_ptr<StripeDestination> into = nullptr);
   // Removes every shard of the stripe (OK when none existed); best effort on slots that fail.
   void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
 
@@ -181,7 +186,7 @@ class StripeIo {
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                  uint64_t version, std::function<void(Status)> done);
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                std::function<void(Result<ShardData>)> done);
+                std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
@@ -189,9 +194,9 @@ class StripeIo {
   std::vector<std::span<const std::byte>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data,
                                                        std::vector<std::shared_ptr<AlignedBuffer>>& owned);
   void ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-              std::function<void(Result<ShardData>)> done);
+              std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                   std::function<void(Result<ShardData>)> done);
+                   std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   // Replicas in `order` one after the other (a late one starts the next), first success wins;
   // `corrupt` replicas get the good bytes back.
   void ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
