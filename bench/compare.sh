@@ -67,6 +67,9 @@ print(f"{'test':<14}{'penstock':>12}{'baseline':>12}{'ratio':>8}")
 for k, (a, b, unit) in p.items():
     print(f"{k:<14}{a:>12.0f}{b:>12.0f}{a / b:>8.2f}  {unit} (fio)")
 print(f"{'cpu/GB read':<14}{cpu:>12.3f}{mem:>12.3f}{cpu / mem:>8.2f}  s/GB (memcpy)")
+for t in ("read4m", "randread4k"):  # Client::read_path_stats: bytes the client copied per byte read
+    copies = med(t, lambda d: d.get("read_bytes_copied", 0) / max(1, d.get("read_bytes", 0)))
+    print(f"{t + ' copies':<14}{copies:>12.3f}  client copies per byte delivered")
 print("penstock/fio " + " ".join(f"{k}={a / b:.2f}" for k, (a, b, _) in p.items()) +
       f" cpu_per_gb_vs_memcpy={cpu / mem:.2f}")
 PY

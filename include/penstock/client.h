@@ -120,6 +120,18 @@ class Client {
   // Cluster map epoch the client currently holds.
   uint64_t map_epoch() const;
 
+  // Registers caller memory [data, data + size) with the data plane once, to be reused as
+  // I/O buffers of Object reads (and writes): transports that need registered memory (RDMA)
+  // then skip pinning and registering it on every transfer. Optional: any memory works as a
+  // buffer. The memory stays registered until the handle is destroyed, which must happen
+  // before the memory is freed and before this Client is destroyed. Ranges must not overlap.
+  // Errors: kInvalidArgument (empty or overlapping range), kResourceExhausted (cannot be
+  // pinned: raise the locked-memory limit, ulimit -l).
+  Result<std::unique_ptr<MemoryRegistration>> RegisterMemory(void* data, size_t size);
+
+  // What this client's Object reads delivered so far, and how (see ReadPathStats).
+  ReadPathStats read_path_stats() const;
+
   class Impl;
 
  private:

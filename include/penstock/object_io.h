@@ -21,8 +21,12 @@
 // - Scatter/gather: each operation takes a list of caller buffers (IoVec).
 //
 // Ownership and threads
-// - Buffers passed to an async call must stay valid until its completion is delivered (or
-//   until Cancel() returns true). After that the library never touches them again.
+// - Buffers passed to an async call belong to the library until its completion is delivered;
+//   after that it never touches them again. Reads receive data straight into them (the
+//   transport writes there; no copy in the client), so a cancelled or expired read is
+//   completed only once no transfer into its buffers is running: usually at once, at most
+//   the client's timeout later. Memory registered once with Client::RegisterMemory saves
+//   per-transfer registration on RDMA transports.
 // - Object, CompletionQueue and Client are thread-safe. Completions are delivered on transport
 //   threads to a callback (if the queue has one, which must not block) or queued for
 //   Poll()/Wait().
@@ -92,6 +96,25 @@ class CompletionQueue {
 
 using OpId = uint64_t;
 
+// A registration of caller memory with the data plane (Client::RegisterMemory); the memory is
+// unregistered when this is destroyed.
+class MemoryRegistration {
+ public:
+  virtual ~MemoryRegistration() = default;
+};
+
+// Bytes delivered into caller buffers by Object reads, since the Client connected.
+// `placed`: received there directly by the transport (a rendezvous transfer into the buffer,
+// or UCX's own copy out of its receive buffer for small eager messages): no client copy.
+// `copied`: copied there by the client from a reply buffer (several nearby ranges fetched by
+// one request, replica/ec reads that had to fall back, degraded reads). `copied / bytes` is
+// the client's copies per byte delivered.
+struct ReadPathStats {
+  uint64_t bytes = 0;
+  uint64_t placed = 0;
+  uint64_t copied = 0;
+};
+
 enum class IoKind : uint8_t { kRead, kWrite };
 
 // One operation of a batch.
@@ -126,9 +149,11 @@ class Object {
                           std::optional<std::chrono::steady_clock::time_point> deadline = {}) = 0;
   // Submits every request of `batch` at once; ids in the same order.
   virtual std::vector<OpId> Submit(std::span<const IoRequest> batch, CompletionQueue& cq) = 0;
-  // Completes a pending operation with kCancelled at once: returns true if it was still
-  // pending (its buffers are then released), false if it had already completed. Writes
-  // already sent to a target may still land (each stripe atomically).
+  // Completes a pending operation with kCancelled: returns true if it was still pending,
+  // false if it had already completed. The kCancelled completion is delivered at once, or
+  // when a transfer into the read's buffers that is under way has ended (the buffers are the
+  // caller's again when the completion is delivered). Writes already sent to a target may
+  // still land (each stripe atomically).
   virtual bool Cancel(OpId id) = 0;
 
   // Blocking forms (thin wrappers over the async ones).

@@ -35,6 +35,8 @@ struct BenchResult {
   double seconds = 0, mb_per_s = 0, iops = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
   double cpu_seconds = 0, cpu_seconds_per_gb = 0;
+  // Bytes reads delivered, and how many of them the client copied (Client::read_path_stats).
+  uint64_t read_bytes = 0, read_bytes_copied = 0;
   uint64_t objects = 0;
   std::string first_error;
 };

@@ -89,7 +89,8 @@ int RunBenchCommand(BenchFlags& f) {
                         {"bytes", r.bytes}, {"seconds", r.seconds}, {"mb_per_s", r.mb_per_s},
                         {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
                         {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
-                        {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects}};
+                        {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects},
+                        {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied}};
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
     std::cout << j.dump() << std::endl;
   } else {
@@ -99,6 +100,10 @@ int RunBenchCommand(BenchFlags& f) {
     std::printf("  %.1f MB/s  %.0f IOPS\n", r.mb_per_s, r.iops);
     std::printf("  latency us: p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f\n", r.p50_us, r.p99_us, r.p999_us, r.max_us);
     std::printf("  client CPU: %.2f s (%.2f s per GB)\n", r.cpu_seconds, r.cpu_seconds_per_gb);
+    if (r.read_bytes > 0) {
+      std::printf("  client copies per byte read: %.3f\n",
+                  static_cast<double>(r.read_bytes_copied) / static_cast<double>(r.read_bytes));
+    }
     if (!r.first_error.empty()) std::printf("  first error: %s\n", r.first_error.c_str());
   }
   return r.errors == 0 ? 0 : 1;

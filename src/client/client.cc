@@ -408,4 +408,26 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
 
 uint64_t Client::map_epoch() const { return impl_->view->epoch(); }
 
+namespace {
+
+class UcxRegistration : public MemoryRegistration {
+ public:
+  explicit UcxRegistration(std::shared_ptr<RpcClient::Registration> r) : r_(std::move(r)) {}
+
+ private:
+  std::shared_ptr<RpcClient::Registration> r_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<MemoryRegistration>> Client::RegisterMemory(void* data, size_t size) {
+  PS_ASSIGN_OR_RETURN(auto r, impl_->rpc->Register(data, size));
+  return std::unique_ptr<MemoryRegistration>(std::make_unique<UcxRegistration>(std::move(r)));
+}
+
+ReadPathStats Client::read_path_stats() const {
+  const auto& s = impl_->io->stats();
+  return {s.read_bytes.load(), s.read_placed.load(), s.read_copied.load()};
+}
+
 }  // namespace penstock

@@ -169,20 +169,24 @@ void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> p
     std::shared_ptr<StripeDestination> into;
     if (group->size() == 1) into = std::make_shared<OpDestination>(pieces[i].op, pieces[i].op_offset, pieces[i].length);
     io_->Read(layout.geometry(), layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
-              [group, seg_begin](Result<ShardData> r) { DeliverRead(*group, seg_begin, std::move(r)); },
+              [stats = &io_->stats(), group, seg_begin](Result<ShardData> r) {
+                DeliverRead(stats, *group, seg_begin, std::move(r));
+              },
               RetryFor(ops), std::move(into));
     i = j;
   }
 }
 
-void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin, Result<ShardData> r) {
+void ObjectImpl::DeliverRead(StripeIoStats* stats, const std::vector<ReadPiece>& group, uint64_t seg_begin,
+                             Result<ShardData> r) {
   // Bytes in a buffer wait for transfers still running into the op's memory (a late replica).
   if (r.ok() && r->placed == 0 && group.size() == 1) {
     const auto& op = group.front().op;
     std::unique_lock<std::mutex> lock(op->mu);
     if (op->lent > 0 && !op->finished) {
       auto shared = std::make_shared<Result<ShardData>>(std::move(r));
-      op->after_lent.push_back([group, seg_begin, shared] { DeliverRead(group, seg_begin, std::move(*shared)); });
+      op->after_lent.push_back(
+          [stats, group, seg_begin, shared] { DeliverRead(stats, group, seg_begin, std::move(*shared)); });
       return;
     }
   }
@@ -197,10 +201,13 @@ void ObjectImpl::DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_b
           uint64_t got;
           if (r->placed > 0) {  // already in the caller's buffers (group of one piece, from == 0)
             got = std::min<uint64_t>(r->placed, p.length);
+            stats->read_placed += got;
           } else {
             got = bytes.size() > from ? std::min<uint64_t>(bytes.size() - from, p.length) : 0;
             if (got) p.op->CopyToIov(p.op_offset, bytes.span().subspan(from, got));
+            stats->read_copied += got;
           }
+          stats->read_bytes += got;
           p.op->ZeroIov(p.op_offset + got, p.length - got);  // never written: zeros
         } else if (r.status().code() == StatusCode::kNotFound) {
           p.op->ZeroIov(p.op_offset, p.length);  // sparse: a stripe never written reads as zeros

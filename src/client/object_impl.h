@@ -69,7 +69,8 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   bool PlanRead(const std::shared_ptr<AsyncOp>& op, uint64_t offset, const StripeLayout& layout,
                 std::vector<ReadPiece>& pieces);
   void IssueReads(const StripeLayout& layout, std::vector<ReadPiece> pieces);
-  static void DeliverRead(const std::vector<ReadPiece>& group, uint64_t seg_begin, Result<ShardData> r);
+  static void DeliverRead(StripeIoStats* stats, const std::vector<ReadPiece>& group, uint64_t seg_begin,
+                          Result<ShardData> r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
   // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,

@@ -185,6 +185,39 @@ TEST_F(ObjectIoTest, ManyInFlightAndBatch) {
   }
 }
 
+// Reads over UCX land straight in the caller's (here registered) buffers: the client copies
+// nothing; a batch of nearby small reads shares requests and is copied out of their replies.
+TEST_F(ObjectIoTest, ReadsArriveInTheCallersBuffersWithoutACopy) {
+  auto obj = Open("zero-copy");
+  auto data = RandomBytes(8 * kStripe + 123, 21);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  std::vector<std::byte> out(data.size());
+  auto reg = cluster_->client().RegisterMemory(out.data(), out.size());
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  const ReadPathStats before = cluster_->client().read_path_stats();
+  CompletionQueue cq;
+  const size_t half = 3 * kStripe + 7;  // two buffers, split inside a stripe
+  obj->ReadAsync(0, {{out.data(), half}, {out.data() + half, out.size() - half}}, cq, 1);
+  auto c = cq.Wait(1, std::chrono::seconds(30));
+  ASSERT_EQ(c.size(), 1u);
+  ASSERT_TRUE(c[0].status.ok()) << c[0].status.ToString();
+  EXPECT_EQ(out, data);
+  ReadPathStats after = cluster_->client().read_path_stats();
+  EXPECT_EQ(after.bytes - before.bytes, data.size());
+  EXPECT_EQ(after.placed - before.placed, data.size());
+  EXPECT_EQ(after.copied, before.copied);
+  reg->reset();  // unregistered; the memory is still usable
+  std::vector<IoRequest> batch;
+  std::vector<std::vector<std::byte>> small(16, std::vector<std::byte>(100));
+  for (size_t i = 0; i < small.size(); ++i) {
+    batch.push_back({IoKind::kRead, i * 200, {{small[i].data(), 100}}, i, std::nullopt});
+  }
+  obj->Submit(batch, cq);
+  ASSERT_EQ(cq.Wait(small.size(), std::chrono::seconds(30)).size(), small.size());
+  for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(0, std::memcmp(small[i].data(), data.data() + i * 200, 100));
+  EXPECT_EQ(cluster_->client().read_path_stats().copied - after.copied, small.size() * 100);
+}
+
 TEST_F(ObjectIoTest, CancellationAndDeadlines) {
   auto obj = Open("cancel");
   auto data = RandomBytes(2 << 20, 12);

@@ -86,6 +86,10 @@ struct StripeIoStats {
   std::atomic<uint64_t> read_repairs{0};      // corrupt shards rewritten by a read
   std::atomic<uint64_t> stale_map_retries{0}; // operations run again after a stale-map refusal
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
+  // Object reads (ObjectImpl), see ReadPathStats:
+  std::atomic<uint64_t> read_bytes{0};   // delivered into caller buffers
+  std::atomic<uint64_t> read_placed{0};  // ... by the transport, straight
+  std::atomic<uint64_t> read_copied{0};  // ... copied by the client from a reply buffer
 };
 
 // How long an asynchronous Read or Write keeps retrying transient failures (kUnavailable,
@@ -109,6 +113,7 @@ class StripeIo {
 
   ShardClient& shards() { return *shards_; }
   const StripeIoStats& stats() const { return stats_; }
+  StripeIoStats& stats() { return stats_; }
 
   // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit). With
   // `retry`, transient failures are retried (see RetryPolicy); without, the caller retries.
