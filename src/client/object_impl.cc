@@ -241,22 +241,37 @@ void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset)
   for (uint64_t s = first; s <= last; ++s) {
     const uint64_t begin = std::max(offset, s * su) - s * su;
     const uint64_t stop = std::min(end, (s + 1) * su) - s * su;
-    // The caller's bytes are copied now, so a cancelled write never reads freed memory.
-    auto data = std::make_shared<AlignedBuffer>(stop - begin);
-    op->CopyFromIov(s * su + begin - offset, data->span());
-    WithStripe(s, [self = shared_from_this(), op, layout, s, begin, data] {
-      self->WriteStripe(op, layout, s, begin, data);
+    // An unprotected stripe's bytes in one caller buffer are sent from there: the op's buffers
+    // are lent until the stripe's write ended (a cancelled op completes after that). Otherwise
+    // they are copied now (a protected stripe's shard writes may outlive the op: stragglers).
+    std::shared_ptr<AlignedBuffer> data;
+    bool lent = false;
+    if (!layout.red.protected_()) {
+      auto spans = op->IovSpans(s * su + begin - offset, stop - begin);
+      std::lock_guard<std::mutex> lock(op->mu);
+      if (spans.size() == 1 && op->LendLocked()) {
+        data = std::make_shared<AlignedBuffer>(AlignedBuffer::Borrowed(spans[0]));
+        lent = true;
+      }
+    }
+    if (!lent) {
+      data = std::make_shared<AlignedBuffer>(stop - begin);
+      op->CopyFromIov(s * su + begin - offset, data->span());
+    }
+    WithStripe(s, [self = shared_from_this(), op, layout, s, begin, data, lent] {
+      self->WriteStripe(op, layout, s, begin, data, lent);
     });
   }
   AsyncOp::SubDone(op, OkStatus(), 0);
 }
 
 void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
-                             uint64_t begin, std::shared_ptr<AlignedBuffer> data) {
+                             uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent) {
   const uint64_t su = layout.stripe_unit;
   const uint64_t stop = begin + data->size();
   auto self = shared_from_this();
-  auto finish = [self, op, stripe, su, stop](Status s) {
+  auto finish = [self, op, stripe, su, stop, lent](Status s) {
+    if (lent) AsyncOp::Unlend(op);  // the write (and its sends) ended: the caller's memory is free
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->written_end_ = std::max(self->written_end_, stripe * su + stop);

@@ -3,9 +3,11 @@
 // Reads fan out into ranged shard reads (kReadRange), one per stripe touched, or one per group
 // of nearby ranges of a stripe within a batch. A request for one operation's piece lends the
 // caller's buffers to the transport, which receives the reply straight into them (no copy in
-// the client; see OpDestination in object_impl.cc); a group's reply is copied out of one buffer. Writes assemble each stripe's bytes, read-modify-write
-// the stripe when they cover only part of what it holds, and write it whole; writes to one
-// stripe through this Object run one at a time, in submission order (a per-stripe queue).
+// the client; see OpDestination in object_impl.cc); a group's reply is copied out of one buffer.
+// Writes of an unprotected stripe from one caller buffer are sent from it (the op's buffers are
+// lent until the write ended); other writes copy the caller's bytes. A write that covers only
+// part of what a stripe holds reads the stripe, patches it and writes it whole (read-modify-
+// write); writes to one stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // When an operation's data is durable and it ended past the object's size, the head record is
 // rewritten with the larger size (coalesced: one head write in flight at a time) before the
 // operation completes. Transient failures (a target restarting, unreachable for a moment, a
@@ -72,9 +74,10 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   static void DeliverRead(StripeIoStats* stats, const std::vector<ReadPiece>& group, uint64_t seg_begin,
                           Result<ShardData> r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
-  // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`.
+  // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`, which is a view
+  // of the op's buffers when `lent` (returned with AsyncOp::Unlend when the write ended).
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
-                   uint64_t begin, std::shared_ptr<AlignedBuffer> data);
+                   uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
   // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
   void WithStripe(uint64_t stripe, std::function<void()> fn);
   void ReleaseStripe(uint64_t stripe);

@@ -198,6 +198,30 @@ TEST_F(ObjectImplTest, LateReplicaTransferNeverOverwritesTheAnswer) {
   EXPECT_EQ(0, std::memcmp(buf.data(), data.data(), kStripe));
 }
 
+// An unprotected write is sent from the caller's buffer: cancelled while its stripe write is
+// in flight, it completes only once that write ended (the buffer is the caller's again then).
+TEST_F(ObjectImplTest, CancelledWriteCompletesAfterItsSendsFromTheBuffer) {
+  auto obj = NewObject("lent-write");
+  const auto data = Bytes(2 * kStripe, 8);
+  CompletionQueue cq;
+  fake_.Hold();
+  OpId id = obj->WriteAsync(0, {{const_cast<std::byte*>(data.data()), data.size()}}, cq, 1);
+  EXPECT_TRUE(obj->Cancel(id));
+  EXPECT_TRUE(cq.Wait(1, std::chrono::milliseconds(100)).empty());  // still lent to the sends
+  fake_.Release();
+  auto c = cq.Wait(1, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status.code(), StatusCode::kCancelled);
+  fake_.Drain();
+  EXPECT_TRUE(cq.Poll().empty());
+  // Sent from the caller's memory, the bytes landed all the same.
+  std::vector<std::byte> out(data.size());
+  auto again = NewObject("lent-write-2");
+  ASSERT_TRUE(again->Write(0, data).ok());
+  ASSERT_TRUE(again->Read(0, out).ok());
+  EXPECT_EQ(out, data);
+}
+
 TEST_F(ObjectImplTest, CancelledReadNeverTouchesTheBufferAgain) {
   auto obj = NewObject("cancel");
   ASSERT_TRUE(obj->Write(0, Bytes(4 * kStripe, 3)).ok());

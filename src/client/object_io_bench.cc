@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     };
     auto t0 = Clock::now();
     auto stop = t0 + std::chrono::duration<double>(seconds);
+    const ReadPathStats reads0 = (*client)->read_path_stats();
     for (int i = 0; i < qd; ++i) issue(i);
     uint64_t ops = 0, errors = 0;
     int inflight = qd;
@@ -77,9 +78,13 @@ int main(int argc, char** argv) {
     }
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     std::sort(lat.begin(), lat.end());
-    std::printf("{\"qd\":%d,\"ops\":%llu,\"errors\":%llu,\"seconds\":%.3f,\"iops\":%.0f,\"p50_us\":%.0f,\"p99_us\":%.0f}\n",
+    const ReadPathStats reads1 = (*client)->read_path_stats();
+    const double copies = static_cast<double>(reads1.copied - reads0.copied) /
+                          static_cast<double>(std::max<uint64_t>(1, reads1.bytes - reads0.bytes));
+    std::printf("{\"qd\":%d,\"ops\":%llu,\"errors\":%llu,\"seconds\":%.3f,\"iops\":%.0f,\"p50_us\":%.0f,"
+                "\"p99_us\":%.0f,\"copies_per_byte\":%.3f}\n",
                 qd, static_cast<unsigned long long>(ops), static_cast<unsigned long long>(errors), secs,
-                static_cast<double>(ops) / secs, lat[lat.size() / 2], lat[lat.size() * 99 / 100]);
+                static_cast<double>(ops) / secs, lat[lat.size() / 2], lat[lat.size() * 99 / 100], copies);
     std::fflush(stdout);
   }
   return 0;

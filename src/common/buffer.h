@@ -3,7 +3,8 @@
 // The unit of bulk data between engine, transport and client: O_DIRECT needs aligned memory,
 // and the transport can send from (and receive into) it without another copy. The allocation
 // is rounded up to a multiple of the alignment; size() is the logical length (may be 0).
-// Large allocations are recycled through BufferPool (no page faults on reuse).
+// Large allocations are recycled through BufferPool (no page faults on reuse). A Borrowed()
+// buffer is a view of memory someone else owns (not aligned, never freed by it).
 // Move-only. Not thread-safe; hand it between threads by moving it.
 #pragma once
 
@@ -31,17 +32,29 @@ class AlignedBuffer {
   AlignedBuffer(AlignedBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)),
         size_(std::exchange(o.size_, 0)),
-        capacity_(std::exchange(o.capacity_, 0)) {}
+        capacity_(std::exchange(o.capacity_, 0)),
+        borrowed_(std::exchange(o.borrowed_, false)) {}
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     if (this != &o) {
-      BufferPool::Global().Give(data_, capacity_);
+      Release();
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
       capacity_ = std::exchange(o.capacity_, 0);
+      borrowed_ = std::exchange(o.borrowed_, false);
     }
     return *this;
   }
-  ~AlignedBuffer() { BufferPool::Global().Give(data_, capacity_); }
+  ~AlignedBuffer() { Release(); }
+
+  // A view of `memory`, which must outlive it: for sending caller memory without a copy (the
+  // client's write path). Not aligned; do not hand it to O_DIRECT I/O.
+  static AlignedBuffer Borrowed(std::span<std::byte> memory) {
+    AlignedBuffer b;
+    b.data_ = memory.data();
+    b.size_ = b.capacity_ = memory.size();
+    b.borrowed_ = true;
+    return b;
+  }
 
   // A buffer holding a copy of `src`.
   static AlignedBuffer CopyOf(std::span<const std::byte> src) {
@@ -71,6 +84,10 @@ class AlignedBuffer {
   static size_t RoundUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
  private:
+  void Release() {
+    if (!borrowed_) BufferPool::Global().Give(data_, capacity_);
+  }
+
   void Allocate(size_t size) {
     capacity_ = RoundUp(size == 0 ? 1 : size);
     data_ = static_cast<std::byte*>(BufferPool::Global().Take(capacity_));
@@ -81,6 +98,7 @@ class AlignedBuffer {
   std::byte* data_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;
+  bool borrowed_ = false;
 };
 
 }  // namespace penstock
