@@ -47,5 +47,22 @@ TEST(BufferPoolTest, RecyclesLargeBlocksUpToTheCap) {
   pool.set_max_cached_bytes(64 << 20);
 }
 
+// A borrowed view reads and writes the owner's memory and never frees or pools it.
+TEST(AlignedBufferTest, BorrowedViewLeavesTheMemoryToItsOwner) {
+  std::vector<std::byte> owner(5000, std::byte{1});
+  const size_t cached = BufferPool::Global().cached_bytes();
+  {
+    AlignedBuffer view = AlignedBuffer::Borrowed(owner);
+    EXPECT_EQ(view.data(), owner.data());
+    EXPECT_EQ(view.size(), owner.size());
+    view.data()[0] = std::byte{9};
+    AlignedBuffer moved = std::move(view);
+    EXPECT_EQ(moved.data(), owner.data());
+    moved = AlignedBuffer(8192);  // the view is dropped, the new buffer owned
+  }
+  EXPECT_EQ(owner[0], std::byte{9});
+  EXPECT_GE(BufferPool::Global().cached_bytes(), cached);  // only the owned 8 KiB went back
+}
+
 }  // namespace
 }  // namespace penstock
