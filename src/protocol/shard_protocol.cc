@@ -10,6 +10,8 @@ size_t RequestHeaderSize(uint16_t op) {
     case ShardOp::kStat: return sizeof(ShardRequestHeader);
     case ShardOp::kReadRange: return sizeof(RangeReadHeader);
     case ShardOp::kList: return sizeof(ListRequestHeader);
+    case ShardOp::kLockStripe:
+    case ShardOp::kUnlockStripe: return sizeof(LockRequestHeader);
   }
   return 0;
 }
@@ -98,6 +100,8 @@ std::string_view ShardOpName(uint16_t op) {
     case ShardOp::kStat: return "stat";
     case ShardOp::kList: return "list";
     case ShardOp::kReadRange: return "read_range";
+    case ShardOp::kLockStripe: return "lock_stripe";
+    case ShardOp::kUnlockStripe: return "unlock_stripe";
   }
   return "unknown";
 }

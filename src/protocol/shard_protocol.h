@@ -33,6 +33,8 @@ enum class ShardOp : uint16_t {
   kList = 5,    // header: ListRequestHeader; reply payload: encoded ListEntry array
   kReadRange = 6,  // header: RangeReadHeader; reply payload: the bytes of the range that exist
                    // (short when the shard is shorter); reply header: ShardReplyHeader
+  kLockStripe = 7,    // header: LockRequestHeader; see "Stripe write leases" below
+  kUnlockStripe = 8,  // header: LockRequestHeader
 };
 
 #pragma pack(push, 1)
@@ -63,6 +65,22 @@ struct RangeReadHeader {
   uint64_t length;
 };
 static_assert(sizeof(RangeReadHeader) == 80);
+
+// Stripe write leases. Writers of an Object stripe (a whole write or a read-modify-write) first
+// take the stripe's lease from the target of its first up slot, so writers in different
+// clients take turns and none overwrites another's update with bytes it read before it. The
+// lease is per (container, object, stripe) (base.key.shard ignored), held by `owner` (a random
+// token per writer) for `ttl_ms` (1..60000) or until kUnlockStripe by the same owner.
+// kLockStripe answers OK (granted, or renewed for the same owner) or kAborted naming the
+// stripe while another owner holds it (retry later). kUnlockStripe answers OK (also when the
+// owner does not hold it). Leases live in the target's memory: a restart drops them.
+struct LockRequestHeader {
+  ShardRequestHeader base;
+  uint64_t owner;
+  uint32_t ttl_ms;
+  uint32_t reserved;
+};
+static_assert(sizeof(LockRequestHeader) == 80);
 
 struct ShardReplyHeader {
   uint8_t version;
@@ -104,6 +122,7 @@ inline constexpr size_t kMapEpochOffset = 8;
 static_assert(offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(RangeReadHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(ListRequestHeader, map_epoch) == kMapEpochOffset);
+static_assert(offsetof(LockRequestHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 
 struct ListEntryHeader {
   WireShardKey key;

@@ -35,7 +35,7 @@ ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io
     : engine_(engine), metrics_(metrics), pool_(io_threads) {
   // Every series exists from the start, so a scrape before the first request sees zeros.
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
-                     ShardOp::kReadRange}) {
+                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe}) {
     std::string name(ShardOpName(static_cast<uint16_t>(op)));
     metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
     metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", name}});
@@ -101,7 +101,9 @@ Status ShardService::Authorize(const RpcRequest& request) const {
       break;
     }
     case ShardOp::kWrite:
-    case ShardOp::kDelete: right = kRightWrite; [[fallthrough]];
+    case ShardOp::kDelete:
+    case ShardOp::kLockStripe:
+    case ShardOp::kUnlockStripe: right = kRightWrite; [[fallthrough]];
     default: {
       ShardRequestHeader h;
       std::memcpy(&h, request.header.data(), sizeof(h));
@@ -135,6 +137,8 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
     case ShardOp::kStat: reply = Stat(request); break;
     case ShardOp::kList: reply = List(request); break;
     case ShardOp::kReadRange: reply = ReadRange(request); break;
+    case ShardOp::kLockStripe: reply = Lease(request, true); break;
+    case ShardOp::kUnlockStripe: reply = Lease(request, false); break;
     default:
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
@@ -175,6 +179,33 @@ RpcReply ShardService::Write(const RpcRequest& request) {
         .Inc(request.payload.size());
   }
   return ErrorReply(std::move(s));
+}
+
+RpcReply ShardService::Lease(const RpcRequest& request, bool lock) {
+  auto h = DecodeHeader<LockRequestHeader>(request.header, lock ? "lock_stripe" : "unlock_stripe");
+  if (!h.ok()) return ErrorReply(h.status());
+  if (lock && (h->ttl_ms == 0 || h->ttl_ms > 60000)) {
+    return ErrorReply(InvalidArgument("stripe lease of " + std::to_string(h->ttl_ms) + " ms; must be 1..60000"));
+  }
+  const StripeId id{h->base.key.container, h->base.key.object_hi, h->base.key.object_lo, h->base.key.stripe};
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock_guard(leases_mu_);
+  if (leases_.size() > 4096) std::erase_if(leases_, [&](const auto& kv) { return kv.second.expiry <= now; });
+  auto it = leases_.find(id);
+  if (!lock) {
+    if (it != leases_.end() && it->second.owner == h->owner) leases_.erase(it);
+    return ErrorReply(OkStatus());
+  }
+  if (it != leases_.end() && it->second.owner != h->owner && it->second.expiry > now) {
+    metrics_->GetCounter("penstock_target_lease_conflicts_total",
+                         "Stripe write leases refused because another writer held them.")
+        .Inc();
+    ShardKey key = FromWire(h->base.key);
+    key.shard = 0;
+    return ErrorReply(Aborted("stripe " + key.ToString() + " is being written by another client; retry"));
+  }
+  leases_[id] = {h->owner, now + std::chrono::milliseconds(h->ttl_ms)};
+  return ErrorReply(OkStatus());
 }
 
 RpcReply ShardService::Read(const RpcRequest& request) {

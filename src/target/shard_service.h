@@ -4,7 +4,7 @@
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
 // from mgmt for the request's container and the op's right (read: read, read_range, stat,
-// list; write: write, delete) before the engine is touched; a refusal returns no data. Until
+// list; write: write, delete, lock_stripe, unlock_stripe) before the engine is touched; a refusal returns no data. Until
 // the first SetKeySet every request is refused kUnavailable (retryable: the target is still
 // registering). With auth disabled in the key set, requests without a token pass (a token that
 // is present is still checked). Then the request's map epoch: one older than the placement
@@ -15,6 +15,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -57,11 +59,20 @@ class ShardService {
   RpcReply Delete(const RpcRequest& request);
   RpcReply Stat(const RpcRequest& request);
   RpcReply List(const RpcRequest& request);
+  // Stripe write leases (shard_protocol.h), in memory.
+  RpcReply Lease(const RpcRequest& request, bool lock);
 
   Engine* engine_;
   MetricsRegistry* metrics_;
   // Conditional writes (kWriteIfNotOlder) check and write under the lock their key hashes to.
   std::array<std::mutex, 64> write_locks_;
+  struct StripeLease {
+    uint64_t owner = 0;
+    std::chrono::steady_clock::time_point expiry;
+  };
+  using StripeId = std::array<uint64_t, 4>;  // container, object hi, object lo, stripe
+  std::mutex leases_mu_;
+  std::map<StripeId, StripeLease> leases_;  // guarded by leases_mu_; expired ones swept lazily
   mutable std::mutex keys_mu_;
   std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
   std::atomic<uint64_t> placement_epoch_{0};

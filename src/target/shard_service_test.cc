@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <thread>
 
 #include "common/temp_dir.h"
 #include "protocol/shard_protocol.h"
@@ -133,6 +134,36 @@ TEST_F(ShardServiceTest, StaleMapEpochIsRefused) {
   EXPECT_EQ(Text(r.payload), "old");
   EXPECT_TRUE(service_->Execute(at(Request(ShardOp::kWrite, 0, "new"), 9)).status.ok());
   EXPECT_NE(metrics_.RenderText().find("penstock_target_stale_map_refusals_total 5"), std::string::npos);
+}
+
+// Stripe write leases: one owner at a time per stripe (any shard index), renewable by the
+// holder, released by it alone, expiring after their TTL; bad TTLs are refused.
+TEST_F(ShardServiceTest, StripeLeasesGrantOneOwnerAtATime) {
+  auto lease = [&](ShardOp op, uint64_t stripe, uint32_t shard, uint64_t owner, uint32_t ttl_ms) {
+    LockRequestHeader h{};
+    h.base.version = kShardProtocolVersion;
+    h.base.key = WireShardKey{1, 2, 3, stripe, shard, 0};
+    h.owner = owner;
+    h.ttl_ms = ttl_ms;
+    RpcRequest r;
+    r.opcode = static_cast<uint16_t>(op);
+    r.header = EncodeHeader(h);
+    return service_->Execute(r).status;
+  };
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());  // the holder renews
+  Status other = lease(ShardOp::kLockStripe, 7, 2, 200, 10000);      // another shard index: same stripe
+  EXPECT_EQ(other.code(), StatusCode::kAborted) << other.ToString();
+  EXPECT_NE(other.message().find("another client"), std::string::npos);
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 8, 0, 200, 10000).ok());  // another stripe is free
+  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 200, 0).ok());    // not the holder: no effect
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 7, 0, 200, 10000).code(), StatusCode::kAborted);
+  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 100, 0).ok());
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 200, 30).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // expired
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 60001).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ShardServiceTest, HandleRespondsFromThePool) {
