@@ -17,7 +17,12 @@
 //   submission order. Writes past the end grow the object (the head record is updated after the
 //   data is durable); regions never written read as zeros (sparse). Reads past the end are short.
 // - An Object sees the object as it was when opened plus its own writes. Another client's
-//   whole-object Put replaces the object: reopen to see it (Refresh()).
+//   whole-object Put replaces the object: reopen to see it (Refresh()); a write through an
+//   Object of a replaced object fails with kAborted ("reopen it"), of a deleted one kNotFound.
+// - Several clients (or several Objects) may write one object at once: writes of a stripe take
+//   turns through a per-stripe lease held by a target, and a partial write patches what the
+//   stripe holds then, so disjoint ranges never lose each other's updates, and sizes only grow
+//   (see docs/architecture.md for the limits under target failures).
 // - Scatter/gather: each operation takes a list of caller buffers (IoVec).
 //
 // Ownership and threads

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/thread_pool.h"
 #include "penstock/object_io.h"
 
 namespace penstock {
@@ -86,6 +87,9 @@ class OpTracker {
   void Remove(OpId id);
   // Completes `id` with kCancelled if still pending.
   bool Cancel(OpId id);
+  // Runs blocking work an operation needs (head updates) off the transport threads; the
+  // tracker's destructor finishes what is queued.
+  void RunBlocking(std::function<void()> fn) { blocking_.Submit(std::move(fn)); }
 
  private:
   void Watch();
@@ -96,6 +100,7 @@ class OpTracker {
   std::atomic<OpId> next_id_{1};
   std::map<OpId, std::weak_ptr<AsyncOp>> ops_;
   std::thread watchdog_;
+  ThreadPool blocking_{2};  // last: destroyed (drained) first
 };
 
 }  // namespace penstock

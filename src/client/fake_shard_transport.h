@@ -47,7 +47,7 @@ class FakeShardTransport : public RpcCaller {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_[opcode];
-      queue_.push_back({std::move(reply), std::move(done), std::move(into)});
+      queue_.push_back({std::move(reply), std::move(done), std::move(into), {}});
     }
     cv_.notify_all();
   }
@@ -122,6 +122,10 @@ class FakeShardTransport : public RpcCaller {
   bool Has(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
     std::lock_guard<std::mutex> lock(data_mu_);
     return shards_.count({container, hi, lo, stripe, shard}) != 0;
+  }
+  int lease_conflicts() {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    return lease_conflicts_;
   }
   int calls(ShardOp op) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -210,6 +214,25 @@ class FakeShardTransport : public RpcCaller {
       case ShardOp::kDelete:
         if (shards_.erase(key) == 0) r.status = NotFound("fake: no such shard");
         break;
+      case ShardOp::kLockStripe:
+      case ShardOp::kUnlockStripe: {  // leases without expiry: tests release them
+        auto lh = DecodeHeader<LockRequestHeader>(header, "fake lock");
+        if (!lh.ok()) {
+          r.status = lh.status();
+          break;
+        }
+        const Key stripe{h->key.container, h->key.object_hi, h->key.object_lo, h->key.stripe, 0};
+        auto it = leases_.find(stripe);
+        if (static_cast<ShardOp>(opcode) == ShardOp::kUnlockStripe) {
+          if (it != leases_.end() && it->second == lh->owner) leases_.erase(it);
+        } else if (it != leases_.end() && it->second != lh->owner) {
+          r.status = Aborted("fake: stripe leased by another writer");
+          ++lease_conflicts_;
+        } else {
+          leases_[stripe] = lh->owner;
+        }
+        break;
+      }
       default:
         r.status = Unimplemented("fake: opcode " + std::to_string(opcode));
     }
@@ -266,6 +289,8 @@ class FakeShardTransport : public RpcCaller {
   };
   std::mutex data_mu_;
   std::map<Key, Shard> shards_;  // guarded by data_mu_
+  std::map<Key, uint64_t> leases_;  // stripe -> owner, guarded by data_mu_
+  int lease_conflicts_ = 0;         // guarded by data_mu_
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
+
+#include "common/await.h"
 
 namespace penstock {
 
@@ -61,6 +64,7 @@ ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, 
       red_(red),
       head_key_(head_key),
       name_(head.name),
+      owner_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
       head_(std::move(head)) {
   written_end_ = head_.size;
 }
@@ -285,35 +289,54 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
     skip = op->finished;  // cancelled or expired before this stripe's turn
   }
   if (skip) return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"));
+  // The stripe's write lease first: writers in other clients (other Objects) take turns, so the
+  // bytes a read-modify-write reads are the stripe's latest and no update is lost.
+  const StripeGeometry geo = layout.geometry();
+  const WireShardKey key = layout.key(stripe);
+  io_->LockStripe(geo, key, owner_, RetryFor({op}),
+                  [self, op, geo, key, stripe, begin, data, finish](Result<TargetRef> holder) {
+                    if (!holder.ok()) return finish(holder.status());
+                    self->WriteLeasedStripe(op, geo, key, begin, data, [self, key, holder = *holder, finish](Status s) {
+                      self->io_->UnlockStripe(holder, key, self->owner_);
+                      finish(std::move(s));
+                    });
+                  });
+}
+
+void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo,
+                                   const WireShardKey& key, uint64_t begin, std::shared_ptr<AlignedBuffer> data,
+                                   std::function<void(Status)> done) {
+  const uint64_t stop = begin + data->size();
+  if (begin == 0 && stop == geo.stripe_unit) {  // replaces all the stripe can hold: no read
+    io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}));
+    return;
+  }
+  // Read-modify-write of what the stripe holds now (another client may have written it since
+  // this Object learned the size): none/rep read the whole shard, ec the whole unit, which
+  // comes back zero-padded; trailing zeros read the same as absent bytes and are not kept.
+  // A stripe past this Object's known end that cannot be read (a target down) is taken as
+  // empty, as a single writer knows it is, so writes go on degraded.
   uint64_t known_end;
   {
     std::lock_guard<std::mutex> lock(mu_);
     known_end = std::max(head_.size, written_end_);
   }
-  // What the stripe holds ends at most at the object's known end; a write from the stripe's
-  // start to (at least) there replaces all of it, so no read is needed.
-  const bool whole = begin == 0 && (stop == su || stripe * su + stop >= known_end);
-  const StripeGeometry geo = layout.geometry();
-  if (whole) {
-    io_->Write(geo, layout.key(stripe), data, NextVersion(), [finish](Status s) { finish(std::move(s)); },
-               RetryFor({op}));
-    return;
-  }
-  // Read-modify-write of the bytes the stripe holds (at most up to the object's known end).
-  const uint64_t old_extent = known_end > stripe * su ? std::min(su, known_end - stripe * su) : 0;
-  auto merge = [self, op, layout, geo, stripe, begin, stop, data, finish](Result<ShardData> old) {
-    if (!old.ok() && old.status().code() != StatusCode::kNotFound) return finish(old.status());
-    const uint64_t old_len = old.ok() ? old->data.size() : 0;
+  const bool past_end = key.stripe * geo.stripe_unit >= known_end;
+  auto self = shared_from_this();
+  auto merge = [self, op, geo, key, begin, stop, data, done, past_end](Result<ShardData> old) {
+    if (!old.ok() && old.status().code() != StatusCode::kNotFound && !(past_end && old.status().retryable())) {
+      return done(old.status());
+    }
+    uint64_t old_len = old.ok() ? old->data.size() : 0;
+    while (old_len > stop && old->data.data()[old_len - 1] == std::byte{0}) --old_len;
     auto merged = std::make_shared<AlignedBuffer>(std::max(old_len, stop));
     std::memset(merged->data(), 0, merged->size());
     if (old_len) std::memcpy(merged->data(), old->data.data(), old_len);
     std::memcpy(merged->data() + begin, data->data(), data->size());
-    self->io_->Write(geo, layout.key(stripe), merged, NextVersion(), [finish](Status s) { finish(std::move(s)); },
-                     self->RetryFor({op}));
+    self->io_->Write(geo, key, merged, NextVersion(), done, self->RetryFor({op}));
   };
-  if (old_extent == 0 && geo.red.kind == Redundancy::Kind::kErasure) return merge(NotFound("nothing written yet"));
-  io_->Read(geo, layout.key(stripe), 0, geo.red.kind == Redundancy::Kind::kErasure ? old_extent : UINT64_MAX,
-            std::move(merge), RetryFor({op}));
+  io_->Read(geo, key, 0, geo.red.kind == Redundancy::Kind::kErasure ? geo.stripe_unit : UINT64_MAX, std::move(merge),
+            RetryFor({op}));
 }
 
 RetryPolicy ObjectImpl::RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const {
@@ -378,13 +401,13 @@ void ObjectImpl::ExtendSize(uint64_t end, std::function<void(Status)> done) {
 // Called with mu_ held; releases it.
 void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
   head_write_in_flight_ = true;
-  ObjectHead h = head_;
-  h.size = wanted_size_;
-  h.mtime_ms = NowMs();
-  auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
+  const uint64_t wanted = wanted_size_;
   lock.unlock();
   auto self = shared_from_this();
-  io_->StartWriteHead(red_, head_key_, bytes, NextVersion(), [self, h](Status s) {
+  tracker_->RunBlocking([self, wanted] {
+    Result<ObjectHead> committed = self->CommitSize(wanted);
+    Status s = committed.status();
+    ObjectHead h = committed.ok() ? *committed : ObjectHead{};
     std::vector<std::function<void(Status)>> ready;
     std::unique_lock<std::mutex> lock(self->mu_);
     self->head_write_in_flight_ = false;
@@ -403,8 +426,39 @@ void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
     } else {
       lock.unlock();
     }
-    for (auto& fn : ready) fn(s.ok() ? s : s.WithContext("updating the size of '" + h.name + "'"));
+    for (auto& fn : ready) fn(s.ok() ? s : s.WithContext("updating the size of '" + self->name_ + "'"));
   });
+}
+
+Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
+  const StripeGeometry heads{HeadRedundancy(red_), 1, 1};
+  const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
+  PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
+                        io_->LockStripe(heads, head_key_, owner_, retry, std::move(done));
+                      }));
+  auto commit = [&]() -> Result<ObjectHead> {
+    ObjectHead h;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      h = head_;
+    }
+    auto stored = io_->ReadHead(red_, head_key_);
+    if (!stored.ok()) {
+      if (stored.status().code() != StatusCode::kNotFound) return stored.status();
+      return NotFound("object '" + name_ + "' was deleted by another client; its writes are gone");
+    }
+    PS_ASSIGN_OR_RETURN(ObjectHead current, DecodeObjectHead(stored->data.span()));
+    if (current.data_hi != h.data_hi || current.data_lo != h.data_lo) {
+      return Aborted("object '" + name_ + "' was replaced by another client's put; reopen it to write");
+    }
+    current.size = std::max(current.size, wanted);  // another writer may have grown it further
+    current.mtime_ms = NowMs();
+    PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NextVersion()));
+    return current;
+  };
+  Result<ObjectHead> out = commit();
+  io_->UnlockStripe(holder, head_key_, owner_);
+  return out;
 }
 
 Result<uint64_t> ObjectImpl::Read(uint64_t offset, std::span<std::byte> out) {
@@ -439,16 +493,23 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
     // Cut the stripe that holds the new end, then drop every stripe after it.
     const StripeGeometry geo = layout.geometry();
     uint64_t keep = new_size / su;
-    if (new_size % su != 0) {
+    if (new_size % su != 0) {  // under the stripe's write lease, as other writes of it
       const uint64_t cut = new_size % su;
-      auto old = io_->ReadSync(geo, layout.key(keep), 0,
-                               geo.red.kind == Redundancy::Kind::kErasure ? layout.stripe_length(keep) : UINT64_MAX);
+      const WireShardKey key = layout.key(keep);
+      const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
+      PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
+                            io_->LockStripe(geo, key, owner_, retry, std::move(done));
+                          }));
+      auto old = io_->ReadSync(geo, key, 0, geo.red.kind == Redundancy::Kind::kErasure ? su : UINT64_MAX);
+      Status cut_status;
       if (old.ok() && old->data.size() > cut) {
         auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
-        PS_RETURN_IF_ERROR(io_->WriteSync(geo, layout.key(keep), kept, NextVersion()));
+        cut_status = io_->WriteSync(geo, key, kept, NextVersion());
       } else if (!old.ok() && old.status().code() != StatusCode::kNotFound) {
-        return old.status();
+        cut_status = old.status();
       }
+      io_->UnlockStripe(holder, key, owner_);
+      PS_RETURN_IF_ERROR(cut_status);
       ++keep;
     }
     for (uint64_t s = keep; s < layout.stripe_count(); ++s) {

@@ -78,12 +78,19 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // of the op's buffers when `lent` (returned with AsyncOp::Unlend when the write ended).
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
                    uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
+  // The part of WriteStripe that runs holding the stripe's write lease.
+  void WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+                         uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
   // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
   void WithStripe(uint64_t stripe, std::function<void()> fn);
   void ReleaseStripe(uint64_t stripe);
   // Grows the committed size to at least `end` (head rewrite), then calls done.
   void ExtendSize(uint64_t end, std::function<void(Status)> done);
   void StartHeadWrite(std::unique_lock<std::mutex>& lock);
+  // Blocking (OpTracker::RunBlocking): under the head's lease, re-reads the head and writes it
+  // back with size max(stored, wanted), so writers in other clients never shrink each other's
+  // size. kAborted when the object was replaced by a put, kNotFound when it was deleted.
+  Result<ObjectHead> CommitSize(uint64_t wanted);
   static uint64_t NextVersion() { return NewVersion(); }
   // Stripe operations for `ops` retry transient failures until the latest of their deadlines
   // (or the client's retry budget) while one of them is still pending.
@@ -95,6 +102,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   const Redundancy red_;
   const WireShardKey head_key_;
   const std::string name_;
+  const uint64_t owner_;  // this Object's token for stripe write leases
 
   mutable std::mutex mu_;
   ObjectHead head_;            // head_.size: the committed size

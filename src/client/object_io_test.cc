@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <random>
 #include <thread>
 
 #include "client/test_cluster.h"
@@ -216,6 +218,54 @@ TEST_F(ObjectIoTest, ReadsArriveInTheCallersBuffersWithoutACopy) {
   ASSERT_EQ(cq.Wait(small.size(), std::chrono::seconds(30)).size(), small.size());
   for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(0, std::memcmp(small[i].data(), data.data() + i * 200, 100));
   EXPECT_EQ(cluster_->client().read_path_stats().copied - after.copied, small.size() * 100);
+}
+
+// Two clients write disjoint small ranges that share stripes of one object, each from two
+// threads: the stripe write leases (taken from the targets) make their read-modify-writes take
+// turns and the head's size only grows, so every range ends with its writer's last bytes.
+TEST_F(ObjectIoTest, TwoClientsWritingOneObjectLoseNoUpdate) {
+  ClientOptions co;
+  co.mgmt_address = cluster_->mgmt_address();
+  co.timeout = std::chrono::milliseconds(5000);
+  auto other = Client::Connect(co);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto a = Open("two-clients");
+  auto b = (*other)->Open("io", "two-clients");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const uint64_t kPiece = 1000, kWriters = 4, kPieces = 2 * kStripe / kPiece;
+  std::vector<std::byte> model(kPieces * kPiece, std::byte{0});
+  uint64_t furthest = 0;
+  std::mutex model_mu;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (uint64_t w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      Object& obj = w % 2 == 0 ? *a : **b;
+      std::mt19937 rng(static_cast<uint32_t>(w + 50));
+      for (int i = 0; i < 40; ++i) {
+        const uint64_t piece = w + kWriters * (rng() % (kPieces / kWriters));
+        auto bytes = RandomBytes(kPiece, static_cast<uint32_t>(rng()));
+        if (!obj.Write(piece * kPiece, bytes).ok()) {
+          ++failures;
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(model_mu);
+        std::memcpy(model.data() + piece * kPiece, bytes.data(), kPiece);
+        furthest = std::max(furthest, (piece + 1) * kPiece);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto fresh = Open("two-clients");
+  EXPECT_EQ(fresh->size(), furthest);
+  std::vector<std::byte> out(furthest);
+  ASSERT_TRUE(fresh->Read(0, out).ok());
+  size_t lost = 0;
+  for (uint64_t p = 0; p < furthest / kPiece; ++p) {
+    lost += std::memcmp(out.data() + p * kPiece, model.data() + p * kPiece, kPiece) != 0;
+  }
+  EXPECT_EQ(lost, 0u) << "ranges whose last write was lost";
 }
 
 TEST_F(ObjectIoTest, CancellationAndDeadlines) {

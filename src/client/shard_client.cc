@@ -271,6 +271,37 @@ Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key) {
   return Await<Status>([&](auto done) { StartDeleteTo(target, key, std::move(done)); });
 }
 
+void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
+                              std::chrono::milliseconds ttl, std::function<void(Status)> done) {
+  LockRequestHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.owner = owner;
+  h.ttl_ms = static_cast<uint32_t>(ttl.count());
+  std::vector<std::byte> header = EncodeHeader(h);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kLockStripe), header, {},
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
+             });
+}
+
+void ShardClient::StartUnlockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
+                                std::function<void(Status)> done) {
+  LockRequestHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.owner = owner;
+  std::vector<std::byte> header = EncodeHeader(h);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kUnlockStripe), header, {},
+             [this, c = key.container, done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(std::move(r.status));
+             });
+}
+
 void ShardClient::StartStatTo(const TargetRef& target, const WireShardKey& key,
                               std::function<void(Result<ShardData>)> done) {
   std::vector<std::byte> header = RequestHeader(key, 0);

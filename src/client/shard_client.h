@@ -88,6 +88,11 @@ class ShardClient {
   Status WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                  uint64_t version, bool only_if_not_older);
   Status DeleteTo(const TargetRef& target, const WireShardKey& key);
+  // Stripe write leases (shard_protocol.h, kLockStripe): takes or renews the lease of `key`'s
+  // stripe for `owner` on `target` (kAborted while another owner holds it); releases it.
+  void StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner, std::chrono::milliseconds ttl,
+                   std::function<void(Status)> done);
+  void StartUnlockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner, std::function<void(Status)> done);
   // The shard's version and length (ShardData without bytes).
   void StartStatTo(const TargetRef& target, const WireShardKey& key, std::function<void(Result<ShardData>)> done);
 

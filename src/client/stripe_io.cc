@@ -212,6 +212,46 @@ void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void
   });
 }
 
+void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint64_t owner, RetryPolicy retry,
+                          std::function<void(Result<TargetRef>)> done, int attempt) {
+  const WireShardKey k = WithShard(key, 0);
+  auto slots = Slots(k, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  if (slots->empty()) return done(Unavailable("no target holds " + Ordinal(key)));
+  TargetRef holder = slots->front();
+  for (const TargetRef& t : *slots) {
+    if (t.up) {
+      holder = t;
+      break;
+    }
+  }
+  shards_->StartLockTo(holder, k, owner, kStripeLeaseTtl,
+                       [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt,
+                        holder](Status s) mutable {
+    if (s.ok()) return done(holder);
+    const bool held = s.code() == StatusCode::kAborted;
+    const bool stale = IsStaleMap(s);
+    const bool transient = s.retryable() && !held && s.code() != StatusCode::kResourceExhausted;
+    const auto delay = std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 5)));
+    const bool hopeless = transient && !stale && !g.red.protected_() && !holder.up;
+    if (!(held || stale || transient) || hopeless || Clock::now() + delay >= retry.until ||
+        (retry.wanted && !retry.wanted())) {
+      return done(held ? s : s.WithContext("taking the write lease of " + Ordinal(key)));
+    }
+    // A protected stripe's lease moves on to the next up slot when its target fails: writes go
+    // on, degraded, while a target is down (this client suspects it for a while).
+    if (transient && !stale && g.red.protected_()) Suspect(holder);
+    timer_.After(delay, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt, stale]() mutable {
+      if (stale) view_->Refresh().IgnoreError();
+      LockStripe(g, key, owner, std::move(retry), std::move(done), attempt + 1);
+    });
+  });
+}
+
+void StripeIo::UnlockStripe(const TargetRef& holder, const WireShardKey& key, uint64_t owner) {
+  shards_->StartUnlockTo(holder, WithShard(key, 0), owner, [](Status) {});
+}
+
 StripeIo::Retries StripeIo::RetriesFor(const StripeGeometry& g, const WireShardKey& key,
                                        std::optional<RetryPolicy> policy) const {
   Retries st;

@@ -128,6 +128,19 @@ class StripeIo {
   void Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
             std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry = std::nullopt,
             std::shared_ptr<StripeDestination> into = nullptr);
+  // Stripe write leases (shard_protocol.h): takes the lease of `key`'s stripe for `owner` from
+  // the target of its first up slot, retrying while another owner holds it (5 ms doubling to
+  // 100 ms), after a stale map, and after transient failures, while `retry` allows; `done` gets
+  // the target that granted it. An unprotected stripe whose target is down fails at once; a
+  // protected stripe's lease target that fails is suspected, so the next up slot grants it
+  // (writers that disagree about which target is up may then hold leases on different ones:
+  // a window as long as failure detection).
+  void LockStripe(const StripeGeometry& g, const WireShardKey& key, uint64_t owner, RetryPolicy retry,
+                  std::function<void(Result<TargetRef>)> done, int attempt = 0);
+  // Releases the lease (in the background; it also expires after kStripeLeaseTtl).
+  void UnlockStripe(const TargetRef& holder, const WireShardKey& key, uint64_t owner);
+  static constexpr std::chrono::milliseconds kStripeLeaseTtl{15000};
+
   // Removes every shard of the stripe (OK when none existed); best effort on slots that fail.
   void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
 
