@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "client/disjoint_writes.h"
 #include "client/fake_shard_transport.h"
 
 namespace penstock {
@@ -33,6 +34,16 @@ class ObjectImplTest : public ::testing::Test {
     red_ = *ParseRedundancy(redundancy);
     EXPECT_TRUE(io_.WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());  // as Open(create) does
     return std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, head_key, h);
+  }
+
+  // Another open of the object NewObject made last (as a second client would have).
+  std::shared_ptr<Object> SecondHandle() {
+    ObjectHead h;
+    h.name = "second";
+    h.stripe_unit = kStripe;
+    h.data_hi = next_id_;
+    h.data_lo = 7;
+    return std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, WireShardKey{1, next_id_, 1, UINT64_MAX, 0, 0}, h);
   }
 
   static std::vector<std::byte> Bytes(size_t n, uint32_t seed) {
@@ -322,48 +333,16 @@ TEST_F(ObjectImplTest, SizeGrowsOnlyAfterDataIsDurable) {
 // so every range holds its writer's last bytes in the end (no update lost).
 TEST_P(ObjectImplRedundancyTest, ConcurrentWritersFromTwoObjectsLoseNoUpdate) {
   auto a = NewObject("shared", GetParam());
-  ObjectHead h;
-  h.name = "shared";
-  h.stripe_unit = kStripe;
-  h.data_hi = next_id_;
-  h.data_lo = 7;
-  auto b = std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, WireShardKey{1, next_id_, 1, UINT64_MAX, 0, 0}, h);
-  const uint64_t kPiece = 300, kWriters = 4, kSpan = 3 * kStripe;
-  std::vector<std::byte> model(kSpan, std::byte{0});
-  uint64_t furthest = 0;  // end of the furthest piece written
-  std::mutex model_mu;
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (uint64_t w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      Object& obj = w % 2 == 0 ? static_cast<Object&>(*a) : static_cast<Object&>(*b);
-      std::mt19937 rng(static_cast<uint32_t>(w));
-      for (int i = 0; i < 60; ++i) {
-        // Writer w owns pieces w, w + kWriters, ...: interleaved within every stripe.
-        const uint64_t piece = w + kWriters * (rng() % (kSpan / kPiece / kWriters));
-        auto bytes = Bytes(kPiece, rng());
-        if (!obj.Write(piece * kPiece, bytes).ok()) {
-          ++failures;
-          continue;
-        }
-        std::lock_guard<std::mutex> lock(model_mu);
-        std::memcpy(model.data() + piece * kPiece, bytes.data(), kPiece);
-        furthest = std::max(furthest, (piece + 1) * kPiece);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
-  std::vector<std::byte> out(kSpan);
+  auto b = SecondHandle();
+  const uint64_t kPiece = 300;
+  auto w = testing::WriteDisjointPieces(*a, *b, kPiece, 3 * kStripe / kPiece, 4, 60);
+  EXPECT_EQ(w.failures, 0);
+  std::vector<std::byte> out(3 * kStripe);
   ASSERT_TRUE(a->Refresh().ok());
   auto n = a->Read(0, out);
   ASSERT_TRUE(n.ok());
-  EXPECT_EQ(*n, furthest);  // neither Object's size update shrank the other's
-  size_t lost = 0;
-  for (uint64_t p = 0; p < kSpan / kPiece; ++p) {
-    if (std::memcmp(out.data() + p * kPiece, model.data() + p * kPiece, kPiece) != 0) ++lost;
-  }
-  EXPECT_EQ(lost, 0u) << "pieces whose last write was lost";
+  EXPECT_EQ(*n, w.furthest);  // neither Object's size update shrank the other's
+  EXPECT_EQ(testing::LostPieces(w, out, kPiece), 0u) << "pieces whose last write was lost";
   EXPECT_GT(fake_.lease_conflicts(), 0);  // the writers did meet
 }
 
@@ -446,12 +425,7 @@ TEST_F(ObjectImplTest, CorruptReplicaIsRepairedByTheRead) {
 TEST_F(ObjectImplTest, ConcurrentWritersNeverTearAStripe) {
   auto a = NewObject("shared", "ec:2+1");
   const uint64_t data_hi = next_id_;
-  ObjectHead h;
-  h.name = "shared";
-  h.stripe_unit = kStripe;
-  h.data_hi = data_hi;
-  h.data_lo = 7;
-  auto b = std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, WireShardKey{1, data_hi, 1, UINT64_MAX, 0, 0}, h);
+  auto b = SecondHandle();
   ASSERT_TRUE(a->Write(0, Bytes(4 * kStripe, 1)).ok());
   auto hammer = [&](std::shared_ptr<Object> o, uint32_t seed) {
     std::mt19937 rng(seed);

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "client/disjoint_writes.h"
 #include "client/test_cluster.h"
 
 namespace penstock {
@@ -232,40 +233,14 @@ TEST_F(ObjectIoTest, TwoClientsWritingOneObjectLoseNoUpdate) {
   auto a = Open("two-clients");
   auto b = (*other)->Open("io", "two-clients");
   ASSERT_TRUE(b.ok()) << b.status().ToString();
-  const uint64_t kPiece = 1000, kWriters = 4, kPieces = 2 * kStripe / kPiece;
-  std::vector<std::byte> model(kPieces * kPiece, std::byte{0});
-  uint64_t furthest = 0;
-  std::mutex model_mu;
-  std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (uint64_t w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      Object& obj = w % 2 == 0 ? *a : **b;
-      std::mt19937 rng(static_cast<uint32_t>(w + 50));
-      for (int i = 0; i < 40; ++i) {
-        const uint64_t piece = w + kWriters * (rng() % (kPieces / kWriters));
-        auto bytes = RandomBytes(kPiece, static_cast<uint32_t>(rng()));
-        if (!obj.Write(piece * kPiece, bytes).ok()) {
-          ++failures;
-          continue;
-        }
-        std::lock_guard<std::mutex> lock(model_mu);
-        std::memcpy(model.data() + piece * kPiece, bytes.data(), kPiece);
-        furthest = std::max(furthest, (piece + 1) * kPiece);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(failures.load(), 0);
+  const uint64_t kPiece = 1000;
+  auto w = testing::WriteDisjointPieces(*a, **b, kPiece, 2 * kStripe / kPiece, 4, 40);
+  EXPECT_EQ(w.failures, 0);
   auto fresh = Open("two-clients");
-  EXPECT_EQ(fresh->size(), furthest);
-  std::vector<std::byte> out(furthest);
+  EXPECT_EQ(fresh->size(), w.furthest);
+  std::vector<std::byte> out(w.furthest);
   ASSERT_TRUE(fresh->Read(0, out).ok());
-  size_t lost = 0;
-  for (uint64_t p = 0; p < furthest / kPiece; ++p) {
-    lost += std::memcmp(out.data() + p * kPiece, model.data() + p * kPiece, kPiece) != 0;
-  }
-  EXPECT_EQ(lost, 0u) << "ranges whose last write was lost";
+  EXPECT_EQ(testing::LostPieces(w, out, kPiece), 0u) << "ranges whose last write was lost";
 }
 
 TEST_F(ObjectIoTest, CancellationAndDeadlines) {
