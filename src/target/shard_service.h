@@ -32,7 +32,8 @@ class ShardService {
  public:
   ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads);
 
-  // RpcHandler: queues the request for an I/O thread and returns at once.
+  // RpcHandler: queues the request for an I/O thread and returns at once (stripe leases, which
+  // touch only memory, are answered on the calling thread).
   void Handle(RpcRequest request, Responder respond);
 
   // Installs the key set from mgmt (registration and every heartbeat).
