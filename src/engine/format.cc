@@ -149,6 +149,144 @@ Result<std::optional<DeviceHeader>> DecodeDeviceHeader(std::span<const std::byte
   return std::optional<DeviceHeader>(header);
 }
 
+namespace {
+
+uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> payload) {
+  header.crc = 0;
+  uint32_t crc = Crc32c(std::as_bytes(std::span(&header, 1)));
+  return Crc32c(payload, crc);
+}
+
+uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
+  uint64_t bytes = 0;
+  for (const IndexUpdate& u : updates) {
+    bytes += sizeof(JournalUpdate) + (u.record ? u.record->block_crcs.size() * sizeof(uint32_t) : 0);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+uint64_t JournalRecordBytes(const std::vector<IndexUpdate>& updates) {
+  uint64_t bytes = sizeof(JournalRecordHeader) + PayloadBytes(updates);
+  return (bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
+}
+
+std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
+                                const std::vector<IndexUpdate>& updates) {
+  std::string out(JournalRecordBytes(updates), '\0');
+  JournalRecordHeader header;
+  std::memcpy(header.uuid, uuid, sizeof(header.uuid));
+  header.seq = seq;
+  header.update_count = static_cast<uint32_t>(updates.size());
+  header.payload_bytes = static_cast<uint32_t>(PayloadBytes(updates));
+  size_t pos = sizeof(header);
+  for (const IndexUpdate& u : updates) {
+    JournalUpdate j;
+    j.container = u.key.container;
+    j.object_hi = u.key.object.hi;
+    j.object_lo = u.key.object.lo;
+    j.stripe = u.key.stripe;
+    j.shard = u.key.shard;
+    j.kind = u.record ? kJournalPut : kJournalDelete;
+    if (u.old) {
+      j.old_segment = u.old->segment;
+      j.old_offset = u.old->offset;
+    }
+    if (u.record) {
+      j.segment = u.record->segment;
+      j.offset = u.record->offset;
+      j.length = u.record->length;
+      j.version = u.record->version;
+      j.block_count = static_cast<uint32_t>(u.record->block_crcs.size());
+    }
+    std::memcpy(out.data() + pos, &j, sizeof(j));
+    pos += sizeof(j);
+    if (j.block_count > 0) {
+      std::memcpy(out.data() + pos, u.record->block_crcs.data(), j.block_count * sizeof(uint32_t));
+      pos += j.block_count * sizeof(uint32_t);
+    }
+  }
+  header.crc = JournalCrc(header, std::as_bytes(std::span(out)).subspan(sizeof(header),
+                                                                         header.payload_bytes));
+  std::memcpy(out.data(), &header, sizeof(header));
+  return out;
+}
+
+std::optional<JournalRecordHeader> ParseJournalHeader(std::span<const std::byte> block,
+                                                      const uint8_t (&uuid)[16], uint64_t seq) {
+  JournalRecordHeader header;
+  if (block.size() < sizeof(header)) return std::nullopt;
+  std::memcpy(&header, block.data(), sizeof(header));
+  if (header.magic != kJournalMagic || std::memcmp(header.uuid, uuid, sizeof(uuid)) != 0 ||
+      header.seq != seq || header.format_version != kJournalRecordVersion || header.flags != 0 ||
+      sizeof(header) + uint64_t{header.payload_bytes} > kMaxJournalRecordBytes) {
+    return std::nullopt;
+  }
+  return header;
+}
+
+std::optional<std::vector<IndexUpdate>> DecodeJournalRecord(std::span<const std::byte> record) {
+  JournalRecordHeader header;
+  if (record.size() < sizeof(header)) return std::nullopt;
+  std::memcpy(&header, record.data(), sizeof(header));
+  if (record.size() - sizeof(header) < header.payload_bytes) return std::nullopt;
+  std::span<const std::byte> payload = record.subspan(sizeof(header), header.payload_bytes);
+  if (JournalCrc(header, payload) != header.crc) return std::nullopt;
+  std::vector<IndexUpdate> updates;
+  size_t pos = 0;
+  for (uint32_t i = 0; i < header.update_count; ++i) {
+    JournalUpdate j;
+    if (payload.size() - pos < sizeof(j)) return std::nullopt;
+    std::memcpy(&j, payload.data() + pos, sizeof(j));
+    pos += sizeof(j);
+    IndexUpdate u;
+    u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
+    if (j.old_segment != kNoSegment) {
+      u.old.emplace();
+      u.old->segment = j.old_segment;
+      u.old->offset = j.old_offset;
+    }
+    if (j.kind == kJournalPut) {
+      if (j.block_count != BlocksFor(j.length) || (j.length == 0) != (j.segment == kNoSegment) ||
+          j.offset % kBlockSize != 0 ||
+          (payload.size() - pos) / sizeof(uint32_t) < j.block_count) {
+        return std::nullopt;
+      }
+      ShardRecord r;
+      r.segment = j.segment;
+      r.offset = j.offset;
+      r.length = j.length;
+      r.version = j.version;
+      r.block_crcs.resize(j.block_count);
+      if (j.block_count > 0) {
+        std::memcpy(r.block_crcs.data(), payload.data() + pos, j.block_count * sizeof(uint32_t));
+      }
+      pos += j.block_count * sizeof(uint32_t);
+      u.record = std::move(r);
+    } else if (j.kind != kJournalDelete || j.block_count != 0) {
+      return std::nullopt;
+    }
+    updates.push_back(std::move(u));
+  }
+  if (pos != payload.size()) return std::nullopt;
+  return updates;
+}
+
+std::string EncodeJournalPosition(const JournalPosition& position) {
+  std::string out(sizeof(position), '\0');
+  std::memcpy(out.data(), &position, sizeof(position));
+  return out;
+}
+
+std::optional<JournalPosition> DecodeJournalPosition(std::string_view bytes) {
+  JournalPosition position;
+  if (bytes.size() != sizeof(position)) return std::nullopt;
+  std::memcpy(&position, bytes.data(), sizeof(position));
+  if (position.offset % kBlockSize != 0 || position.offset < kJournalBegin) return std::nullopt;
+  return position;
+}
+
 std::vector<uint32_t> BlockChecksums(std::span<const std::byte> padded) {
   std::vector<uint32_t> crcs;
   crcs.reserve(padded.size() / kBlockSize);

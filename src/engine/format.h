@@ -9,7 +9,13 @@
 //     (key: EncodeSegmentKey(segment, offset), value: EncodeShardKey — so GC finds a segment's
 //     shards without reading every record), plus meta records (kMetaSuperblockKey holds a
 //     copy of the DeviceHeader, which pairs an index with its device; kMetaSegmentIndexKey
-//     says the segment entries are complete).
+//     says the segment entries are complete; kMetaJournalKey holds the JournalPosition of the
+//     last journal record the index contains, written in the same batch as its updates).
+//   * the index journal, in the device's header region after the DeviceHeader block
+//     [kJournalBegin, data_offset): one record per group-commit batch (JournalRecordHeader, then
+//     one JournalUpdate plus its block checksums per index update), zero-padded to whole 4 KiB
+//     blocks. Records follow each other from kJournalBegin; when the next one does not fit the
+//     engine syncs the index and starts again at kJournalBegin (see journal.h).
 // Multi-byte integers inside records are little-endian (the host order; asserted below);
 // index keys are big-endian so RocksDB's bytewise order is (container, object, stripe, shard)
 // order and one container's (or one object's) shards are a contiguous range.
@@ -48,6 +54,7 @@ inline constexpr char kShardTag = 0x01;
 inline constexpr char kSegmentTag = 0x02;
 inline constexpr std::string_view kMetaSuperblockKey{"\x00superblock", 11};
 inline constexpr std::string_view kMetaSegmentIndexKey{"\x00segment-index", 15};
+inline constexpr std::string_view kMetaJournalKey{"\x00journal", 8};
 inline constexpr size_t kSegmentKeyBytes = 1 + 4 + 8;
 inline constexpr size_t kShardKeyBytes = 1 + 8 + 8 + 8 + 8 + 4;
 
@@ -90,6 +97,76 @@ struct ShardRecord {
 };
 
 inline uint64_t BlocksFor(uint64_t length) { return (length + kBlockSize - 1) / kBlockSize; }
+
+// One mutation of an index batch: a put of `record`, or a delete when it is nullopt. `old` is
+// the key's record before it (as the batch leaves it so far): its segment entry goes.
+struct IndexUpdate {
+  ShardKey key;
+  std::optional<ShardRecord> record;
+  std::optional<ShardRecord> old;
+};
+
+// Index journal. A record is durable on the device before the index batch it repeats is
+// written (unsynced); Open replays the records the index does not hold.
+inline constexpr uint64_t kJournalMagic = 0x4C4E524A'4B545350ull;  // "PSTKJRNL" little-endian
+inline constexpr uint16_t kJournalRecordVersion = 1;
+inline constexpr uint64_t kJournalBegin = kBlockSize;  // the DeviceHeader block comes first
+inline constexpr uint64_t kMaxJournalRecordBytes = 256 << 10;  // larger batches sync the index
+
+struct JournalRecordHeader {
+  uint64_t magic = kJournalMagic;
+  uint8_t uuid[16] = {};  // the device's: a reformatted device never replays old records
+  uint64_t seq = 0;       // 1, 2, 3, ... one per record, never reused once in the index
+  uint16_t format_version = kJournalRecordVersion;
+  uint16_t flags = 0;  // none defined in version 1; must be 0
+  uint32_t update_count = 0;
+  uint32_t payload_bytes = 0;  // bytes of updates after this header
+  uint32_t crc = 0;            // crc32c of this header (crc = 0) and the payload
+};
+static_assert(sizeof(JournalRecordHeader) == 48);
+
+// One IndexUpdate; followed by block_count uint32 crc32c values (the new record's).
+struct JournalUpdate {
+  uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;
+  uint32_t shard = 0;
+  uint8_t kind = 0;  // kJournalPut or kJournalDelete
+  uint8_t reserved[3] = {};
+  uint32_t old_segment = kNoSegment;  // where the key's previous data was (its segment entry)
+  uint32_t segment = kNoSegment;
+  uint64_t old_offset = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t version = 0;
+  uint32_t block_count = 0;
+  uint32_t reserved2 = 0;
+};
+static_assert(sizeof(JournalUpdate) == 88);
+inline constexpr uint8_t kJournalPut = 1;
+inline constexpr uint8_t kJournalDelete = 2;
+
+// Value of kMetaJournalKey: the last journal record applied to the index and where the next
+// one starts.
+struct JournalPosition {
+  uint64_t seq = 0;
+  uint64_t offset = kJournalBegin;  // device offset
+  friend bool operator==(const JournalPosition&, const JournalPosition&) = default;
+};
+static_assert(sizeof(JournalPosition) == 16);
+
+// The record for `updates`, zero-padded to whole 4 KiB blocks.
+std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
+                                const std::vector<IndexUpdate>& updates);
+// Bytes EncodeJournalRecord would return for `updates`.
+uint64_t JournalRecordBytes(const std::vector<IndexUpdate>& updates);
+// The header at the start of `block` if it is record `seq` of the device `uuid` (magic, uuid,
+// seq, version, size plausible); nullopt otherwise: the journal ends there.
+std::optional<JournalRecordHeader> ParseJournalHeader(std::span<const std::byte> block,
+                                                      const uint8_t (&uuid)[16], uint64_t seq);
+// The updates of a whole record (header and payload); nullopt when its crc or contents do not
+// check out (a torn write).
+std::optional<std::vector<IndexUpdate>> DecodeJournalRecord(std::span<const std::byte> record);
+std::string EncodeJournalPosition(const JournalPosition& position);
+std::optional<JournalPosition> DecodeJournalPosition(std::string_view bytes);
 
 // Index keys. Prefixes select a container's or an object's contiguous range of shard keys.
 std::string EncodeShardKey(const ShardKey& key);

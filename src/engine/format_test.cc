@@ -92,5 +92,65 @@ TEST(FormatTest, ShardKeyToString) {
   EXPECT_EQ(k.ToString(), "c=3 obj=0123456789abcdef:00000000000089ab stripe=head shard=0");
 }
 
+std::span<const std::byte> Bytes(const std::string& s) { return std::as_bytes(std::span(s)); }
+
+TEST(FormatTest, JournalRecordRoundTripsAndRejectsTornOrForeignRecords) {
+  uint8_t uuid[16] = {1, 2, 3};
+  ShardRecord put;
+  put.segment = 3;
+  put.offset = 8192;
+  put.length = 5000;
+  put.version = 7;
+  put.block_crcs = {0xdeadbeef, 0x12345678};
+  ShardRecord old = put;
+  old.segment = 1;
+  old.offset = 4096;
+  std::vector<IndexUpdate> updates = {
+      {ShardKey{1, {2, 3}, 4, 5}, put, std::nullopt},
+      {ShardKey{1, {2, 3}, 4, 6}, std::nullopt, old},
+      {ShardKey{9, {0, 0}, ShardKey::kHeadStripe, 0}, ShardRecord{}, old},  // empty shard
+  };
+  std::string record = EncodeJournalRecord(uuid, 42, updates);
+  ASSERT_EQ(record.size(), JournalRecordBytes(updates));
+  ASSERT_EQ(record.size() % kBlockSize, 0u);
+  ASSERT_TRUE(ParseJournalHeader(Bytes(record), uuid, 42).has_value());
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].key, updates[0].key);
+  ASSERT_TRUE((*back)[0].record.has_value());
+  EXPECT_EQ((*back)[0].record->block_crcs, put.block_crcs);
+  EXPECT_EQ((*back)[0].record->offset, 8192u);
+  EXPECT_FALSE((*back)[0].old.has_value());
+  EXPECT_FALSE((*back)[1].record.has_value());
+  EXPECT_EQ((*back)[1].old->segment, 1u);
+  EXPECT_EQ((*back)[1].old->offset, 4096u);
+  EXPECT_EQ((*back)[2].record->segment, kNoSegment);
+  EXPECT_EQ((*back)[2].key.stripe, ShardKey::kHeadStripe);
+
+  // Another sequence number or device: not the record the journal expects there.
+  EXPECT_FALSE(ParseJournalHeader(Bytes(record), uuid, 43).has_value());
+  uint8_t other[16] = {1, 2, 4};
+  EXPECT_FALSE(ParseJournalHeader(Bytes(record), other, 42).has_value());
+  std::string zeros(kBlockSize, '\0');
+  EXPECT_FALSE(ParseJournalHeader(Bytes(zeros), uuid, 1).has_value());
+  // A flipped byte anywhere in header or payload: torn.
+  for (size_t at : {size_t{60}, sizeof(JournalRecordHeader) + 100, size_t{40}}) {
+    std::string torn = record;
+    torn[at] ^= 0x10;
+    EXPECT_FALSE(DecodeJournalRecord(Bytes(torn)).has_value()) << at;
+  }
+  // Cut short: torn.
+  EXPECT_FALSE(DecodeJournalRecord(Bytes(record).first(sizeof(JournalRecordHeader) + 10)).has_value());
+}
+
+TEST(FormatTest, JournalPositionRoundTrips) {
+  JournalPosition p{.seq = 77, .offset = 3 * kBlockSize};
+  EXPECT_EQ(DecodeJournalPosition(EncodeJournalPosition(p)), p);
+  EXPECT_EQ(DecodeJournalPosition("short"), std::nullopt);
+  JournalPosition misaligned{.seq = 1, .offset = kBlockSize + 1};
+  EXPECT_EQ(DecodeJournalPosition(EncodeJournalPosition(misaligned)), std::nullopt);
+}
+
 }  // namespace
 }  // namespace penstock::engine

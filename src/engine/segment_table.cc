@@ -58,7 +58,7 @@ Result<Extent> SegmentTable::Allocate(uint64_t bytes, AppendStream stream) {
 Status SegmentTable::MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor) {
   if (open != kNoOpen) {
     Segment& s = segments_[open];
-    if (s.fill + bytes > segment_bytes_ && ReclaimableLocked(s)) s.fill = 0;  // all of it died
+    if (s.fill + bytes > segment_bytes_ && ReusableLocked(s)) s.fill = 0;  // all of it died
     if (s.fill + bytes <= segment_bytes_) return OkStatus();
     if (free_.size() <= free_floor) {
       const uint64_t left = segment_bytes_ - s.fill;
@@ -97,7 +97,10 @@ uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes,
   uint32_t best = kNoSegment;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
-    if (s.state != SegmentState::kSealed || s.pending != 0 || exclude.contains(i)) continue;
+    if (s.state != SegmentState::kSealed || s.pending != 0 || exclude.contains(i) ||
+        awaiting_sync_.contains(i)) {
+      continue;
+    }
     uint64_t dead = segment_bytes_ - s.live;
     if (dead == 0 || dead < min_dead_bytes) continue;
     if (best == kNoSegment || s.live < segments_[best].live) best = i;
@@ -119,7 +122,7 @@ void SegmentTable::Abandon(const Extent& extent) {
   std::lock_guard lock(mu_);
   Segment& s = segments_.at(extent.segment);
   assert(s.pending >= extent.length);
-  s.pending -= extent.length;
+  s.pending -= extent.length;  // no record names it: no wait for an index sync
   MaybeFreeLocked(extent.segment);
 }
 
@@ -129,6 +132,7 @@ void SegmentTable::Release(const Extent& extent) {
   Segment& s = segments_.at(extent.segment);
   assert(s.live >= extent.length);
   s.live -= extent.length;
+  s.released_seq = journal_seq_;
   MaybeFreeLocked(extent.segment);
 }
 
@@ -147,9 +151,27 @@ void SegmentTable::Unpin(uint32_t segment) {
   MaybeFreeLocked(segment);
 }
 
+void SegmentTable::SetJournalSeq(uint64_t seq) {
+  std::lock_guard lock(mu_);
+  journal_seq_ = seq;
+}
+
+void SegmentTable::SetDurableSeq(uint64_t seq) {
+  std::lock_guard lock(mu_);
+  durable_seq_ = seq;
+  std::set<uint32_t> waiting;
+  waiting.swap(awaiting_sync_);
+  for (uint32_t segment : waiting) MaybeFreeLocked(segment);
+}
+
 void SegmentTable::MaybeFreeLocked(uint32_t segment) {
   Segment& s = segments_[segment];
   if (s.state != SegmentState::kSealed || !ReclaimableLocked(s)) return;
+  if (!ReusableLocked(s)) {
+    awaiting_sync_.insert(segment);
+    return;
+  }
+  awaiting_sync_.erase(segment);
   s = Segment{};
   free_.insert(segment);
 }
@@ -158,8 +180,9 @@ SegmentTableStats SegmentTable::Stats() const {
   std::lock_guard lock(mu_);
   SegmentTableStats stats;
   stats.total_segments = segments_.size();
-  stats.free_segments = free_.size();
-  stats.used_bytes = (segments_.size() - free_.size()) * segment_bytes_;
+  stats.awaiting_sync_segments = awaiting_sync_.size();
+  stats.free_segments = free_.size() + awaiting_sync_.size();
+  stats.used_bytes = (segments_.size() - stats.free_segments) * segment_bytes_;
   uint64_t open_tail = 0;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     stats.live_bytes += segments_[i].live;

@@ -18,6 +18,12 @@
 // pending, reusing it can never overwrite data a live index record names; pins keep a segment
 // from being reused while a reader that already looked its key up is still reading it.
 //
+// Journal gating: the index journal (journal.h) may replay records that name extents released
+// since the index was last synced, so space released at journal sequence number S (SetJournalSeq)
+// is not reused — neither a freed segment nor a rewound open one — until the index is durable
+// through S (SetDurableSeq). Until then a freed segment waits sealed, counted as free in Stats.
+// Both sequence numbers stay 0 when there is no journal: space is then reused at once.
+//
 // Thread safety: every method may be called from any thread; one mutex guards the table.
 #pragma once
 
@@ -49,6 +55,8 @@ struct SegmentTableStats {
   uint64_t live_bytes = 0;     // committed extents
   uint64_t pending_bytes = 0;  // allocated, not yet committed or abandoned
   uint64_t dead_bytes = 0;     // used - live - pending - unwritten tail of the open segment
+  uint64_t awaiting_sync_segments = 0;  // empty, but reusable only after the index is synced
+                                        // (counted in free_segments too)
 };
 
 class SegmentTable {
@@ -69,6 +77,11 @@ class SegmentTable {
   void Commit(const Extent& extent);   // pending -> live
   void Abandon(const Extent& extent);  // pending -> dead
   void Release(const Extent& extent);  // live -> dead
+
+  // Extents released from now on were released at journal record `seq` (the committer's).
+  void SetJournalSeq(uint64_t seq);
+  // The index is durable through journal record `seq`: space released up to it may be reused.
+  void SetDurableSeq(uint64_t seq);
 
   // A reader pins the segment of the extent it is about to read.
   void Pin(uint32_t segment);
@@ -92,6 +105,7 @@ class SegmentTable {
     uint64_t live = 0;     // bytes of committed extents
     uint64_t pending = 0;  // bytes of allocated, uncommitted extents
     uint32_t pins = 0;
+    uint64_t released_seq = 0;  // journal seq of the last Release
   };
   static constexpr uint32_t kNoOpen = UINT32_MAX;
 
@@ -99,11 +113,17 @@ class SegmentTable {
   // Seals the stream's open segment if `bytes` does not fit, and opens a free one.
   Status MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor);
   bool ReclaimableLocked(const Segment& s) const { return s.live == 0 && s.pending == 0 && s.pins == 0; }
+  bool ReusableLocked(const Segment& s) const {
+    return ReclaimableLocked(s) && s.released_seq <= durable_seq_;
+  }
 
   const uint64_t segment_bytes_;
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // guarded by mu_
   std::set<uint32_t> free_;        // guarded by mu_; lowest index reused first
+  std::set<uint32_t> awaiting_sync_;  // guarded by mu_; sealed, empty, released after durable_seq_
+  uint64_t journal_seq_ = 0;       // guarded by mu_
+  uint64_t durable_seq_ = 0;       // guarded by mu_
   const uint32_t reserve_;
   uint32_t open_ = kNoOpen;        // guarded by mu_; the user stream's open segment
   uint32_t gc_open_ = kNoOpen;     // guarded by mu_; the GC stream's open segment

@@ -114,5 +114,42 @@ TEST(SegmentTableTest, PickVictimPrefersTheEmptiestSealedSegment) {
   EXPECT_EQ(t.PickVictim(4096), 0u);
 }
 
+TEST(SegmentTableTest, SpaceReleasedAtAJournalRecordWaitsForTheIndexSync) {
+  SegmentTable t(2, kSeg);
+  t.SetJournalSeq(4);
+  t.SetDurableSeq(4);
+  Extent a = *t.Allocate(kSeg);
+  t.Commit(a);
+  Extent b = *t.Allocate(kSeg);  // seals segment 0
+  t.Commit(b);
+  t.SetJournalSeq(5);
+  t.Release(a);  // by record 5, which the index does not hold durably yet
+  EXPECT_EQ(t.state(0), SegmentState::kSealed);
+  EXPECT_EQ(t.Stats().free_segments, 1u);  // counted free, but not reusable
+  EXPECT_EQ(t.Stats().awaiting_sync_segments, 1u);
+  EXPECT_EQ(t.PickVictim(4096), kNoSegment);  // nothing for GC to do there
+  EXPECT_EQ(t.Allocate(4096).status().code(), StatusCode::kResourceExhausted);
+  t.SetDurableSeq(5);
+  EXPECT_EQ(t.state(0), SegmentState::kFree);
+  EXPECT_EQ(t.Stats().awaiting_sync_segments, 0u);
+  EXPECT_EQ(t.Allocate(4096)->segment, 0u);
+}
+
+TEST(SegmentTableTest, OpenSegmentIsRewoundOnlyOnceTheIndexIsDurable) {
+  SegmentTable t(1, kSeg);
+  Extent a = *t.Allocate(kSeg);
+  t.Commit(a);
+  t.SetJournalSeq(1);
+  t.Release(a);
+  EXPECT_EQ(t.Allocate(4096).status().code(), StatusCode::kResourceExhausted);
+  t.SetDurableSeq(1);
+  Extent b = *t.Allocate(4096);
+  EXPECT_EQ(b, (Extent{0, 0, 4096}));
+  // An abandoned extent was never named by a record: reusable at once.
+  t.SetJournalSeq(2);
+  t.Abandon(b);
+  EXPECT_EQ(*t.Allocate(kSeg), (Extent{0, 0, kSeg}));
+}
+
 }  // namespace
 }  // namespace penstock::engine
