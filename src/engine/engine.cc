@@ -1,5 +1,6 @@
-// engine.cc — Engine construction: options, device/index pairing (the superblock), and
-// recovery of the segment table from the index. The data path is in engine_ops.cc.
+// engine.cc — Engine construction: options, device/index pairing (the superblock), replay of
+// the index journal, and recovery of the segment table from the index. The data path is in
+// engine_ops.cc.
 #include "engine/engine.h"
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "engine/file_device.h"
 #include "engine/format.h"
 #include "engine/index.h"
+#include "engine/journal.h"
 #include "engine/null_device.h"
 #include "engine/segment_table.h"
 
@@ -44,6 +46,11 @@ Status ValidateOptions(const EngineOptions& o) {
   if (o.device_kind != "file" && o.device_kind != "null") {
     return InvalidArgument(fmt::format("device_kind '{}' is unknown; use \"file\" or \"null\"",
                                        o.device_kind));
+  }
+  if (o.journal_bytes != 0 && o.journal_bytes < engine::kMaxJournalRecordBytes) {
+    return InvalidArgument(fmt::format("journal_bytes {} must be 0 (all of the header region) or "
+                                       "at least {}", o.journal_bytes,
+                                       engine::kMaxJournalRecordBytes));
   }
   if (!(o.gc_min_dead_fraction > 0 && o.gc_min_dead_fraction <= 1)) {
     return InvalidArgument(fmt::format("gc_min_dead_fraction {} must be in (0, 1]",
@@ -167,6 +174,15 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
   PS_RETURN_IF_ERROR(ValidateOptions(options));
   PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::Index> index, engine::Index::Open(options.index_dir, device->persistent()));
   PS_ASSIGN_OR_RETURN(DeviceHeader header, PairDeviceAndIndex(options, *device, *index));
+  // The journal first: until it is replayed the index may lack acknowledged batches.
+  std::unique_ptr<engine::Journal> journal;
+  if (device->persistent()) {
+    uint64_t end = header.data_offset;
+    if (options.journal_bytes != 0) {
+      end = std::min(end, engine::kJournalBegin + options.journal_bytes / kBlockSize * kBlockSize);
+    }
+    PS_ASSIGN_OR_RETURN(journal, engine::Journal::Open(*device, *index, header, end));
+  }
   PS_ASSIGN_OR_RETURN(uint64_t added, index->EnsureSegmentEntries());
   if (added > 0) PS_LOG_INFO("index '{}': wrote the segment entries of {} shards (older index)", index->dir(), added);
   uint32_t reserve = options.gc_enabled ? options.gc_reserve_segments : 0;
@@ -174,21 +190,30 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
   auto table = std::make_unique<engine::SegmentTable>(
       static_cast<uint32_t>(header.segment_count), header.segment_bytes, reserve);
   std::unique_ptr<Engine> e(new Engine(options, std::move(device), std::move(index),
-                                       std::move(table), header.data_offset));
+                                       std::move(journal), std::move(table), header.data_offset));
   PS_RETURN_IF_ERROR(e->Recover());
+  if (e->journal_) {
+    // Journal::Open left the index durable through its last record.
+    e->durable_seq_ = e->journal_->position().seq;
+    e->journal_replayed_ = e->journal_->records_replayed();
+    e->table_->SetJournalSeq(e->durable_seq_);
+    e->table_->SetDurableSeq(e->durable_seq_);
+  }
   e->StartThreads();
   return e;
 }
 
 Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
-               std::unique_ptr<engine::Index> index, std::unique_ptr<engine::SegmentTable> table,
-               uint64_t data_offset)
+               std::unique_ptr<engine::Index> index, std::unique_ptr<engine::Journal> journal,
+               std::unique_ptr<engine::SegmentTable> table, uint64_t data_offset)
     : options_(std::move(options)),
       segment_bytes_(table->segment_bytes()),
       data_offset_(data_offset),
       device_(std::move(device)),
       index_(std::move(index)),
-      table_(std::move(table)) {}
+      journal_(std::move(journal)),
+      table_(std::move(table)),
+      last_index_sync_(std::chrono::steady_clock::now()) {}
 
 Engine::~Engine() { StopThreads(); }
 
@@ -279,6 +304,8 @@ EngineStats Engine::Stats() const {
                                     static_cast<double>(s.bytes_written);
   s.commit_batches = commit_batches_.load();
   s.commit_ops = commit_ops_.load();
+  s.index_syncs = index_syncs_.load();
+  s.journal_replayed = journal_replayed_.load();
   s.gc_segments_cleaned = gc_segments_cleaned_.load();
   s.gc_bytes_moved = gc_bytes_moved_.load();
   s.scrub_bytes_verified = scrub_bytes_verified_.load();

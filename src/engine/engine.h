@@ -4,12 +4,18 @@
 // and one RocksDB index. Shard data is appended, 4 KiB aligned, to the open segment of the
 // device; the index maps each ShardKey to where its bytes are plus a crc32c per 4 KiB block.
 // The index is the truth: data reaches the device (durably) before its index record is
-// committed (synced), so after a crash Open rebuilds everything from the index and data that
-// was written but not indexed is garbage.
+// committed, so after a crash Open rebuilds everything from the index and data that was written
+// but not indexed is garbage.
 //
 // Group commit (engine_commit.cc): writers append their data without a device flush and queue
-// their index record; one committer thread takes everything queued, flushes the device once
-// (fdatasync), commits all the records in one synced RocksDB WriteBatch, then wakes the writers.
+// their index record; one committer thread takes everything queued, decides it against the
+// index, writes the batch's index updates as one record of the index journal (journal.h) in the
+// device's header region, flushes the device once (fdatasync: data and journal record durable
+// together), applies the batch to RocksDB unsynced, then wakes the writers. RocksDB is synced
+// lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
+// space waits for it, and at close); Open replays the journal records the index lacks before
+// anything reads the index. Space a batch releases is not reused until the index is durable
+// through that batch, so every record Open may replay still names intact data.
 // The committer is the only thread that mutates the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
 // the live shards of the emptiest sealed segments (conditionally: a concurrent overwrite wins)
@@ -91,6 +97,13 @@ struct EngineOptions {
   double gc_min_dead_fraction = 0.5;   // background GC cleans segments at least this dead
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background relocation rate; 0 = unlimited
 
+  // Index journal (journal.h): the index is synced at least this often while it changes (and
+  // when the journal region is full); a crash replays at most what came since.
+  uint64_t index_sync_interval_ms = 200;
+  // Bytes of the device's header region used for the journal; 0 = all of it (1 MiB less the
+  // header block). At least 256 KiB; tests use little so that the journal wraps often.
+  uint64_t journal_bytes = 0;
+
   // Background scrub: re-reads and verifies every live shard at this rate; 0 = off (Scrub()
   // still runs a pass on demand).
   uint64_t scrub_rate_bytes_per_sec = 0;
@@ -110,8 +123,10 @@ struct EngineStats {
   // Bytes (4 KiB rounded) written to the data device by writes and by GC relocation.
   uint64_t device_bytes_written = 0;
   double write_amplification = 0;  // device_bytes_written / bytes_written (0 before any write)
-  uint64_t commit_batches = 0;     // group commits (one device flush + one synced index batch)
+  uint64_t commit_batches = 0;     // group commits (one device flush each)
   uint64_t commit_ops = 0;         // writes, deletes and relocations those batches carried
+  uint64_t index_syncs = 0;        // lazy index syncs (each makes the journal so far unneeded)
+  uint64_t journal_replayed = 0;   // journal records Open replayed into the index
   uint64_t gc_segments_cleaned = 0;  // segments GC emptied
   uint64_t gc_bytes_moved = 0;       // bytes (4 KiB rounded) GC relocated
   uint64_t scrub_bytes_verified = 0;  // bytes (4 KiB rounded) scrub read and checked
@@ -121,8 +136,11 @@ struct EngineStats {
 namespace engine {
 struct CommitRequest;
 struct Extent;
+struct IndexUpdate;
 class Device;
 class Index;
+class Journal;
+enum class AppendStream : uint8_t;
 class SegmentTable;
 struct ShardRecord;
 }  // namespace engine
@@ -181,8 +199,8 @@ class Engine {
 
  private:
   Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
-         std::unique_ptr<engine::Index> index, std::unique_ptr<engine::SegmentTable> table,
-         uint64_t data_offset);
+         std::unique_ptr<engine::Index> index, std::unique_ptr<engine::Journal> journal,
+         std::unique_ptr<engine::SegmentTable> table, uint64_t data_offset);
   Status Recover();
   uint64_t DeviceOffset(uint32_t segment, uint64_t offset) const {
     return data_offset_ + uint64_t{segment} * segment_bytes_ + offset;
@@ -204,6 +222,18 @@ class Engine {
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
+  // Makes `updates` durable and applies them to the index (journal record + one device flush +
+  // unsynced index batch, or device flush + synced index batch). `journaled` tells whether the
+  // journal now holds them durably (an index failure after that is not recoverable in place).
+  Status CommitUpdates(const std::vector<engine::IndexUpdate>& updates, bool has_data,
+                       bool& journaled);
+  // Committer: syncs the index if it holds batches not yet durable, then lets released space
+  // be reused and wakes RequestIndexSync callers.
+  void SyncIndex();
+  // Any thread: asks the committer for an index sync and waits for it.
+  void RequestIndexSync();
+  // SegmentTable::Allocate, after an index sync if space only waits for one.
+  Result<engine::Extent> AllocateSpace(uint64_t bytes, engine::AppendStream stream);
 
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
@@ -223,6 +253,7 @@ class Engine {
   const uint64_t data_offset_;
   std::unique_ptr<engine::Device> device_;
   std::unique_ptr<engine::Index> index_;
+  std::unique_ptr<engine::Journal> journal_;  // null without a persistent device; committer's
   std::unique_ptr<engine::SegmentTable> table_;
   // Held shared while a reader looks a key up and pins its segment; exclusive while a writer
   // or deleter swaps the key's index record and returns its old space.
@@ -232,6 +263,7 @@ class Engine {
   std::atomic<uint64_t> reads_{0}, writes_{0}, deletes_{0}, checksum_errors_{0};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
   std::atomic<uint64_t> device_bytes_written_{0}, commit_batches_{0}, commit_ops_{0};
+  std::atomic<uint64_t> index_syncs_{0}, journal_replayed_{0};
   std::atomic<uint32_t> writers_in_flight_{0};  // Writes between data write start and end
   std::atomic<uint64_t> gc_segments_cleaned_{0}, gc_bytes_moved_{0};
   std::atomic<uint64_t> scrub_bytes_verified_{0}, scrub_corrupt_shards_{0};
@@ -241,7 +273,14 @@ class Engine {
   std::condition_variable commit_cv_;
   std::vector<engine::CommitRequest*> commit_queue_;  // guarded by commit_mu_
   bool commit_stop_ = false;                          // guarded by commit_mu_
+  bool sync_requested_ = false;                       // guarded by commit_mu_
+  uint64_t syncs_done_ = 0;                           // guarded by commit_mu_
+  std::condition_variable sync_cv_;                   // syncs_done_ moved
   std::thread committer_;
+  // Owned by the committer thread.
+  uint64_t durable_seq_ = 0;  // the index is durable through this journal record
+  std::chrono::steady_clock::time_point last_index_sync_;
+  Status index_failed_;  // an index batch failed after its journal record was durable
 
   // Background GC and scrub threads sleep on bg_cv_.
   std::mutex bg_mu_;

@@ -47,7 +47,7 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(100);
 }  // namespace
 
 Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
-  auto extent = table_->Allocate(bytes);
+  auto extent = AllocateSpace(bytes, engine::AppendStream::kUser);
   if (extent.ok() || extent.status().code() != StatusCode::kResourceExhausted ||
       !options_.gc_enabled) {
     return extent;
@@ -56,7 +56,8 @@ Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
   // Each pass frees at most one segment; a full device may need a few before one is spare.
   for (uint32_t pass = 0; pass < table_->segment_count() && !extent.ok(); ++pass) {
     auto cleaned = CleanOneSegment(kBlockSize, /*throttled=*/false);
-    extent = table_->Allocate(bytes);  // even with no victim: the GC thread may have freed one
+    // Even with no victim: the GC thread may have freed one.
+    extent = AllocateSpace(bytes, engine::AppendStream::kUser);
     if (!cleaned.ok() || !*cleaned) break;
   }
   gc_waiters_.fetch_sub(1);
@@ -159,7 +160,7 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
                     key.ToString(), victim);
         continue;
       }
-      auto extent = table_->Allocate(bytes, engine::AppendStream::kGc);
+      auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
       if (!extent.ok()) {
         failed = extent.status();
         break;

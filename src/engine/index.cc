@@ -52,6 +52,9 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync) {
   options.create_if_missing = true;
   options.paranoid_checks = true;
   options.max_background_jobs = 2;
+  // Unsynced batches stay in RocksDB's buffer until SyncWal: the journal makes them durable,
+  // and a crash then loses exactly a suffix of them (which Open replays from the journal).
+  options.manual_wal_flush = sync;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {
@@ -75,8 +78,9 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
 }
 
 
-Status Index::Apply(const std::vector<Update>& updates) {
-  if (updates.empty()) return OkStatus();
+Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPosition> journal,
+                    bool sync) {
+  if (updates.empty() && !journal) return OkStatus();
   rocksdb::WriteBatch batch;
   for (const Update& u : updates) {
     const std::string key = EncodeShardKey(u.key);
@@ -89,7 +93,12 @@ Status Index::Apply(const std::vector<Update>& updates) {
     }
     PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
   }
-  return ToStatus(db_->Write(SyncedWrite(sync_), &batch),
+  if (journal) {
+    PS_RETURN_IF_ERROR(ToStatus(batch.Put(rocksdb::Slice(kMetaJournalKey.data(), kMetaJournalKey.size()),
+                                          EncodeJournalPosition(*journal)),
+                                fmt::format("index '{}': batch journal position", dir_)));
+  }
+  return ToStatus(db_->Write(SyncedWrite(sync && sync_), &batch),
                   fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
 }
 
@@ -178,6 +187,29 @@ Result<uint64_t> Index::EnsureSegmentEntries() {
   batch.Put(marker, "1");
   PS_RETURN_IF_ERROR(ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_)));
   return written;
+}
+
+Status Index::SyncWal() {
+  if (!sync_) return OkStatus();
+  return ToStatus(db_->FlushWAL(/*sync=*/true), fmt::format("index '{}': sync the WAL", dir_));
+}
+
+Result<std::optional<JournalPosition>> Index::GetJournalPosition() const {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(),
+                               rocksdb::Slice(kMetaJournalKey.data(), kMetaJournalKey.size()), &value);
+  if (s.IsNotFound()) return std::optional<JournalPosition>();
+  PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get journal position", dir_)));
+  std::optional<JournalPosition> position = DecodeJournalPosition(value);
+  if (!position) {
+    return DataLoss(fmt::format("index '{}' journal position is malformed; the index is corrupt, "
+                                "rebuild this target", dir_));
+  }
+  return position;
+}
+
+Status Index::PutJournalPosition(const JournalPosition& position) {
+  return Apply({}, position, /*sync=*/true);
 }
 
 Result<std::optional<DeviceHeader>> Index::GetSuperblock() const {

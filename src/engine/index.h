@@ -1,9 +1,13 @@
 // index.h — the engine's page mapping table: ShardKey -> ShardRecord, kept in RocksDB.
 //
-// The index is the truth about which shards exist and where their bytes are. Every mutation is
-// a synced RocksDB write (WriteOptions.sync), so it is durable when the call returns; RocksDB
-// groups concurrent synced writers into one WAL sync (group commit). Keys and values are
-// encoded by format.h. Also holds the superblock, the index's copy of the device header.
+// The index is the truth about which shards exist and where their bytes are, once the index
+// journal (journal.h) has been replayed into it. The engine's batches are written unsynced
+// (Apply with sync = false), each with the JournalPosition of the journal record that repeats
+// it: the record, durable on the data device first, is what makes the batch durable. RocksDB
+// buffers its WAL in memory (manual_wal_flush) until SyncWal or a synced write, so a crash
+// keeps a prefix of the batches — exactly those up to the recorded JournalPosition — and the
+// journal supplies the rest. Keys and values are encoded by format.h. Also holds the
+// superblock, the index's copy of the device header.
 //
 // Thread safety: every method may be called from any number of threads at once. The Index does
 // not order a Get against a concurrent Put of the same key; the engine's key locks do.
@@ -37,16 +41,18 @@ class Index {
 
   // nullopt when the key has no record. Errors: kDataLoss (corrupt record), RocksDB errors.
   Result<std::optional<ShardRecord>> Get(const ShardKey& key) const;
-  // One mutation of a batch: a put of `record`, or a delete when it is nullopt. `old` is the
-  // key's record before it (as the batch leaves it so far): its segment entry goes.
-  struct Update {
-    ShardKey key;
-    std::optional<ShardRecord> record;
-    std::optional<ShardRecord> old;
-  };
-  // Applies `updates` in order as one atomic, synced RocksDB WriteBatch (the engine's group
-  // commit). Durable on return; all or nothing.
-  Status Apply(const std::vector<Update>& updates);
+  using Update = IndexUpdate;
+  // Applies `updates` in order, and sets the journal position to `journal` when given, as one
+  // atomic RocksDB WriteBatch (the engine's group commit); all or nothing. Durable on return
+  // when `sync` (and then every earlier batch is too); otherwise after the next SyncWal.
+  Status Apply(const std::vector<Update>& updates,
+               std::optional<JournalPosition> journal = std::nullopt, bool sync = true);
+  // Makes every batch applied so far durable (one WAL write and sync).
+  Status SyncWal();
+  // The journal position of the last batch that carried one; nullopt for an index that never
+  // had one.
+  Result<std::optional<JournalPosition>> GetJournalPosition() const;
+  Status PutJournalPosition(const JournalPosition& position);  // synced
 
   // Visits shard records whose key starts with `prefix` (ContainerPrefix, ObjectPrefix, or the
   // one-byte shard tag for all shards), in key order, beginning after `start_after` if given,

@@ -1,0 +1,125 @@
+#include "engine/journal.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "common/buffer.h"
+#include "common/log.h"
+#include "engine/device.h"
+#include "engine/index.h"
+
+namespace penstock::engine {
+
+Result<std::unique_ptr<Journal>> Journal::Open(Device& device, Index& index,
+                                               const DeviceHeader& header, uint64_t region_end) {
+  if (region_end > header.data_offset || region_end < kJournalBegin + kMaxJournalRecordBytes) {
+    return InvalidArgument(fmt::format("journal region [{}, {}) must end by the data offset {} "
+                                       "and hold a record of {} bytes", kJournalBegin, region_end,
+                                       header.data_offset, kMaxJournalRecordBytes));
+  }
+  PS_ASSIGN_OR_RETURN(std::optional<JournalPosition> stored, index.GetJournalPosition());
+  std::unique_ptr<Journal> journal(
+      new Journal(device, index, header, region_end, stored.value_or(JournalPosition{})));
+  if (!stored) {
+    // A new index, or one from before the journal: whatever lies in the region is not ours
+    // to replay (the uuid check would refuse it anyway). Start at the beginning.
+    PS_RETURN_IF_ERROR(index.PutJournalPosition(journal->position_));
+  } else if (stored->offset >= region_end) {
+    PS_RETURN_IF_ERROR(journal->Wrap());  // region_end shrank since: nothing to replay there
+  } else {
+    PS_RETURN_IF_ERROR(journal->Replay());
+  }
+  return journal;
+}
+
+Status Journal::Wrap() {
+  JournalPosition start{.seq = position_.seq, .offset = kJournalBegin};
+  PS_RETURN_IF_ERROR(index_.PutJournalPosition(start));
+  position_ = start;
+  return OkStatus();
+}
+
+Result<JournalPosition> Journal::Write(std::string_view record, bool durable) {
+  if (record.size() % kBlockSize != 0 || !Fits(record.size())) {
+    return Internal(fmt::format("journal record of {} bytes at {} does not fit the region ending "
+                                "at {} (engine bug)", record.size(), position_.offset, region_end_));
+  }
+  AlignedBuffer block = AlignedBuffer::CopyOf(std::as_bytes(std::span(record)));
+  std::span<const std::byte> bytes(block.data(), record.size());
+  Status written = durable ? device_.Write(position_.offset, bytes)
+                           : device_.WriteUnsynced(position_.offset, bytes);
+  PS_RETURN_IF_ERROR(written.WithContext("write the index journal"));
+  return JournalPosition{.seq = position_.seq + 1, .offset = position_.offset + record.size()};
+}
+
+Result<bool> Journal::DataIsWhole(const std::vector<IndexUpdate>& updates) {
+  for (const IndexUpdate& u : updates) {
+    if (!u.record || u.record->segment == kNoSegment) continue;
+    const ShardRecord& r = *u.record;
+    if (r.segment >= header_.segment_count || r.offset + r.allocated_bytes() > header_.segment_bytes) {
+      return DataLoss(fmt::format("index journal record {} puts shard {} outside the device "
+                                  "(segment {}, offset {}); the journal is corrupt, rebuild this "
+                                  "target", position_.seq + 1, u.key.ToString(), r.segment,
+                                  r.offset));
+    }
+    AlignedBuffer data(r.allocated_bytes());
+    std::span<std::byte> blocks(data.data(), r.allocated_bytes());
+    PS_RETURN_IF_ERROR(device_.Read(header_.data_offset + r.segment * header_.segment_bytes + r.offset,
+                                    blocks).WithContext("replay the index journal"));
+    if (BlockChecksums(blocks) != r.block_crcs) return false;
+  }
+  return true;
+}
+
+Status Journal::Replay() {
+  AlignedBuffer buffer(kMaxJournalRecordBytes);
+  const uint64_t from = position_.seq;
+  for (;;) {
+    const uint64_t at = position_.offset;
+    if (at + kBlockSize > region_end_) break;
+    std::span<std::byte> first(buffer.data(), kBlockSize);
+    PS_RETURN_IF_ERROR(device_.Read(at, first).WithContext("replay the index journal"));
+    std::optional<JournalRecordHeader> header = ParseJournalHeader(first, header_.uuid, position_.seq + 1);
+    if (!header) break;
+    const uint64_t bytes = (sizeof(*header) + header->payload_bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
+    if (at + bytes > region_end_) break;
+    if (bytes > kBlockSize) {
+      PS_RETURN_IF_ERROR(device_.Read(at + kBlockSize, {buffer.data() + kBlockSize, bytes - kBlockSize})
+                             .WithContext("replay the index journal"));
+    }
+    std::optional<std::vector<IndexUpdate>> updates = DecodeJournalRecord({buffer.data(), bytes});
+    if (!updates) {
+      PS_LOG_INFO("index journal: record {} at offset {} is torn; it ends the journal",
+                  position_.seq + 1, at);
+      break;
+    }
+    PS_ASSIGN_OR_RETURN(bool whole, DataIsWhole(*updates));
+    if (!whole) {
+      PS_LOG_INFO("index journal: the data of record {} did not reach the device; it ends the "
+                  "journal", position_.seq + 1);
+      break;
+    }
+    JournalPosition next{.seq = position_.seq + 1, .offset = at + bytes};
+    PS_RETURN_IF_ERROR(index_.Apply(*updates, next, /*sync=*/false));
+    position_ = next;
+    ++replayed_;
+  }
+  // Durable through position_ from here on, whether replayed now or recovered by RocksDB (which
+  // may still sit in the page cache).
+  PS_RETURN_IF_ERROR(index_.SyncWal());
+  if (replayed_ > 0) {
+    PS_LOG_INFO("index journal: replayed records {} to {} into the index", from + 1, position_.seq);
+  }
+  // Whatever follows is not a whole record; make sure it never becomes one by chance (the next
+  // record, reusing its sequence number, may be shorter).
+  if (position_.offset + kBlockSize <= region_end_) {
+    AlignedBuffer zeros(kBlockSize);
+    std::memset(zeros.data(), 0, kBlockSize);
+    PS_RETURN_IF_ERROR(device_.Write(position_.offset, {zeros.data(), kBlockSize})
+                           .WithContext("clear the end of the index journal"));
+  }
+  return OkStatus();
+}
+
+}  // namespace penstock::engine
