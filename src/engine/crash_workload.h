@@ -52,7 +52,9 @@ inline uint64_t Fnv1a(const std::byte* p, size_t n) {
   return h;
 }
 
-// Small segments so GC runs all the time under the workload.
+// Small segments so GC runs all the time under the workload; a small index journal that wraps
+// often, and an index synced lazily enough that most kills land between a batch's journal flush
+// and the index sync (Open then replays the journal).
 inline EngineOptions CrashOptions(const std::string& dir) {
   EngineOptions o;
   o.data_path = dir + "/data";
@@ -62,6 +64,8 @@ inline EngineOptions CrashOptions(const std::string& dir) {
   o.queue_depth = 32;
   o.gc_min_dead_fraction = 0.4;
   o.gc_rate_bytes_per_sec = 0;
+  o.journal_bytes = 256 * 1024;
+  o.index_sync_interval_ms = 150;
   return o;
 }
 

@@ -74,4 +74,17 @@ inline bool FlipByteOf(const std::string& path, const std::vector<std::byte>& da
   return f.good();
 }
 
+// Copies the engine files of `from` (SmallOptions layout: data, index/) into `to`, replacing
+// what was there: the image a crash (kill -9) would leave if it struck now, while the engine
+// is idle. RocksDB's unsynced WAL buffer lives in the process and is not in the copy; neither
+// is anything else the engine has not written to its files yet.
+inline void CrashImage(const std::string& from, const std::string& to) {
+  namespace fs = std::filesystem;
+  fs::remove_all(to + "/index");
+  fs::remove(to + "/data");
+  fs::copy(from + "/data", to + "/data");
+  fs::copy(from + "/index", to + "/index", fs::copy_options::recursive);
+  fs::remove(to + "/index/LOCK");
+}
+
 }  // namespace penstock::engine::testing
