@@ -7,9 +7,11 @@
 // done touching it.
 //
 // Kinds:
-//   kWrite     put `record` (whose data sits in pending `extent`); the old record's space dies.
+//   kWrite     put `record`, whose bytes `data` the committer writes to pending `extent` (with
+//              the rest of the batch); the old record's space dies.
 //   kDelete    remove the key; kNotFound if it has no record.
-//   kRelocate  GC: put `record` only if the key still points at `expected` with
+//   kRelocate  GC: its data is already written (unsynced) to `extent`. Put `record` only if
+//              the key still points at `expected` with
 //              `expected_version`; otherwise kAborted and `extent` is abandoned (an overwrite or
 //              delete that raced with GC wins).
 // On any failure the committer abandons `extent`, so the owner never cleans up space.
@@ -18,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <span>
 
 #include "engine/engine.h"
 #include "engine/format.h"
@@ -34,7 +37,9 @@ struct CommitRequest {
   Extent extent;              // kWrite, kRelocate: pending space holding the data
   Extent expected;            // kRelocate
   uint64_t expected_version = 0;  // kRelocate
-  bool data_durable = false;  // the data was written with a durable Device::Write: no flush needed
+  // kWrite: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty when the
+  // data is already on the device (unsynced), as for kRelocate.
+  std::span<const std::byte> data;
 
   std::mutex mu;
   std::condition_variable cv;

@@ -7,8 +7,8 @@
 //   * offsets and lengths are multiples of kDeviceBlockSize; buffers are 4 KiB aligned
 //     (AlignedBuffer); a call outside [0, size()) is kInvalidArgument.
 //   * Write is durable when it returns OK (as if followed by Sync). WriteUnsynced is durable
-//     only after a later Sync returns OK (the engine's group commit: many unsynced writes,
-//     one Sync, then one index batch).
+//     only after a later Sync returns OK. WriteAll issues many writes at once and can sync after
+//     them (the engine's group commit: a batch's data and its journal record, one flush).
 //   * Read returns the bytes last durably written (or garbage if never written).
 // Thread safety: every method may be called from any number of threads at once; calls on
 // overlapping ranges are not ordered against each other (the engine never issues them).
@@ -24,6 +24,13 @@
 namespace penstock::engine {
 
 inline constexpr uint64_t kDeviceBlockSize = 4096;
+
+// One write of a Device::WriteAll call.
+struct DeviceWrite {
+  uint64_t offset = 0;
+  std::span<const std::byte> data;
+  Status status;  // set by WriteAll
+};
 
 class Device {
  public:
@@ -42,6 +49,11 @@ class Device {
   virtual Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) {
     return Write(offset, data);
   }
+  // Writes every element of `writes` (at once, in no particular order; the ranges must not
+  // overlap) and sets its status; then, with `sync`, makes every completed write durable (as
+  // Sync). Returns the first error: a write's, else the sync's. A write that failed is not
+  // covered by the sync's success. The default is WriteUnsynced for each, then Sync.
+  virtual Status WriteAll(std::span<DeviceWrite> writes, bool sync);
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   // Makes every completed Write durable (a no-op for devices whose writes already are).

@@ -7,11 +7,11 @@
 // committed, so after a crash Open rebuilds everything from the index and data that was written
 // but not indexed is garbage.
 //
-// Group commit (engine_commit.cc): writers append their data without a device flush and queue
-// their index record; one committer thread takes everything queued, decides it against the
-// index, writes the batch's index updates as one record of the index journal (journal.h) in the
-// device's header region, flushes the device once (fdatasync: data and journal record durable
-// together), applies the batch to RocksDB unsynced, then wakes the writers. RocksDB is synced
+// Group commit (engine_commit.cc): writers reserve space for their data and queue it with their
+// index record; one committer thread takes everything queued, decides it against the index,
+// writes the batch's data and its index updates (one record of the index journal, journal.h, in
+// the device's header region) in one submission followed by one flush (data and journal record
+// durable together), applies the batch to RocksDB unsynced, then wakes the writers. RocksDB is synced
 // lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
 // space waits for it, and at close); Open replays the journal records the index lacks before
 // anything reads the index. Space a batch releases is not reused until the index is durable
@@ -222,11 +222,6 @@ class Engine {
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
-  // Makes `updates` durable and applies them to the index (journal record + one device flush +
-  // unsynced index batch, or device flush + synced index batch). `journaled` tells whether the
-  // journal now holds them durably (an index failure after that is not recoverable in place).
-  Status CommitUpdates(const std::vector<engine::IndexUpdate>& updates, bool has_data,
-                       bool& journaled);
   // Committer: syncs the index if it holds batches not yet durable, then lets released space
   // be reused and wakes RequestIndexSync callers.
   void SyncIndex();
@@ -264,7 +259,6 @@ class Engine {
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
   std::atomic<uint64_t> device_bytes_written_{0}, commit_batches_{0}, commit_ops_{0};
   std::atomic<uint64_t> index_syncs_{0}, journal_replayed_{0};
-  std::atomic<uint32_t> writers_in_flight_{0};  // Writes between data write start and end
   std::atomic<uint64_t> gc_segments_cleaned_{0}, gc_bytes_moved_{0};
   std::atomic<uint64_t> scrub_bytes_verified_{0}, scrub_corrupt_shards_{0};
 

@@ -2,11 +2,11 @@
 //
 // Write: bytes in whole, aligned 4 KiB blocks (a target's received payload, AlignedBuffer) go to
 // the device as they are; others are copied into an aligned, zero-padded buffer first. Checksum
-// each 4 KiB block; reserve space in
-// the open segment (running GC first if there is none); write it without a flush; then hand the
-// index record to the committer (engine_commit.cc), which flushes, commits and moves the space
-// accounting. A failure before the index commit leaves only garbage behind. Delete goes through
-// the committer too. Read: under the key's lock, look the record up and pin its segment; read
+// each 4 KiB block; reserve space in the open segment (running GC first if there is none); then
+// hand the data and its index record to the committer (engine_commit.cc), which writes the
+// batch's data and journal record at once, flushes, commits and moves the space accounting. A
+// failure before the index commit leaves only garbage behind. Delete goes through the committer
+// too. Read: under the key's lock, look the record up and pin its segment; read
 // outside the lock; verify every block.
 #include <fmt/format.h>
 
@@ -63,9 +63,9 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
   req.key = key;
   req.record.length = data.size();
   req.record.version = version;
+  AlignedBuffer padded;  // lives until the committer has written it
   if (!data.empty()) {
     std::span<const std::byte> blocks = data;
-    AlignedBuffer padded;
     if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0 || data.size() % kBlockSize != 0) {
       padded = AlignedBuffer::CopyOf(data);
       padded.ZeroPadding();
@@ -73,17 +73,7 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
     }
     req.record.block_crcs = engine::BlockChecksums(blocks);
     PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
-    // Alone, a durable write beats write + flush; with company, one flush serves the batch.
-    uint64_t offset = DeviceOffset(req.extent.segment, req.extent.offset);
-    req.data_durable = writers_in_flight_.fetch_add(1) == 0;
-    Status written = req.data_durable ? device_->Write(offset, blocks)
-                                      : device_->WriteUnsynced(offset, blocks);
-    writers_in_flight_.fetch_sub(1);
-    if (!written.ok()) {
-      table_->Abandon(req.extent);
-      return written.WithContext(fmt::format("write shard {}", key.ToString()));
-    }
-    device_bytes_written_.fetch_add(blocks.size(), std::memory_order_relaxed);
+    req.data = blocks;  // the committer writes it with the rest of the batch
     req.record.segment = req.extent.segment;
     req.record.offset = req.extent.offset;
   }

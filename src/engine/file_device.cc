@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,19 @@ int OpenMaybeDirect(const std::string& path, int flags, bool& direct) {
 }
 
 }  // namespace
+
+Status Device::WriteAll(std::span<DeviceWrite> writes, bool sync) {
+  Status first;
+  for (DeviceWrite& w : writes) {
+    w.status = WriteUnsynced(w.offset, w.data);
+    if (first.ok() && !w.status.ok()) first = w.status;
+  }
+  if (sync) {
+    Status synced = Sync();
+    if (first.ok()) first = synced;
+  }
+  return first;
+}
 
 Status CheckDeviceRange(const Device& device, uint64_t offset, size_t length, const void* buffer) {
   if (offset % kDeviceBlockSize != 0 || length % kDeviceBlockSize != 0 ||
@@ -163,6 +177,39 @@ Status FileDevice::WriteWithFlags(uint64_t offset, std::span<const std::byte> da
     done += static_cast<size_t>(rc);
   }
   return OkStatus();
+}
+
+Status FileDevice::WriteAll(std::span<DeviceWrite> writes, bool sync) {
+  std::vector<IoRing::Write> io;
+  io.reserve(writes.size());
+  std::vector<size_t> which;  // writes[which[i]] is io[i]
+  Status first;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    DeviceWrite& w = writes[i];
+    w.status = CheckDeviceRange(*this, w.offset, w.data.size(), w.data.data());
+    if (!w.status.ok() || w.data.empty()) continue;
+    io.push_back({.offset = w.offset, .buf = w.data.data(), .length = w.data.size(), .result = 0});
+    which.push_back(i);
+  }
+  int synced = ring_->WriteAll(fd_, io, sync);
+  for (size_t i = 0; i < io.size(); ++i) {
+    DeviceWrite& w = writes[which[i]];
+    if (io[i].result < 0) {
+      w.status = ErrnoStatus(static_cast<int>(-io[i].result),
+                             fmt::format("write {} bytes at offset {} of '{}'", w.data.size(),
+                                         w.offset, path_));
+    } else if (static_cast<size_t>(io[i].result) != w.data.size()) {
+      // Short: finish it the slow way (does not happen for aligned O_DIRECT writes in practice).
+      const size_t done = static_cast<size_t>(io[i].result);
+      w.status = WriteWithFlags(w.offset + done, w.data.subspan(done), 0);
+      if (w.status.ok() && sync) synced = ::fdatasync(fd_) == 0 ? 0 : -errno;
+    }
+  }
+  for (const DeviceWrite& w : writes) {
+    if (first.ok() && !w.status.ok()) first = w.status;
+  }
+  if (first.ok() && synced < 0) first = ErrnoStatus(-synced, fmt::format("fdatasync '{}'", path_));
+  return first;
 }
 
 Status FileDevice::Read(uint64_t offset, std::span<std::byte> out) {

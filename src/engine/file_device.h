@@ -1,7 +1,8 @@
 // file_device.h — a Device over a regular file or a block device, driven by io_uring.
 //
 // Opened with O_DIRECT (page cache bypassed); Write carries RWF_DSYNC so each is durable when
-// it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
+// it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. WriteAll submits
+// its writes and the fdatasync in one io_uring call (IoRing::WriteAll). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
 // RWF_DSYNC durability, and a warning in the log. A missing file is created and preallocated
 // (fallocate) to the requested size; a block device's size comes from BLKGETSIZE64. The file
 // is locked (flock) so a second engine cannot open it at the same time.
@@ -32,6 +33,7 @@ class FileDevice final : public Device {
   const std::string& name() const override { return path_; }
   Status Write(uint64_t offset, std::span<const std::byte> data) override;
   Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) override;
+  Status WriteAll(std::span<DeviceWrite> writes, bool sync) override;
   Status Read(uint64_t offset, std::span<std::byte> out) override;
   Status Sync() override;
 

@@ -36,6 +36,7 @@ Result<std::unique_ptr<IoRing>> IoRing::Create(unsigned entries) {
 
 IoRing::~IoRing() {
   for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
+  if (batch_lane_) io_uring_queue_exit(&batch_lane_->ring);
 }
 
 IoRing::Lane* IoRing::Acquire() {
@@ -98,6 +99,80 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
     io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(length), offset);
     sqe->rw_flags = rw_flags;
   });
+}
+
+int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
+  std::lock_guard lock(batch_mu_);
+  if (!batch_lane_) {
+    auto lane = std::make_unique<Lane>();
+    int rc = io_uring_queue_init(kBatchEntries, &lane->ring, 0);
+    if (rc < 0) {
+      for (Write& w : writes) w.result = rc;
+      return rc;
+    }
+    batch_lane_ = std::move(lane);
+  }
+  io_uring* ring = &batch_lane_->ring;
+  constexpr uint64_t kSyncTag = UINT64_MAX;
+  constexpr int64_t kNotRun = INT64_MIN;
+  for (Write& w : writes) w.result = kNotRun;
+  const size_t total = writes.size() + (datasync ? 1 : 0);
+  size_t queued = 0, submitted = 0, completed = 0;
+  int sync_result = 0, failure = 0;
+  while (completed < total) {
+    // Queue what the ring has room for; at most kBatchEntries in flight (the completion queue
+    // holds twice that).
+    while (queued < total && queued - completed < kBatchEntries) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) break;
+      if (queued < writes.size()) {
+        Write& w = writes[queued];
+        io_uring_prep_write(sqe, fd, w.buf, static_cast<unsigned>(w.length), w.offset);
+        sqe->user_data = queued;
+      } else {
+        io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+        sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
+        sqe->user_data = kSyncTag;
+      }
+      ++queued;
+    }
+    // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
+    // waiting).
+    int rc = io_uring_submit_and_wait(ring, 1);
+    if (rc < 0 && rc != -EINTR) {
+      failure = rc;
+      break;
+    }
+    if (rc > 0) submitted += static_cast<size_t>(rc);
+    unsigned head = 0, seen = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      if (cqe->user_data == kSyncTag) {
+        sync_result = cqe->res;
+      } else {
+        writes[cqe->user_data].result = cqe->res;
+      }
+      ++seen;
+    }
+    io_uring_cq_advance(ring, seen);
+    completed += seen;
+  }
+  if (failure == 0) return datasync ? sync_result : 0;
+  // The ring failed: let what was submitted finish (its buffers belong to the caller), then
+  // drop the ring with whatever it still holds; the next call makes a new one.
+  while (completed < submitted) {
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_wait_cqe(ring, &cqe) != 0) break;
+    if (cqe->user_data != kSyncTag) writes[cqe->user_data].result = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    ++completed;
+  }
+  for (Write& w : writes) {
+    if (w.result == kNotRun) w.result = failure;
+  }
+  io_uring_queue_exit(ring);
+  batch_lane_.reset();
+  return failure;
 }
 
 }  // namespace penstock::engine

@@ -40,17 +40,9 @@ Status Journal::Wrap() {
   return OkStatus();
 }
 
-Result<JournalPosition> Journal::Write(std::string_view record, bool durable) {
-  if (record.size() % kBlockSize != 0 || !Fits(record.size())) {
-    return Internal(fmt::format("journal record of {} bytes at {} does not fit the region ending "
-                                "at {} (engine bug)", record.size(), position_.offset, region_end_));
-  }
-  AlignedBuffer block = AlignedBuffer::CopyOf(std::as_bytes(std::span(record)));
-  std::span<const std::byte> bytes(block.data(), record.size());
-  Status written = durable ? device_.Write(position_.offset, bytes)
-                           : device_.WriteUnsynced(position_.offset, bytes);
-  PS_RETURN_IF_ERROR(written.WithContext("write the index journal"));
-  return JournalPosition{.seq = position_.seq + 1, .offset = position_.offset + record.size()};
+AlignedBuffer Journal::Encode(const std::vector<IndexUpdate>& updates) const {
+  std::string record = EncodeJournalRecord(header_.uuid, next_seq(), updates);
+  return AlignedBuffer::CopyOf(std::as_bytes(std::span(record)));
 }
 
 Result<bool> Journal::DataIsWhole(const std::vector<IndexUpdate>& updates) {

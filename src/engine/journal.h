@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/buffer.h"
 #include "engine/format.h"
 #include "penstock/status.h"
 
@@ -53,15 +54,15 @@ class Journal {
   // Sets the index's position back to the region's start, synced; records before then are
   // no longer needed.
   Status Wrap();
-  // The record of `updates`, numbered next_seq().
-  std::string Encode(const std::vector<IndexUpdate>& updates) const {
-    return EncodeJournalRecord(header_.uuid, next_seq(), updates);
+  // The record of `updates`, numbered next_seq(), zero-padded to whole blocks; to be written at
+  // position().offset (the caller writes it, with the batch's data, and flushes).
+  AlignedBuffer Encode(const std::vector<IndexUpdate>& updates) const;
+  // The position the index batch must carry once a record of `bytes` is durable; the journal
+  // moves there on Advance (after that batch is applied). A record written but never advanced
+  // past is overwritten by the next one.
+  JournalPosition After(uint64_t bytes) const {
+    return {.seq = position_.seq + 1, .offset = position_.offset + bytes};
   }
-  // Writes `record` (from Encode) at the position; durable when this
-  // returns if `durable`, else after the next Device::Sync. Returns the position the index batch
-  // must carry; the journal moves there on Advance (after that batch is applied). A record
-  // written but never advanced past is overwritten by the next one.
-  Result<JournalPosition> Write(std::string_view record, bool durable);
   void Advance(const JournalPosition& position) { position_ = position; }
 
  private:
