@@ -19,8 +19,14 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.h"
 #include "engine/format.h"
@@ -45,6 +51,38 @@ struct CommitRequest {
   std::condition_variable cv;
   bool done = false;  // guarded by mu
   Status status;      // valid once done
+};
+
+// A batch the committer has decided and written, on its way to the applier, which commits it
+// to the index, moves its space accounting and finishes its requests (engine_commit.cc).
+struct DecidedBatch {
+  uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
+  std::vector<CommitRequest*> requests;
+  std::vector<IndexUpdate> updates;
+  std::vector<std::optional<ShardRecord>> old;  // per request: its key's record before
+  std::vector<bool> applies;                    // per request: it has an update
+  std::vector<Status> verdict;                  // per request that does not apply: why
+  bool journaled = false;    // the journal holds it: apply unsynced, carrying `position`
+  JournalPosition position;  // journaled: after its record; else: the journal's position
+  bool wrap = false;         // not a batch: wrap the journal, once everything before is applied
+};
+
+// What the committer and the applier share.
+struct CommitPipeline {
+  std::mutex mu;
+  std::condition_variable work_cv;      // the applier waits here
+  std::condition_variable progress_cv;  // a batch applied, an index sync or a wrap done
+  std::deque<std::unique_ptr<DecidedBatch>> queue;  // guarded by mu
+  // Updates handed to the applier and not yet in the index: key -> (batch number, record or
+  // nullopt for a delete). The committer decides against these before the index.
+  std::map<ShardKey, std::pair<uint64_t, std::optional<ShardRecord>>> pending;  // guarded by mu
+  uint64_t handed = 0;          // guarded by mu
+  bool stop = false;            // guarded by mu; the committer has handed over its last batch
+  bool sync_requested = false;  // guarded by mu
+  uint64_t syncs_done = 0;      // guarded by mu
+  bool wrap_done = false;       // guarded by mu
+  Status wrap_status;           // guarded by mu
+  Status index_failed;          // guarded by mu; an index batch failed after its record was durable
 };
 
 }  // namespace penstock::engine

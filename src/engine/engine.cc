@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/file_device.h"
 #include "engine/format.h"
@@ -195,6 +196,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
   if (e->journal_) {
     // Journal::Open left the index durable through its last record.
     e->durable_seq_ = e->journal_->position().seq;
+    e->applied_seq_ = e->durable_seq_;
     e->journal_replayed_ = e->journal_->records_replayed();
     e->table_->SetJournalSeq(e->durable_seq_);
     e->table_->SetDurableSeq(e->durable_seq_);
@@ -213,12 +215,14 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
       index_(std::move(index)),
       journal_(std::move(journal)),
       table_(std::move(table)),
+      pipeline_(std::make_unique<engine::CommitPipeline>()),
       last_index_sync_(std::chrono::steady_clock::now()) {}
 
 Engine::~Engine() { StopThreads(); }
 
 void Engine::StartThreads() {
   committer_ = std::thread([this] { CommitLoop(); });
+  applier_ = std::thread([this] { ApplyLoop(); });
   if (options_.gc_enabled && options_.gc_background) gc_thread_ = std::thread([this] { GcLoop(); });
   if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = std::thread([this] { ScrubLoop(); });
 }
@@ -237,6 +241,12 @@ void Engine::StopThreads() {
   }
   commit_cv_.notify_all();
   if (committer_.joinable()) committer_.join();
+  {
+    std::lock_guard lock(pipeline_->mu);
+    pipeline_->stop = true;
+  }
+  pipeline_->work_cv.notify_all();
+  if (applier_.joinable()) applier_.join();
 }
 
 bool Engine::SleepUntil(std::chrono::steady_clock::time_point until) {

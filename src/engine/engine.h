@@ -8,15 +8,16 @@
 // but not indexed is garbage.
 //
 // Group commit (engine_commit.cc): writers reserve space for their data and queue it with their
-// index record; one committer thread takes everything queued, decides it against the index,
+// index record; a committer thread takes everything queued, decides it against the index,
 // writes the batch's data and its index updates (one record of the index journal, journal.h, in
 // the device's header region) in one submission followed by one flush (data and journal record
-// durable together), applies the batch to RocksDB unsynced, then wakes the writers. RocksDB is synced
+// durable together), and hands the batch to an applier thread, which applies it to RocksDB
+// unsynced and wakes the writers (while the committer writes the next batch). RocksDB is synced
 // lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
 // space waits for it, and at close); Open replays the journal records the index lacks before
 // anything reads the index. Space a batch releases is not reused until the index is durable
 // through that batch, so every record Open may replay still names intact data.
-// The committer is the only thread that mutates the index.
+// The committer and the applier are the only threads that mutate the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
 // the live shards of the emptiest sealed segments (conditionally: a concurrent overwrite wins)
 // so they become free: in a background thread at a rate limit, without limit when free segments
@@ -134,7 +135,9 @@ struct EngineStats {
 };
 
 namespace engine {
+struct CommitPipeline;
 struct CommitRequest;
+struct DecidedBatch;
 struct Extent;
 struct IndexUpdate;
 class Device;
@@ -222,10 +225,14 @@ class Engine {
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
-  // Committer: syncs the index if it holds batches not yet durable, then lets released space
+  // Committer: hands `batch` to the applier.
+  void HandOver(std::unique_ptr<engine::DecidedBatch> batch);
+  void ApplyLoop();
+  void ApplyBatch(engine::DecidedBatch& batch);
+  // Applier: syncs the index if it holds batches not yet durable, then lets released space
   // be reused and wakes RequestIndexSync callers.
   void SyncIndex();
-  // Any thread: asks the committer for an index sync and waits for it.
+  // Any thread: asks the applier for an index sync and waits for it.
   void RequestIndexSync();
   // SegmentTable::Allocate, after an index sync if space only waits for one.
   Result<engine::Extent> AllocateSpace(uint64_t bytes, engine::AppendStream stream);
@@ -248,7 +255,9 @@ class Engine {
   const uint64_t data_offset_;
   std::unique_ptr<engine::Device> device_;
   std::unique_ptr<engine::Index> index_;
-  std::unique_ptr<engine::Journal> journal_;  // null without a persistent device; committer's
+  // Null without a persistent device. Owned by the committer (the applier wraps it while the
+  // committer waits).
+  std::unique_ptr<engine::Journal> journal_;
   std::unique_ptr<engine::SegmentTable> table_;
   // Held shared while a reader looks a key up and pins its segment; exclusive while a writer
   // or deleter swaps the key's index record and returns its old space.
@@ -267,14 +276,14 @@ class Engine {
   std::condition_variable commit_cv_;
   std::vector<engine::CommitRequest*> commit_queue_;  // guarded by commit_mu_
   bool commit_stop_ = false;                          // guarded by commit_mu_
-  bool sync_requested_ = false;                       // guarded by commit_mu_
-  uint64_t syncs_done_ = 0;                           // guarded by commit_mu_
-  std::condition_variable sync_cv_;                   // syncs_done_ moved
   std::thread committer_;
-  // Owned by the committer thread.
-  uint64_t durable_seq_ = 0;  // the index is durable through this journal record
+  // The committer hands decided, written batches to the applier thread.
+  std::unique_ptr<engine::CommitPipeline> pipeline_;
+  std::thread applier_;
+  // Owned by the applier thread.
+  uint64_t applied_seq_ = 0;  // the index holds the journal through this record
+  uint64_t durable_seq_ = 0;  // ... durably through this one
   std::chrono::steady_clock::time_point last_index_sync_;
-  Status index_failed_;  // an index batch failed after its journal record was durable
 
   // Background GC and scrub threads sleep on bg_cv_.
   std::mutex bg_mu_;

@@ -1,28 +1,34 @@
-// engine_commit.cc — group commit: the committer thread, the only mutator of the index.
+// engine_commit.cc — group commit: the committer and applier threads, the only mutators of the
+// index.
 //
 // Writers reserve space for their data and queue a CommitRequest holding it (GC queues
 // relocations whose copies it has already written, unsynced). The committer takes everything
 // queued at once (what piled up while it was busy is the next batch), and:
-//   1. decides each request against the index plus the batch's own earlier updates (two writes
-//      of one key in a batch: the later wins; a relocation whose key moved is aborted);
+//   1. decides each request against the index as the batches before it leave it (including
+//      those handed to the applier and not yet applied: CommitPipeline::pending) plus the
+//      batch's own earlier updates (two writes of one key in a batch: the later wins; a
+//      relocation whose key moved is aborted);
 //   2. writes the batch's data and its updates, as the next index journal record (journal.h),
 //      in one submission followed by one flush (Device::WriteAll): data and record durable
-//      together. A batch too large for one record writes and flushes its data only, and
-//      commits with a synced index batch in step 3 instead;
+//      together. A batch too large for one record writes and flushes its data only, and is
+//      committed with a synced index batch in step 3 instead;
+//   then hands the batch to the applier and goes on with the next one. The applier, in order:
 //   3. applies all updates to the index in one unsynced RocksDB WriteBatch that also records
 //      the journal position, so the index always knows which records it holds;
 //   4. moves space accounting (new extents live, replaced ones dead) under each key's lock, so a
 //      reader that looked up the old record has pinned its segment first; space released here
 //      is reused only once the index is durable through this batch (SegmentTable);
 //   5. wakes the writers. A write is acknowledged only after steps 2 and 3 succeeded.
+// So batch N+1 is written and flushed while batch N is applied.
 // A request whose data write fails in step 2 fails alone: the rest of the batch is decided and
 // written again (the new journal record overwrites the old one, which the journal never
 // advanced past). Any other failure in step 2 fails every request of the batch and abandons
 // their extents. A failure in step 3 fails the batch and every later one: the index no longer
 // matches the journal until Open replays it.
-// Between batches the committer syncs the index (SyncIndex): every index_sync_interval_ms while
-// it holds batches not yet durable, when asked (space waiting for it), and when stopping. When
-// the next record does not fit the journal region, the journal wraps (a synced index write).
+// Between batches the applier syncs the index (SyncIndex): every index_sync_interval_ms while it
+// holds batches not yet durable, when asked (space waiting for it), and when stopping. When the
+// next record does not fit the journal region, the committer has the applier wrap the journal
+// (a synced index write, after everything before it is applied) and waits for it.
 #include <fmt/format.h>
 
 #include <map>
@@ -75,122 +81,101 @@ Status Engine::Commit(std::span<CommitRequest* const> requests) {
 }
 
 void Engine::CommitLoop() {
-  using Clock = std::chrono::steady_clock;
-  const auto interval = std::chrono::milliseconds(options_.index_sync_interval_ms);
   std::vector<CommitRequest*> batch;
   for (;;) {
-    bool sync_now = false, stop = false;
     {
       std::unique_lock lock(commit_mu_);
-      auto ready = [&] { return commit_stop_ || sync_requested_ || !commit_queue_.empty(); };
-      const bool dirty = journal_ && durable_seq_ < journal_->position().seq;
-      if (dirty) {
-        commit_cv_.wait_until(lock, last_index_sync_ + interval, ready);
-      } else {
-        commit_cv_.wait(lock, ready);
-      }
+      commit_cv_.wait(lock, [&] { return commit_stop_ || !commit_queue_.empty(); });
+      if (commit_queue_.empty()) return;  // stopping, and everything queued is handed over
       batch.swap(commit_queue_);
-      stop = commit_stop_ && batch.empty();  // stopping, and everything queued is done
-      sync_now = stop || sync_requested_ || Clock::now() >= last_index_sync_ + interval;
-      sync_requested_ = false;
     }
-    if (!batch.empty()) CommitBatch(batch);
+    CommitBatch(batch);
     batch.clear();
-    if (sync_now) SyncIndex();
-    if (stop) return;
   }
 }
 
-void Engine::SyncIndex() {
-  if (journal_ && index_failed_.ok() && durable_seq_ < journal_->position().seq) {
-    const uint64_t through = journal_->position().seq;
-    Status synced = index_->SyncWal();
-    if (synced.ok()) {
-      durable_seq_ = through;
-      table_->SetDurableSeq(through);
-      index_syncs_.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      PS_LOG_WARN("engine: {}; released space waits for the next index sync", synced.ToString());
-    }
-  }
-  last_index_sync_ = std::chrono::steady_clock::now();
+void Engine::HandOver(std::unique_ptr<engine::DecidedBatch> batch) {
+  engine::CommitPipeline& p = *pipeline_;
   {
-    std::lock_guard lock(commit_mu_);
-    ++syncs_done_;
+    std::lock_guard lock(p.mu);
+    batch->number = ++p.handed;
+    for (const engine::IndexUpdate& u : batch->updates) p.pending[u.key] = {batch->number, u.record};
+    p.queue.push_back(std::move(batch));
   }
-  sync_cv_.notify_all();
-}
-
-void Engine::RequestIndexSync() {
-  std::unique_lock lock(commit_mu_);
-  const uint64_t seen = syncs_done_;
-  sync_requested_ = true;
-  commit_cv_.notify_one();
-  sync_cv_.wait(lock, [&] { return syncs_done_ != seen || commit_stop_; });
-}
-
-Result<engine::Extent> Engine::AllocateSpace(uint64_t bytes, engine::AppendStream stream) {
-  auto extent = table_->Allocate(bytes, stream);
-  if (!extent.ok() && extent.status().code() == StatusCode::kResourceExhausted &&
-      table_->Stats().awaiting_sync_segments > 0) {
-    RequestIndexSync();
-    extent = table_->Allocate(bytes, stream);
-  }
-  return extent;
+  p.work_cv.notify_one();
 }
 
 void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
+  engine::CommitPipeline& p = *pipeline_;
   auto fail = [&](CommitRequest& r, const Status& s) {
     table_->Abandon(r.extent);
     Finish(r, s);
   };
-  if (!index_failed_.ok()) {
-    for (CommitRequest* r : batch) fail(*r, index_failed_);
+  Status index_failed;
+  {
+    std::lock_guard lock(p.mu);
+    index_failed = p.index_failed;
+  }
+  if (!index_failed.ok()) {
+    for (CommitRequest* r : batch) fail(*r, index_failed);
     return;
   }
   std::vector<CommitRequest*> todo = batch;
   for (;;) {  // again without the requests whose data write failed, if any did
-    // Decide each request against the index as the batch leaves it so far.
+    auto d = std::make_unique<engine::DecidedBatch>();
+    d->requests = todo;
+    d->old.resize(todo.size());
+    d->applies.resize(todo.size(), false);
+    d->verdict.resize(todo.size());
+    // Decide each request against the index as the batches before it (applied or not) and
+    // this batch's own earlier updates leave it.
     std::map<ShardKey, std::optional<ShardRecord>> overlay;
-    std::vector<engine::IndexUpdate> updates;
-    std::vector<std::optional<ShardRecord>> old(todo.size());
-    std::vector<bool> applies(todo.size(), false);
-    std::vector<Status> verdict(todo.size());
     bool has_data = false;
     for (size_t i = 0; i < todo.size(); ++i) {
       CommitRequest& r = *todo[i];
+      std::optional<ShardRecord>& old = d->old[i];
+      bool known = false;
       if (auto it = overlay.find(r.key); it != overlay.end()) {
-        old[i] = it->second;
+        old = it->second;
+        known = true;
       } else {
+        // Only this thread hands batches over, so a key not pending now is in the index.
+        std::lock_guard lock(p.mu);
+        if (auto pit = p.pending.find(r.key); pit != p.pending.end()) {
+          old = pit->second.second;
+          known = true;
+        }
+      }
+      if (!known) {
         auto got = index_->Get(r.key);
         if (!got.ok()) {
-          verdict[i] = got.status();
+          d->verdict[i] = got.status();
           continue;
         }
-        old[i] = std::move(*got);
+        old = std::move(*got);
       }
       switch (r.kind) {
         case CommitRequest::Kind::kWrite:
           break;
         case CommitRequest::Kind::kDelete:
-          if (!old[i]) {
-            verdict[i] = NotFound(fmt::format("shard {} not found on this target", r.key.ToString()));
+          if (!old) {
+            d->verdict[i] = NotFound(fmt::format("shard {} not found on this target", r.key.ToString()));
             continue;
           }
           break;
         case CommitRequest::Kind::kRelocate:
-          if (!old[i] || ExtentOf(*old[i]) != r.expected || old[i]->version != r.expected_version) {
-            verdict[i] = Aborted(fmt::format("shard {} changed while GC moved it; the newer "
-                                             "version stays", r.key.ToString()));
+          if (!old || ExtentOf(*old) != r.expected || old->version != r.expected_version) {
+            d->verdict[i] = Aborted(fmt::format("shard {} changed while GC moved it; the newer "
+                                                "version stays", r.key.ToString()));
             continue;
           }
           break;
       }
-      applies[i] = true;
+      d->applies[i] = true;
       has_data |= r.extent.length > 0;
       std::optional<ShardRecord> next;
       if (r.kind != CommitRequest::Kind::kDelete) next = r.record;
-      updates.push_back({r.key, next, old[i]});
+      d->updates.push_back({r.key, next, old});
       overlay[r.key] = std::move(next);
     }
 
@@ -198,34 +183,36 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     std::vector<engine::DeviceWrite> writes;
     std::vector<size_t> data_of;  // writes[k] holds the data of todo[data_of[k]]
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!applies[i] || todo[i]->data.empty()) continue;
+      if (!d->applies[i] || todo[i]->data.empty()) continue;
       writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
                         .data = todo[i]->data, .status = OkStatus()});
       data_of.push_back(i);
     }
-    const uint64_t record_bytes = journal_ ? engine::JournalRecordBytes(updates) : 0;
-    const bool journaled = journal_ && !updates.empty() &&
-                           record_bytes <= engine::kMaxJournalRecordBytes;
+    const uint64_t record_bytes = journal_ ? engine::JournalRecordBytes(d->updates) : 0;
+    d->journaled = journal_ && !d->updates.empty() &&
+                   record_bytes <= engine::kMaxJournalRecordBytes;
     Status io;
-    if (journaled && !journal_->Fits(record_bytes)) {
-      io = journal_->Wrap().WithContext("wrap the index journal");
-      if (io.ok()) {
-        durable_seq_ = journal_->position().seq;
-        table_->SetDurableSeq(durable_seq_);
-        index_syncs_.fetch_add(1, std::memory_order_relaxed);
-      }
+    if (d->journaled && !journal_->Fits(record_bytes)) {
+      // The applier wraps the journal once everything before is in the index.
+      auto wrap = std::make_unique<engine::DecidedBatch>();
+      wrap->wrap = true;
+      HandOver(std::move(wrap));
+      std::unique_lock lock(p.mu);
+      p.progress_cv.wait(lock, [&] { return p.wrap_done; });
+      p.wrap_done = false;
+      io = p.wrap_status;
     }
     AlignedBuffer record;
-    if (io.ok() && journaled) {
-      record = journal_->Encode(updates);
+    if (io.ok() && d->journaled) {
+      record = journal_->Encode(d->updates);
       writes.push_back({.offset = journal_->position().offset,
                         .data = std::span<const std::byte>(record.data(), record_bytes),
                         .status = OkStatus()});
     }
     if (io.ok() && !writes.empty()) {
-      io = device_->WriteAll(writes, /*sync=*/has_data || journaled)
-               .WithContext(journaled ? "write shard data and its index journal record"
-                                      : "flush shard data before committing its index record");
+      io = device_->WriteAll(writes, /*sync=*/has_data || d->journaled)
+               .WithContext(d->journaled ? "write shard data and its index journal record"
+                                         : "flush shard data before committing its index record");
     }
     bool retry = false;
     for (size_t k = 0; k < data_of.size(); ++k) {
@@ -240,63 +227,173 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
       if (todo.empty()) return;
       continue;
     }
-    if (io.ok()) {
-      device_bytes_written_.fetch_add(
-          std::accumulate(data_of.begin(), data_of.end(), uint64_t{0},
-                          [&](uint64_t sum, size_t i) { return sum + todo[i]->data.size(); }),
-          std::memory_order_relaxed);
+    if (!io.ok()) {
+      for (CommitRequest* r : todo) fail(*r, io);
+      return;
     }
-
-    // The index: unsynced when the journal holds the batch, else synced.
-    Status committed = io;
-    if (committed.ok() && !updates.empty()) {
-      if (journaled) {
-        const engine::JournalPosition next = journal_->After(record_bytes);
-        committed = index_->Apply(updates, next, /*sync=*/false);
-        if (committed.ok()) {
-          journal_->Advance(next);
-          table_->SetJournalSeq(next.seq);  // what this batch releases waits for an index sync
-        } else {
-          index_failed_ = committed.WithContext("the index failed after the journal took a "
-                                                "batch; reopen the engine to replay it");
-          committed = index_failed_;
-        }
-      } else {
-        std::optional<engine::JournalPosition> position;
-        if (journal_) position = journal_->position();
-        committed = index_->Apply(updates, position, /*sync=*/true);
-        if (committed.ok() && journal_) {
-          durable_seq_ = journal_->position().seq;
-          table_->SetDurableSeq(durable_seq_);
-        }
-      }
+    device_bytes_written_.fetch_add(
+        std::accumulate(data_of.begin(), data_of.end(), uint64_t{0},
+                        [&](uint64_t sum, size_t i) { return sum + todo[i]->data.size(); }),
+        std::memory_order_relaxed);
+    if (d->journaled) {
+      d->position = journal_->After(record_bytes);
+      journal_->Advance(d->position);  // the record is durable: the next one goes after it
+    } else if (journal_) {
+      d->position = journal_->position();
     }
-    commit_batches_.fetch_add(1, std::memory_order_relaxed);
-    commit_ops_.fetch_add(updates.size(), std::memory_order_relaxed);
-    for (size_t i = 0; i < todo.size(); ++i) {
-      CommitRequest& r = *todo[i];
-      if (!applies[i] || !committed.ok()) {
-        fail(r, applies[i] ? committed : verdict[i]);
-        continue;
-      }
-      table_->Commit(r.extent);
-      {
-        std::unique_lock lock(KeyLock(r.key));
-        if (old[i]) table_->Release(ExtentOf(*old[i]));
-      }
-      if (r.kind == CommitRequest::Kind::kDelete) {
-        shards_.fetch_sub(1, std::memory_order_relaxed);
-      } else if (!old[i]) {
-        shards_.fetch_add(1, std::memory_order_relaxed);
-      }
-      if (r.kind != CommitRequest::Kind::kRelocate) {
-        std::lock_guard lock(corrupt_mu_);
-        corrupt_.erase(r.key);
-      }
-      Finish(r, OkStatus());
-    }
+    HandOver(std::move(d));
     return;
   }
+}
+
+void Engine::ApplyLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::milliseconds(options_.index_sync_interval_ms);
+  engine::CommitPipeline& p = *pipeline_;
+  for (;;) {
+    std::unique_ptr<engine::DecidedBatch> batch;
+    bool sync_now = false, stop = false;
+    {
+      std::unique_lock lock(p.mu);
+      auto ready = [&] { return p.stop || p.sync_requested || !p.queue.empty(); };
+      if (durable_seq_ < applied_seq_) {
+        p.work_cv.wait_until(lock, last_index_sync_ + interval, ready);
+      } else {
+        p.work_cv.wait(lock, ready);
+      }
+      if (!p.queue.empty()) {
+        batch = std::move(p.queue.front());
+        p.queue.pop_front();
+      }
+      stop = p.stop && p.queue.empty();  // the committer has stopped; this is the last
+      sync_now = stop || p.sync_requested || Clock::now() >= last_index_sync_ + interval;
+      if (sync_now) p.sync_requested = false;
+    }
+    if (batch && batch->wrap) {
+      Status wrapped = journal_->Wrap().WithContext("wrap the index journal");
+      if (wrapped.ok()) {
+        applied_seq_ = durable_seq_ = journal_->position().seq;
+        table_->SetDurableSeq(durable_seq_);
+        index_syncs_.fetch_add(1, std::memory_order_relaxed);
+      }
+      {
+        std::lock_guard lock(p.mu);
+        p.wrap_done = true;
+        p.wrap_status = wrapped;
+      }
+      p.progress_cv.notify_all();
+    } else if (batch) {
+      ApplyBatch(*batch);
+    }
+    if (sync_now) SyncIndex();
+    if (stop) return;
+  }
+}
+
+void Engine::ApplyBatch(engine::DecidedBatch& batch) {
+  engine::CommitPipeline& p = *pipeline_;
+  Status committed;
+  {
+    std::lock_guard lock(p.mu);
+    committed = p.index_failed;
+  }
+  if (committed.ok() && !batch.updates.empty()) {
+    if (batch.journaled) {
+      committed = index_->Apply(batch.updates, batch.position, /*sync=*/false);
+      if (committed.ok()) {
+        applied_seq_ = batch.position.seq;
+        table_->SetJournalSeq(applied_seq_);  // what this batch releases waits for an index sync
+      } else {
+        committed = committed.WithContext("the index failed after the journal took a batch; "
+                                          "reopen the engine to replay it");
+        std::lock_guard lock(p.mu);
+        p.index_failed = committed;
+      }
+    } else {
+      std::optional<engine::JournalPosition> position;
+      if (journal_) position = batch.position;
+      committed = index_->Apply(batch.updates, position, /*sync=*/true);
+      if (committed.ok() && journal_) {
+        applied_seq_ = durable_seq_ = batch.position.seq;
+        table_->SetDurableSeq(durable_seq_);
+      }
+    }
+  }
+  commit_batches_.fetch_add(1, std::memory_order_relaxed);
+  commit_ops_.fetch_add(batch.updates.size(), std::memory_order_relaxed);
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    CommitRequest& r = *batch.requests[i];
+    if (!batch.applies[i] || !committed.ok()) {
+      table_->Abandon(r.extent);
+      Finish(r, batch.applies[i] ? committed : batch.verdict[i]);
+      continue;
+    }
+    table_->Commit(r.extent);
+    {
+      std::unique_lock lock(KeyLock(r.key));
+      if (batch.old[i]) table_->Release(ExtentOf(*batch.old[i]));
+    }
+    if (r.kind == CommitRequest::Kind::kDelete) {
+      shards_.fetch_sub(1, std::memory_order_relaxed);
+    } else if (!batch.old[i]) {
+      shards_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (r.kind != CommitRequest::Kind::kRelocate) {
+      std::lock_guard lock(corrupt_mu_);
+      corrupt_.erase(r.key);
+    }
+    Finish(r, OkStatus());
+  }
+  std::lock_guard lock(p.mu);
+  for (const engine::IndexUpdate& u : batch.updates) {
+    auto it = p.pending.find(u.key);
+    if (it != p.pending.end() && it->second.first == batch.number) p.pending.erase(it);
+  }
+}
+
+void Engine::SyncIndex() {
+  engine::CommitPipeline& p = *pipeline_;
+  Status failed;
+  {
+    std::lock_guard lock(p.mu);
+    failed = p.index_failed;
+  }
+  if (journal_ && failed.ok() && durable_seq_ < applied_seq_) {
+    const uint64_t through = applied_seq_;
+    Status synced = index_->SyncWal();
+    if (synced.ok()) {
+      durable_seq_ = through;
+      table_->SetDurableSeq(through);
+      index_syncs_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      PS_LOG_WARN("engine: {}; released space waits for the next index sync", synced.ToString());
+    }
+  }
+  last_index_sync_ = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(p.mu);
+    ++p.syncs_done;
+  }
+  p.progress_cv.notify_all();
+}
+
+void Engine::RequestIndexSync() {
+  engine::CommitPipeline& p = *pipeline_;
+  std::unique_lock lock(p.mu);
+  const uint64_t seen = p.syncs_done;
+  p.sync_requested = true;
+  p.work_cv.notify_one();
+  p.progress_cv.wait(lock, [&] { return p.syncs_done != seen || p.stop; });
+}
+
+Result<engine::Extent> Engine::AllocateSpace(uint64_t bytes, engine::AppendStream stream) {
+  auto extent = table_->Allocate(bytes, stream);
+  if (!extent.ok() && extent.status().code() == StatusCode::kResourceExhausted &&
+      table_->Stats().awaiting_sync_segments > 0) {
+    RequestIndexSync();
+    extent = table_->Allocate(bytes, stream);
+  }
+  return extent;
 }
 
 }  // namespace penstock
