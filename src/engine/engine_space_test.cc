@@ -1,7 +1,10 @@
 // Engine space management: running out, whole-segment reclaim, failed writes leak nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <thread>
+#include <vector>
 
 #include "engine/device.h"
 #include "engine/engine.h"
@@ -12,6 +15,7 @@ namespace penstock::engine {
 namespace {
 
 using testing::Key;
+using testing::MustOpen;
 using testing::Pattern;
 using testing::SameBytes;
 using testing::ScratchDir;
@@ -87,8 +91,13 @@ class FlakyDevice : public Device {
   const std::string& name() const override { return inner_->name(); }
   Status Write(uint64_t offset, std::span<const std::byte> data) override {
     if (fail_writes.load()) return Internal("injected write failure");
+    if (data.size() >= 16 &&
+        std::all_of(data.begin(), data.begin() + 16, [](std::byte b) { return b == kPoison; })) {
+      return Internal("injected write failure (poison)");
+    }
     return inner_->Write(offset, data);
   }
+  static constexpr std::byte kPoison{0xEE};
   Status Read(uint64_t offset, std::span<std::byte> out) override { return inner_->Read(offset, out); }
   Status Sync() override { return inner_->Sync(); }
   std::atomic<bool> fail_writes{false};
@@ -118,6 +127,50 @@ TEST(EngineSpaceTest, FailedWritesLeaveOldDataAndLeakNoSpace) {
   dev->fail_writes = false;
   // 20 failed 512 KiB appends would not fit in 2 MiB if they had leaked.
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(e->Write(Key(1, 1), Pattern(512 * 1024, i), 3).ok()) << i;
+}
+
+TEST(EngineSpaceTest, AFailedDataWriteFailsOnlyItsOwnRequestInABatch) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir, 16, 1 << 20);
+  auto file = FileDevice::Open(o.data_path, o.capacity_bytes, 16);
+  ASSERT_TRUE(file.ok());
+  auto e = std::move(*Engine::Open(o, std::make_unique<FlakyDevice>(std::move(*file))));
+  std::vector<std::byte> poison(5000, FlakyDevice::kPoison);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (uint64_t t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 40; ++i) {
+        if (t == 0) {  // its writes fail, in batches with the others' writes
+          Status s = e->Write(Key(9, 1000 + i), poison, 1);
+          if (s.code() != StatusCode::kInternal ||
+              s.message().find(Key(9, 1000 + i).ToString()) == std::string::npos) {
+            ++wrong;
+          }
+        } else if (!e->Write(Key(9, t * 100 + i), Pattern(3000, t * 100 + i), 1).ok()) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  auto check = [&](Engine& engine) {
+    EXPECT_EQ(engine.Stats().shards, 7u * 40u);
+    for (uint64_t t = 1; t < 8; ++t) {
+      for (uint64_t i = 0; i < 40; ++i) {
+        auto got = engine.Read(Key(9, t * 100 + i));
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_TRUE(SameBytes(*got, Pattern(3000, t * 100 + i)));
+      }
+    }
+    EXPECT_EQ(engine.Stat(Key(9, 1000)).status().code(), StatusCode::kNotFound);
+  };
+  check(*e);
+  e.reset();
+  auto reopened = MustOpen(o);
+  ASSERT_TRUE(reopened);
+  check(*reopened);
 }
 
 }  // namespace

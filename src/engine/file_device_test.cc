@@ -39,6 +39,39 @@ TEST(FileDeviceTest, CreatesPreallocatedFileAndRoundTrips) {
   EXPECT_TRUE((*dev)->Sync().ok());
 }
 
+TEST(FileDeviceTest, WriteAllWritesEveryRangeAndReportsEachFailure) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 4 << 20, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  // More writes than the batch ring holds at once.
+  constexpr size_t kWrites = 300;
+  std::vector<AlignedBuffer> bufs;
+  std::vector<DeviceWrite> writes;
+  for (size_t i = 0; i < kWrites; ++i) {
+    bufs.emplace_back(4096);
+    std::memset(bufs.back().data(), static_cast<int>(i), 4096);
+  }
+  for (size_t i = 0; i < kWrites; ++i) {
+    writes.push_back({.offset = i * 8192, .data = bufs[i].span(), .status = OkStatus()});
+  }
+  writes[7].offset = 100;  // misaligned: fails alone
+  Status s = (*dev)->WriteAll(writes, /*sync=*/true);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  AlignedBuffer r(4096);
+  for (size_t i = 0; i < kWrites; ++i) {
+    if (i == 7) {
+      EXPECT_EQ(writes[i].status.code(), StatusCode::kInvalidArgument);
+      continue;
+    }
+    EXPECT_TRUE(writes[i].status.ok()) << i << ": " << writes[i].status.ToString();
+    ASSERT_TRUE((*dev)->Read(i * 8192, r.span()).ok());
+    EXPECT_EQ(std::memcmp(r.data(), bufs[i].data(), 4096), 0) << i;
+  }
+  writes.erase(writes.begin() + 7);
+  EXPECT_TRUE((*dev)->WriteAll(writes, /*sync=*/true).ok());
+  EXPECT_TRUE((*dev)->WriteAll({}, /*sync=*/true).ok());
+}
+
 TEST(FileDeviceTest, SecondOpenOfALockedFileIsUnavailable) {
   ScratchDir dir;
   auto a = FileDevice::Open(dir.path() + "/dev", 1 << 20, 4);
