@@ -166,7 +166,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options) {
   }
   PS_ASSIGN_OR_RETURN(std::unique_ptr<engine::FileDevice> device,
                       engine::FileDevice::Open(options.data_path, options.capacity_bytes,
-                                               options.queue_depth));
+                                               options.queue_depth, options.zero_fill_new_file));
   return Open(options, std::move(device));
 }
 

@@ -84,6 +84,10 @@ struct EngineOptions {
                                          // The first 1 MiB holds the device header.
   uint64_t segment_bytes = 64ull << 20;  // multiple of 4 KiB; fixed when the device is formatted
   unsigned queue_depth = 64;             // io_uring entries (I/Os in flight at once)
+  // A new data file is written with zeros instead of fallocated (slower to create, at disk
+  // bandwidth; but on ext4/xfs the first write to a fallocated block changes file metadata, so
+  // its flush commits the filesystem journal). No effect on block devices or existing files.
+  bool zero_fill_new_file = false;
   // "file" (data_path is a file or block device) or "null": no media; writes are accounted and
   // dropped, reads return zeros and are not checksum-verified, the index is not synced. For
   // benchmarks of the layers above the engine; nothing it stores survives (see null_device.h).

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/buffer.h"
 #include "common/log.h"
 
 namespace penstock::engine {
@@ -38,6 +40,22 @@ int OpenMaybeDirect(const std::string& path, int flags, bool& direct) {
     fd = ::open(path.c_str(), (flags & ~O_EXCL) | O_CLOEXEC, 0644);
   }
   return fd;
+}
+
+// Writes zeros over [0, size) of `fd`; 0, or -1 with errno set.
+int ZeroFill(int fd, uint64_t size) {
+  AlignedBuffer zeros(8 << 20);
+  std::memset(zeros.data(), 0, zeros.capacity());
+  for (uint64_t at = 0; at < size; at += zeros.capacity()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.capacity(), size - at));
+    ssize_t done = ::pwrite(fd, zeros.data(), n, static_cast<off_t>(at));
+    if (done < 0) return -1;
+    if (static_cast<size_t>(done) != n) {
+      errno = ENOSPC;
+      return -1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -71,7 +89,7 @@ Status CheckDeviceRange(const Device& device, uint64_t offset, size_t length, co
 
 Result<std::unique_ptr<FileDevice>> FileDevice::Open(const std::string& path,
                                                      uint64_t create_bytes,
-                                                     unsigned queue_depth) {
+                                                     unsigned queue_depth, bool zero_fill) {
   if (path.empty()) return InvalidArgument("data_path is empty; set it to a file or block device");
   bool direct = true;
   int fd = OpenMaybeDirect(path, O_RDWR, direct);
@@ -116,7 +134,7 @@ Result<std::unique_ptr<FileDevice>> FileDevice::Open(const std::string& path,
     if (created) {
       size = create_bytes / kDeviceBlockSize * kDeviceBlockSize;
       if (size == 0) return fail(InvalidArgument("capacity_bytes must be at least 4 KiB"));
-      int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(size));
+      int rc = zero_fill ? ZeroFill(fd, size) : ::fallocate(fd, 0, 0, static_cast<off_t>(size));
       if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
         rc = ::ftruncate(fd, static_cast<off_t>(size));  // sparse, but usable
       }

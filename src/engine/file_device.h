@@ -4,7 +4,7 @@
 // it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. WriteAll submits
 // its writes and the fdatasync in one io_uring call (IoRing::WriteAll). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
 // RWF_DSYNC durability, and a warning in the log. A missing file is created and preallocated
-// (fallocate) to the requested size; a block device's size comes from BLKGETSIZE64. The file
+// (fallocate, or zero-filled) to the requested size; a block device's size comes from BLKGETSIZE64. The file
 // is locked (flock) so a second engine cannot open it at the same time.
 //
 // Thread safety: all methods may be called from any number of threads at once (see Device).
@@ -25,8 +25,11 @@ class FileDevice final : public Device {
   // Errors name the path and the fix: kPermissionDenied (directory not writable),
   // kResourceExhausted (no room to preallocate), kUnavailable (in use by another engine),
   // kInvalidArgument (not a file or block device, or too small).
+  // With `zero_fill`, a new file is filled with zeros (written, at disk bandwidth) instead of
+  // fallocated: on ext4 and xfs a fallocated range is "unwritten", so the first write to each
+  // block changes file metadata and the flush after it commits the filesystem journal.
   static Result<std::unique_ptr<FileDevice>> Open(const std::string& path, uint64_t create_bytes,
-                                                  unsigned queue_depth);
+                                                  unsigned queue_depth, bool zero_fill = false);
   ~FileDevice() override;
 
   uint64_t size() const override { return size_; }
