@@ -101,6 +101,26 @@ TEST(EngineJournalTest, CrashBeforeTheIndexSyncReplaysAcknowledgedBatches) {
   EXPECT_EQ(r->Stats().shards, want.size());
 }
 
+TEST(EngineJournalTest, ReplayReadsPastASmallerJournalRegion) {
+  ScratchDir live, image;
+  auto e = MustOpen(LazyOptions(live));  // the whole header region
+  for (uint64_t i = 0; i < 90; ++i) ASSERT_TRUE(e->Write(Key(5, i), Pattern(100, i), 1).ok());
+  CrashImage(live.path(), image.path());  // 90 records of 4 KiB: past 256 KiB
+  e.reset();
+  EngineOptions o = LazyOptions(image);
+  o.journal_bytes = 256 * 1024;
+  auto r = MustOpen(o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->Stats().journal_replayed, 90u);
+  for (uint64_t i = 0; i < 90; ++i) {
+    auto got = r->Read(Key(5, i));
+    ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
+    EXPECT_TRUE(SameBytes(*got, Pattern(100, i)));
+  }
+  ASSERT_TRUE(r->Write(Key(5, 1000), Pattern(100, 1000), 1).ok());  // wraps first
+  EXPECT_TRUE(SameBytes(*r->Read(Key(5, 1000)), Pattern(100, 1000)));
+}
+
 TEST(EngineJournalTest, TornRecordAtTheTailEndsTheReplay) {
   ScratchDir live, image, image2;
   auto e = MustOpen(LazyOptions(live));

@@ -25,9 +25,9 @@ Result<std::unique_ptr<Journal>> Journal::Open(Device& device, Index& index,
     // A new index, or one from before the journal: whatever lies in the region is not ours
     // to replay (the uuid check would refuse it anyway). Start at the beginning.
     PS_RETURN_IF_ERROR(index.PutJournalPosition(journal->position_));
-  } else if (stored->offset >= region_end) {
-    PS_RETURN_IF_ERROR(journal->Wrap());  // region_end shrank since: nothing to replay there
   } else {
+    // Up to data_offset, not region_end: the last run may have had a larger region. A position
+    // past region_end makes the committer wrap before its first record.
     PS_RETURN_IF_ERROR(journal->Replay());
   }
   return journal;
@@ -69,13 +69,13 @@ Status Journal::Replay() {
   const uint64_t from = position_.seq;
   for (;;) {
     const uint64_t at = position_.offset;
-    if (at + kBlockSize > region_end_) break;
+    if (at + kBlockSize > header_.data_offset) break;
     std::span<std::byte> first(buffer.data(), kBlockSize);
     PS_RETURN_IF_ERROR(device_.Read(at, first).WithContext("replay the index journal"));
     std::optional<JournalRecordHeader> header = ParseJournalHeader(first, header_.uuid, position_.seq + 1);
     if (!header) break;
     const uint64_t bytes = (sizeof(*header) + header->payload_bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
-    if (at + bytes > region_end_) break;
+    if (at + bytes > header_.data_offset) break;
     if (bytes > kBlockSize) {
       PS_RETURN_IF_ERROR(device_.Read(at + kBlockSize, {buffer.data() + kBlockSize, bytes - kBlockSize})
                              .WithContext("replay the index journal"));
@@ -105,7 +105,7 @@ Status Journal::Replay() {
   }
   // Whatever follows is not a whole record; make sure it never becomes one by chance (the next
   // record, reusing its sequence number, may be shorter).
-  if (position_.offset + kBlockSize <= region_end_) {
+  if (position_.offset + kBlockSize <= header_.data_offset) {
     AlignedBuffer zeros(kBlockSize);
     std::memset(zeros.data(), 0, kBlockSize);
     PS_RETURN_IF_ERROR(device_.Write(position_.offset, {zeros.data(), kBlockSize})

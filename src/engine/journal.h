@@ -39,7 +39,9 @@ class Index;
 class Journal {
  public:
   // Replays the records `index` lacks (see above) and returns the journal, positioned after
-  // them. `region_end` is the header's data_offset, or less (a small journal wraps often).
+  // them. `region_end` is the header's data_offset, or less (a small journal wraps often); it
+  // bounds new records only: replay reads up to data_offset, as an earlier run may have used
+  // more.
   // Errors: kDataLoss when a whole record names space outside the device; device and index
   // errors. `device` and `index` are borrowed and must outlive the journal.
   static Result<std::unique_ptr<Journal>> Open(Device& device, Index& index,
