@@ -29,7 +29,8 @@
 // deletes of one key are ordered by the committer (queue order): of calls on one key that
 // overlap in time either may win, and a call that starts after another returned wins over it.
 // Ownership: Open returns the sole owner; destroying the Engine stops its threads (committer,
-// GC, scrub) and closes device and index (no call may be in flight then).
+// applier, GC, scrub; the index is synced first) and closes device and index (no call may be in
+// flight then).
 #pragma once
 
 #include <array>
