@@ -152,6 +152,19 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
         "with its own index_dir", device.name(), UuidText(on_device->uuid), index.dir(),
         UuidText(header.uuid)));
   }
+  if (header.format_version < engine::kDeviceFormatVersion ||
+      on_device->format_version < engine::kDeviceFormatVersion) {
+    // An older format (no index journal): mark both as the current one before the journal is
+    // used, so an older build refuses them from now on. Index first, as when formatting.
+    DeviceHeader upgraded = header;
+    upgraded.format_version = engine::kDeviceFormatVersion;
+    PS_RETURN_IF_ERROR(index.PutSuperblock(upgraded));
+    PS_RETURN_IF_ERROR(WriteHeaderBlock(device, upgraded));
+    PS_RETURN_IF_ERROR(device.Sync());
+    PS_LOG_INFO("upgraded {} and index {} from device format {} to {}", device.name(), index.dir(),
+                header.format_version, engine::kDeviceFormatVersion);
+    return upgraded;
+  }
   return header;
 }
 

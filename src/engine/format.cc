@@ -141,10 +141,10 @@ Result<std::optional<DeviceHeader>> DecodeDeviceHeader(std::span<const std::byte
   if (header.header_crc != HeaderCrc(header)) {
     return DataLoss("Penstock device header fails its crc32c check; the header block is corrupt");
   }
-  if (header.format_version != kDeviceFormatVersion) {
+  if (header.format_version < kOldestDeviceFormatVersion || header.format_version > kDeviceFormatVersion) {
     return DataLoss(fmt::format("Penstock device format version {} is not supported by this "
-                                "build (reads version {}); run a newer penstock",
-                                header.format_version, kDeviceFormatVersion));
+                                "build (reads versions {} to {}); run a newer penstock",
+                                header.format_version, kOldestDeviceFormatVersion, kDeviceFormatVersion));
   }
   return std::optional<DeviceHeader>(header);
 }

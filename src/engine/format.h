@@ -44,7 +44,12 @@ static_assert(std::endian::native == std::endian::little,
 inline constexpr uint64_t kBlockSize = 4096;             // unit of alignment and checksums
 inline constexpr uint64_t kDeviceHeaderBytes = 1 << 20;  // segments start here (1 MiB aligned)
 inline constexpr uint64_t kDeviceMagic = 0x4B434F5453'4E4550ull;  // "PENSTOCK" little-endian
-inline constexpr uint32_t kDeviceFormatVersion = 1;
+// Device format 2: the header region after the first block holds the index journal (journal.h).
+// A build that knows only format 1 would ignore the journal and, after a crash, lose writes
+// acknowledged since the last index sync, so it must refuse such a device: Open upgrades a
+// format-1 device (and its index superblock) to 2 before writing any journal record.
+inline constexpr uint32_t kDeviceFormatVersion = 2;
+inline constexpr uint32_t kOldestDeviceFormatVersion = 1;
 inline constexpr uint16_t kShardRecordVersion = 1;
 inline constexpr uint32_t kNoSegment = UINT32_MAX;  // a zero-length shard owns no space
 
