@@ -91,6 +91,29 @@ std::string EncodeShardRecord(const ShardRecord& record) {
   return out;
 }
 
+namespace {
+
+// The shape every stored shard record must have, in the index and in journal records: one
+// checksum per block of its length, space exactly when it has bytes, block-aligned.
+bool RecordShapeOk(uint64_t length, uint64_t block_count, uint32_t segment, uint64_t offset) {
+  return block_count == BlocksFor(length) && (length == 0) == (segment == kNoSegment) && offset % kBlockSize == 0;
+}
+
+// A ShardRecord from its fields and the `block_count` checksums stored at `crcs`.
+ShardRecord RecordFrom(uint32_t segment, uint64_t offset, uint64_t length, uint64_t version, const std::byte* crcs,
+                       uint32_t block_count) {
+  ShardRecord record;
+  record.segment = segment;
+  record.offset = offset;
+  record.length = length;
+  record.version = version;
+  record.block_crcs.resize(block_count);
+  if (block_count > 0) std::memcpy(record.block_crcs.data(), crcs, block_count * sizeof(uint32_t));
+  return record;
+}
+
+}  // namespace
+
 Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view bytes) {
   ShardRecordHeader header;
   if (bytes.size() < sizeof(header)) {
@@ -105,25 +128,15 @@ Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view byte
                                 key.ToString(), header.format_version, kShardRecordVersion));
   }
   const bool consistent =
-      header.flags == 0 && header.block_count == BlocksFor(header.length) &&
-      bytes.size() == sizeof(header) + uint64_t{header.block_count} * sizeof(uint32_t) &&
-      (header.length == 0) == (header.segment == kNoSegment) && header.offset % kBlockSize == 0;
+      header.flags == 0 && RecordShapeOk(header.length, header.block_count, header.segment, header.offset) &&
+      bytes.size() == sizeof(header) + uint64_t{header.block_count} * sizeof(uint32_t);
   if (!consistent) {
     return DataLoss(fmt::format("index record of shard {} is inconsistent (length {}, {} "
                                 "checksums, {} bytes); the index is corrupt, rebuild this target",
                                 key.ToString(), header.length, header.block_count, bytes.size()));
   }
-  ShardRecord record;
-  record.segment = header.segment;
-  record.offset = header.offset;
-  record.length = header.length;
-  record.version = header.version;
-  record.block_crcs.resize(header.block_count);
-  if (header.block_count > 0) {
-    std::memcpy(record.block_crcs.data(), bytes.data() + sizeof(header),
-                header.block_count * sizeof(uint32_t));
-  }
-  return record;
+  return RecordFrom(header.segment, header.offset, header.length, header.version,
+                    reinterpret_cast<const std::byte*>(bytes.data()) + sizeof(header), header.block_count);
 }
 
 std::string EncodeDeviceHeader(DeviceHeader header) {
@@ -248,22 +261,12 @@ std::optional<std::vector<IndexUpdate>> DecodeJournalRecord(std::span<const std:
       u.old->offset = j.old_offset;
     }
     if (j.kind == kJournalPut) {
-      if (j.block_count != BlocksFor(j.length) || (j.length == 0) != (j.segment == kNoSegment) ||
-          j.offset % kBlockSize != 0 ||
+      if (!RecordShapeOk(j.length, j.block_count, j.segment, j.offset) ||
           (payload.size() - pos) / sizeof(uint32_t) < j.block_count) {
         return std::nullopt;
       }
-      ShardRecord r;
-      r.segment = j.segment;
-      r.offset = j.offset;
-      r.length = j.length;
-      r.version = j.version;
-      r.block_crcs.resize(j.block_count);
-      if (j.block_count > 0) {
-        std::memcpy(r.block_crcs.data(), payload.data() + pos, j.block_count * sizeof(uint32_t));
-      }
+      u.record = RecordFrom(j.segment, j.offset, j.length, j.version, payload.data() + pos, j.block_count);
       pos += j.block_count * sizeof(uint32_t);
-      u.record = std::move(r);
     } else if (j.kind != kJournalDelete || j.block_count != 0) {
       return std::nullopt;
     }
