@@ -31,57 +31,6 @@ void SendMessage(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> ms
 
 namespace {
 
-struct PendingReceive {
-  AlignedBuffer buffer;
-  std::function<void(Result<AlignedBuffer>)> on_payload;
-};
-
-void FinishReceive(std::unique_ptr<PendingReceive> r, ucs_status_t status) {
-  if (status != UCS_OK) {
-    r->on_payload(Unavailable(std::string("data-plane payload receive failed: ") +
-                              ucs_status_string(status) + "; the peer may have gone away"));
-    return;
-  }
-  r->on_payload(std::move(r->buffer));
-}
-
-}  // namespace
-
-ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
-                            const ucp_am_recv_param_t* param,
-                            std::function<void(Result<AlignedBuffer>)> on_payload) {
-  if (length == 0) {
-    on_payload(AlignedBuffer());
-    return UCS_OK;
-  }
-  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-    on_payload(AlignedBuffer::CopyOf({static_cast<const std::byte*>(data), length}));
-    return UCS_OK;
-  }
-  auto r = std::make_unique<PendingReceive>();
-  r->buffer = AlignedBuffer(length);
-  r->on_payload = std::move(on_payload);
-  ucp_request_param_t rp{};
-  rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                    UCP_OP_ATTR_FIELD_DATATYPE;
-  rp.datatype = ucp_dt_make_contig(1);
-  rp.user_data = r.get();
-  rp.cb.recv_am = [](void* request, ucs_status_t status, size_t, void* user_data) {
-    std::unique_ptr<PendingReceive> pr(static_cast<PendingReceive*>(user_data));
-    ucp_request_free(request);
-    FinishReceive(std::move(pr), status);
-  };
-  PendingReceive* raw = r.release();
-  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker, data, raw->buffer.data(), length, &rp);
-  if (req == nullptr || UCS_PTR_IS_ERR(req)) {
-    FinishReceive(std::unique_ptr<PendingReceive>(raw),
-                  req == nullptr ? UCS_OK : UCS_PTR_STATUS(req));
-  }
-  return UCS_OK;
-}
-
-namespace {
-
 struct PendingPlacedReceive {
   std::vector<ucp_dt_iov_t> iov;
   std::function<void(Status)> on_done;
@@ -144,6 +93,22 @@ ucs_status_t ReceivePayloadInto(ucp_worker_h worker, void* data, size_t length,
     pr->on_done(PlacedReceiveStatus(req == nullptr ? UCS_OK : UCS_PTR_STATUS(req)));
   }
   return UCS_OK;
+}
+
+ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
+                            const ucp_am_recv_param_t* param,
+                            std::function<void(Result<AlignedBuffer>)> on_payload) {
+  if (length == 0) {
+    on_payload(AlignedBuffer());
+    return UCS_OK;
+  }
+  // Into a fresh buffer of its own: the same receive as into caller memory.
+  auto buffer = std::make_shared<AlignedBuffer>(length);
+  return ReceivePayloadInto(worker, data, length, param, {buffer->span()}, nullptr,
+                            [buffer, on_payload = std::move(on_payload)](Status s) {
+                              if (!s.ok()) return on_payload(std::move(s));
+                              on_payload(std::move(*buffer));
+                            });
 }
 
 }  // namespace penstock
