@@ -48,6 +48,12 @@ class OpDestination : public StripeDestination {
   std::vector<std::pair<uint64_t, uint64_t>> lent_;  // guarded by op_->mu
 };
 
+// The read length that returns all a stripe holds: none/rep the whole shard, ec the whole unit
+// (zero-padded past the stripe's data).
+uint64_t HeldBytesToRead(const StripeGeometry& g) {
+  return g.red.kind == Redundancy::Kind::kErasure ? g.stripe_unit : UINT64_MAX;
+}
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -335,8 +341,7 @@ void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const Str
     std::memcpy(merged->data() + begin, data->data(), data->size());
     self->io_->Write(geo, key, merged, NextVersion(), done, self->RetryFor({op}));
   };
-  io_->Read(geo, key, 0, geo.red.kind == Redundancy::Kind::kErasure ? geo.stripe_unit : UINT64_MAX, std::move(merge),
-            RetryFor({op}));
+  io_->Read(geo, key, 0, HeldBytesToRead(geo), std::move(merge), RetryFor({op}));
 }
 
 RetryPolicy ObjectImpl::RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const {
@@ -430,13 +435,19 @@ void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
   });
 }
 
-Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
-  const StripeGeometry heads{HeadRedundancy(red_), 1, 1};
+Status ObjectImpl::WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn) {
   const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
   PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
-                        io_->LockStripe(heads, head_key_, owner_, retry, std::move(done));
+                        io_->LockStripe(g, key, owner_, retry, std::move(done));
                       }));
-  auto commit = [&]() -> Result<ObjectHead> {
+  Status s = fn();
+  io_->UnlockStripe(holder, key, owner_);
+  return s;
+}
+
+Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
+  ObjectHead committed;
+  PS_RETURN_IF_ERROR(WithLeaseSync({HeadRedundancy(red_), 1, 1}, head_key_, [&]() -> Status {
     ObjectHead h;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -454,11 +465,10 @@ Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
     current.size = std::max(current.size, wanted);  // another writer may have grown it further
     current.mtime_ms = NowMs();
     PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NextVersion()));
-    return current;
-  };
-  Result<ObjectHead> out = commit();
-  io_->UnlockStripe(holder, head_key_, owner_);
-  return out;
+    committed = current;
+    return OkStatus();
+  }));
+  return committed;
 }
 
 Result<uint64_t> ObjectImpl::Read(uint64_t offset, std::span<std::byte> out) {
@@ -496,20 +506,15 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
     if (new_size % su != 0) {  // under the stripe's write lease, as other writes of it
       const uint64_t cut = new_size % su;
       const WireShardKey key = layout.key(keep);
-      const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
-      PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
-                            io_->LockStripe(geo, key, owner_, retry, std::move(done));
-                          }));
-      auto old = io_->ReadSync(geo, key, 0, geo.red.kind == Redundancy::Kind::kErasure ? su : UINT64_MAX);
-      Status cut_status;
-      if (old.ok() && old->data.size() > cut) {
-        auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
-        cut_status = io_->WriteSync(geo, key, kept, NextVersion());
-      } else if (!old.ok() && old.status().code() != StatusCode::kNotFound) {
-        cut_status = old.status();
-      }
-      io_->UnlockStripe(holder, key, owner_);
-      PS_RETURN_IF_ERROR(cut_status);
+      PS_RETURN_IF_ERROR(WithLeaseSync(geo, key, [&]() -> Status {
+        auto old = io_->ReadSync(geo, key, 0, HeldBytesToRead(geo));
+        if (old.ok() && old->data.size() > cut) {
+          auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
+          return io_->WriteSync(geo, key, kept, NextVersion());
+        }
+        if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
+        return OkStatus();
+      }));
       ++keep;
     }
     for (uint64_t s = keep; s < layout.stripe_count(); ++s) {

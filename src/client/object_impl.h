@@ -91,6 +91,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // back with size max(stored, wanted), so writers in other clients never shrink each other's
   // size. kAborted when the object was replaced by a put, kNotFound when it was deleted.
   Result<ObjectHead> CommitSize(uint64_t wanted);
+  // Blocking: runs `fn` holding the write lease of `key`'s stripe (taken within the client's
+  // retry budget) and releases it.
+  Status WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn);
   static uint64_t NextVersion() { return NewVersion(); }
   // Stripe operations for `ops` retry transient failures until the latest of their deadlines
   // (or the client's retry budget) while one of them is still pending.
