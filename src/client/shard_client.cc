@@ -37,6 +37,15 @@ std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_
   return EncodeHeader(h);
 }
 
+std::vector<std::byte> ShardClient::LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const {
+  LockRequestHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.owner = owner;
+  h.ttl_ms = ttl_ms;
+  return EncodeHeader(h);
+}
+
 Status ShardClient::AttachToken(std::vector<std::byte>& header, uint64_t container) {
   if (caps_ == nullptr || !caps_->enabled()) return OkStatus();
   PS_ASSIGN_OR_RETURN(std::vector<std::byte> token, caps_->Get(container));
@@ -273,12 +282,7 @@ Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key) {
 
 void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
                               std::chrono::milliseconds ttl, std::function<void(Status)> done) {
-  LockRequestHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
-  h.owner = owner;
-  h.ttl_ms = static_cast<uint32_t>(ttl.count());
-  std::vector<std::byte> header = EncodeHeader(h);
+  std::vector<std::byte> header = LockHeader(key, owner, static_cast<uint32_t>(ttl.count()));
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kLockStripe), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -289,11 +293,7 @@ void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, 
 
 void ShardClient::StartUnlockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
                                 std::function<void(Status)> done) {
-  LockRequestHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
-  h.owner = owner;
-  std::vector<std::byte> header = EncodeHeader(h);
+  std::vector<std::byte> header = LockHeader(key, owner, 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kUnlockStripe), header, {},
              [this, c = key.container, done = std::move(done)](RpcReply r) {

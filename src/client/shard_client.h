@@ -121,6 +121,7 @@ class ShardClient {
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
   std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   std::vector<std::byte> RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const;
+  std::vector<std::byte> LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const;
   // Appends the token for `container` to `header` (nothing without a cache or key).
   Status AttachToken(std::vector<std::byte>& header, uint64_t container);
   // After a refusal of a token: forgets it; true when the status is such a refusal.
