@@ -43,6 +43,7 @@ write("shard_header_decode", "list", b"\x02" + list_req)
 write("shard_header_decode", "bad_version", b"\x00\x02" + shard_req[1:])
 write("shard_header_decode", "range", b"\x03" + shard_req + struct.pack("<QQ", 4096, 8192))
 write("shard_header_decode", "lock", b"\x04" + shard_req + struct.pack("<QII", 0x1234, 15000, 0))
+write("shard_header_decode", "write_range", b"\x05" + shard_req + struct.pack("<QQ", 4096, 7))
 
 entry = key + struct.pack("<QII", 9, 5, 5) + b"hello"
 write("list_entries_decode", "empty", struct.pack("<I", 0))

@@ -1,11 +1,12 @@
 // fake_shard_transport.h — an in-memory stand-in for targets, for client unit tests.
 //
-// Implements RpcCaller by serving the shard protocol (write, read, read_range, delete, stat)
-// from a map, with replies delivered on its own thread like a real transport. A reply payload
-// goes into the call's ReplyDestination when it lends memory (as the UCX client does). Tests
-// can hold replies (to cancel or expire operations while requests are in flight), hold
-// placements (the bytes are placed but the memory is not returned yet: a transfer in flight),
-// make the next calls of an opcode fail, and count calls. Thread-safe. Test-only.
+// Implements RpcCaller by serving the shard protocol (write, write_range, read, read_range,
+// delete, stat, stripe leases) from a map, with replies delivered on its own thread like a real
+// transport. A reply payload goes into the call's ReplyDestination when it lends memory (as the
+// UCX client does). Tests can hold replies (to cancel or expire operations while requests are
+// in flight), hold placements (the bytes are placed but the memory is not returned yet: a
+// transfer in flight), make the next calls of an opcode fail, and count calls. Thread-safe.
+// Test-only.
 #pragma once
 
 #include <condition_variable>
@@ -123,6 +124,11 @@ class FakeShardTransport : public RpcCaller {
     std::lock_guard<std::mutex> lock(data_mu_);
     return shards_.count({container, hi, lo, stripe, shard}) != 0;
   }
+  // Reads of data shards (not heads) served so far.
+  int data_reads() {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    return data_reads_;
+  }
   int lease_conflicts() {
     std::lock_guard<std::mutex> lock(data_mu_);
     return lease_conflicts_;
@@ -181,8 +187,31 @@ class FakeShardTransport : public RpcCaller {
         s.corrupt = false;
         break;
       }
+      case ShardOp::kWriteRange: {
+        auto wh = DecodeHeader<RangeWriteHeader>(header, "fake range write");
+        if (!wh.ok()) {
+          r.status = wh.status();
+          break;
+        }
+        auto it = shards_.find(key);
+        const uint64_t stored = it == shards_.end() ? 0 : it->second.version;
+        if ((h->flags & kWriteIfVersion) && stored > wh->expected_version) {
+          r.status = Aborted("fake: newer version stored");
+          break;
+        }
+        if ((h->flags & kWriteIfVersion) && stored < wh->expected_version) {
+          r.status = FailedPrecondition("fake: older version stored");
+          break;
+        }
+        auto& s = shards_[key];
+        if (s.bytes.size() < wh->offset + payload.size()) s.bytes.resize(wh->offset + payload.size());
+        std::copy(payload.begin(), payload.end(), s.bytes.begin() + static_cast<ptrdiff_t>(wh->offset));
+        s.version = h->shard_version;
+        break;
+      }
       case ShardOp::kRead:
       case ShardOp::kReadRange: {
+        if (h->key.stripe != UINT64_MAX) ++data_reads_;
         auto it = shards_.find(key);
         if (it == shards_.end()) {
           r.status = NotFound("fake: no such shard");
@@ -291,6 +320,7 @@ class FakeShardTransport : public RpcCaller {
   std::map<Key, Shard> shards_;  // guarded by data_mu_
   std::map<Key, uint64_t> leases_;  // stripe -> owner, guarded by data_mu_
   int lease_conflicts_ = 0;         // guarded by data_mu_
+  int data_reads_ = 0;              // guarded by data_mu_
 
   std::mutex mu_;
   std::condition_variable cv_;

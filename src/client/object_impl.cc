@@ -317,9 +317,15 @@ void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const Str
     io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}));
     return;
   }
-  // Read-modify-write of what the stripe holds now (another client may have written it since
-  // this Object learned the size): none/rep read the whole shard, ec the whole unit, which
-  // comes back zero-padded; trailing zeros read the same as absent bytes and are not kept.
+  // Part of the unit. none and rep patch their shards in place (range writes: only these bytes
+  // travel and reach the disk).
+  if (geo.red.kind != Redundancy::Kind::kErasure) {
+    io_->WriteRange(geo, key, begin, data, NextVersion(), std::move(done), RetryFor({op}));
+    return;
+  }
+  // ec: read-modify-write of what the stripe holds now (another client may have written it
+  // since this Object learned the size): the whole unit, which comes back zero-padded; trailing
+  // zeros read the same as absent bytes and are not kept.
   // A stripe past this Object's known end that cannot be read (a target down) is taken as
   // empty, as a single writer knows it is, so writes go on degraded.
   uint64_t known_end;

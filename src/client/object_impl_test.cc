@@ -110,7 +110,7 @@ TEST_F(ObjectImplTest, TransientErrorsAreRetriedOthersFailOnlyTheirOperation) {
   const auto data = Bytes(3 * kStripe, 1);
   ASSERT_TRUE(obj->Write(0, data).ok());
   fake_.FailNext(ShardOp::kReadRange, Unavailable("target 2 (fake:2) is restarting"), 2);
-  fake_.FailNext(ShardOp::kWrite, Unavailable("target 2 (fake:2) is restarting"), 2);
+  fake_.FailNext(ShardOp::kWriteRange, Unavailable("target 2 (fake:2) is restarting"), 2);
   std::vector<std::byte> out(3 * kStripe);
   auto r = obj->Read(0, out);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -126,7 +126,7 @@ TEST_F(ObjectImplTest, TransientErrorsAreRetriedOthersFailOnlyTheirOperation) {
   EXPECT_GT(io_.stats().transient_retries.load(), before + 2);  // it waited for them
   for (const char* addr : {"fake:1", "fake:2", "fake:3"}) fake_.Revive(addr);
   EXPECT_TRUE(obj->Read(0, out).ok());
-  fake_.FailNext(ShardOp::kWrite, DataLoss("disk says no"));
+  fake_.FailNext(ShardOp::kWriteRange, DataLoss("disk says no"));
   const auto retries = io_.stats().transient_retries.load();
   EXPECT_EQ(obj->Write(10, Bytes(10, 2)).code(), StatusCode::kDataLoss);
   EXPECT_EQ(io_.stats().transient_retries.load(), retries);
@@ -383,6 +383,69 @@ TEST_P(ObjectImplRedundancyTest, OneDeadTargetIsAbsorbed) {
   n = obj->Read(0, out);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(out, model);
+}
+
+// Writes of part of a stripe unit patch none and rep shards in place: only the written bytes
+// travel (kWriteRange), nothing is read first. ec stripes still read and rewrite the unit.
+TEST_P(ObjectImplRedundancyTest, PartialWritesPatchShardsWithoutReadingThem) {
+  auto obj = NewObject("patch", GetParam());
+  std::vector<std::byte> model = Bytes(3 * kStripe, 31);
+  ASSERT_TRUE(obj->Write(0, model).ok());
+  fake_.Drain();
+  const int reads = fake_.data_reads();
+  const int ranges = fake_.calls(ShardOp::kWriteRange);
+  std::mt19937_64 rng(32);
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t len = 1 + rng() % (kStripe / 2);
+    const uint64_t off = rng() % (model.size() + kStripe / 2);  // sometimes past the end
+    auto d = Bytes(len, 100 + static_cast<uint32_t>(i));
+    ASSERT_TRUE(obj->Write(off, d).ok());
+    if (model.size() < off + len) model.resize(off + len, std::byte{0});
+    std::memcpy(model.data() + off, d.data(), len);
+  }
+  fake_.Drain();
+  if (GetParam() == "ec:2+1") {
+    EXPECT_EQ(fake_.calls(ShardOp::kWriteRange), ranges);
+  } else {
+    EXPECT_EQ(fake_.data_reads(), reads);
+    EXPECT_GE(fake_.calls(ShardOp::kWriteRange) - ranges, 40 * static_cast<int>(red_.width()));
+  }
+  std::vector<std::byte> out(model.size());
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, model.size());
+  EXPECT_EQ(out, model);
+}
+
+// A replica that missed a write (its shard write failed) is never patched by a later range
+// write: it refuses (older version), the write is acknowledged degraded, and reads never
+// return its stale bytes.
+TEST_F(ObjectImplTest, StaleReplicaIsNeverPatched) {
+  auto obj = NewObject("stale", "rep:2");
+  std::vector<std::byte> model = Bytes(kStripe, 41);
+  ASSERT_TRUE(obj->Write(0, model).ok());
+  fake_.Drain();
+  fake_.FailNext(ShardOp::kWriteRange, Internal("fake: disk error"));
+  auto b = Bytes(100, 42);
+  ASSERT_TRUE(obj->Write(10, b).ok());  // degraded: one copy
+  std::memcpy(model.data() + 10, b.data(), b.size());
+  // Which copy is stale: the one whose version did not move.
+  const uint64_t v0 = fake_.Version(1, next_id_, 7, 0, 0), v1 = fake_.Version(1, next_id_, 7, 0, 1);
+  ASSERT_NE(v0, v1);
+  const uint32_t stale = v0 < v1 ? 0 : 1;
+  const uint64_t stale_version = std::min(v0, v1);
+  const uint64_t degraded = io_.stats().degraded_writes.load();
+  auto c = Bytes(200, 43);
+  ASSERT_TRUE(obj->Write(500, c).ok());  // the stale copy refuses: degraded again
+  std::memcpy(model.data() + 500, c.data(), c.size());
+  fake_.Drain();
+  EXPECT_EQ(fake_.Version(1, next_id_, 7, 0, stale), stale_version);
+  EXPECT_GT(io_.stats().degraded_writes.load(), degraded);
+  std::vector<std::byte> out(model.size());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(obj->Read(0, out).ok());
+    EXPECT_EQ(out, model);
+  }
 }
 
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read

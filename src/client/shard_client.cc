@@ -37,6 +37,16 @@ std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_
   return EncodeHeader(h);
 }
 
+std::vector<std::byte> ShardClient::RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
+                                                        std::optional<uint64_t> expected) const {
+  RangeWriteHeader h{};
+  std::vector<std::byte> base = RequestHeader(key, version, expected ? kWriteIfVersion : 0);
+  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.offset = offset;
+  h.expected_version = expected.value_or(0);
+  return EncodeHeader(h);
+}
+
 std::vector<std::byte> ShardClient::LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const {
   LockRequestHeader h{};
   std::vector<std::byte> base = RequestHeader(key, 0);
@@ -166,6 +176,19 @@ void ShardClient::StartWrite(const WireShardKey& key, std::span<const std::byte>
              });
 }
 
+void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                                  uint64_t version, std::function<void(Status)> done) {
+  auto target = Locate(key);
+  if (!target.ok()) return done(target.status());
+  std::vector<std::byte> header = RangeWriteHeaderFor(key, offset, version, std::nullopt);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWriteRange), header, data,
+             [this, c = key.container, done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(std::move(r.status));
+             });
+}
+
 void ShardClient::StartRead(const WireShardKey& key,
                             std::function<void(Result<AlignedBuffer>)> done) {
   auto target = Locate(key);
@@ -238,6 +261,18 @@ void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
   std::vector<std::byte> header = RequestHeader(key, version, only_if_not_older ? kWriteIfNotOlder : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
+             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
+               TokenRefused(r.status, c);
+               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
+             });
+}
+
+void ShardClient::StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
+                                    std::span<const std::byte> data, uint64_t version,
+                                    std::optional<uint64_t> expected, std::function<void(Status)> done) {
+  std::vector<std::byte> header = RangeWriteHeaderFor(key, offset, version, expected);
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWriteRange), header, data,
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
                TokenRefused(r.status, c);
                done(r.status.ok() ? OkStatus() : r.status.WithContext(name));

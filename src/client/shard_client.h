@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ class ShardClient {
   void StartWrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version,
                   std::function<void(Status)> done);
   void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
+  // Partial-shard write (kWriteRange): `data` replaces bytes [offset, offset + size) of the
+  // shard, whose version becomes `version`.
+  void StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
+                       std::function<void(Status)> done);
   // Bytes [offset, offset + length) of the shard; shorter when the shard is shorter.
   void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
                       std::function<void(Result<ShardData>)> done,
@@ -79,6 +84,11 @@ class ShardClient {
   // to the end; a shorter shard gives a shorter reply.
   void StartWriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                     uint64_t version, bool only_if_not_older, std::function<void(Status)> done);
+  // Range write at an explicit target; with `expected`, applied only over that stored version
+  // (kWriteIfVersion: kAborted when the stored one is newer, kFailedPrecondition when older).
+  void StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
+                         std::span<const std::byte> data, uint64_t version, std::optional<uint64_t> expected,
+                         std::function<void(Status)> done);
   // With `into`, the reply may be placed into bytes [into_at, into_at + length) of it.
   void StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset, uint64_t length,
                    std::function<void(Result<ShardData>)> done,
@@ -121,6 +131,8 @@ class ShardClient {
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
   std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   std::vector<std::byte> RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const;
+  std::vector<std::byte> RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
+                                             std::optional<uint64_t> expected) const;
   std::vector<std::byte> LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const;
   // Appends the token for `container` to `header` (nothing without a cache or key).
   Status AttachToken(std::vector<std::byte>& header, uint64_t container);

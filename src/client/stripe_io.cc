@@ -282,16 +282,90 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
     shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); });
     return;
   }
-  auto slots = Slots(key, g.red.width());
-  if (!slots.ok()) return done(slots.status());
   auto st = std::make_shared<WriteState>();
   st->data = data;
   st->done = std::move(done);
+  const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
+  WriteSlots(g, key, st, [this, key, shard_bytes, version](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
+    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb));
+  });
+}
+
+void StripeIo::WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                          std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                          std::optional<RetryPolicy> retry) {
+  auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
+      [this, g, key, begin, data = std::move(data), version](std::function<void(Status)> cb) {
+        WriteRangeOnce(g, key, begin, data, version, std::move(cb));
+      });
+  WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
+}
+
+void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                              std::shared_ptr<const AlignedBuffer> data, uint64_t version,
+                              std::function<void(Status)> done) {
+  if (!g.red.protected_()) {
+    shards_->StartWriteRange(key, begin, data->span(), version,
+                             [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    return;
+  }
+  if (g.red.kind != Redundancy::Kind::kReplicate) {
+    return done(InvalidArgument(g.red.ToString() + " stripes take whole-unit writes only, not range writes"));
+  }
+  // Every copy is patched only over the newest version among the copies that may be read: one
+  // that missed a write refuses (kFailedPrecondition), counts as a missed shard and is repaired
+  // whole. So first the versions (kStat, no data).
+  auto slots = ReadSlots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  struct Versions {
+    std::mutex mu;
+    size_t pending = 0;
+    uint64_t newest = 0;
+    Status error;
+  };
+  auto v = std::make_shared<Versions>();
+  std::vector<std::pair<uint32_t, TargetRef>> asks;
+  for (uint32_t i = 0; i < slots->size(); ++i) {
+    if ((*slots)[i].up) asks.emplace_back(i, (*slots)[i]);
+  }
+  if (asks.empty()) return done(Unavailable("no target of " + Ordinal(key) + " is up"));
+  v->pending = asks.size();
+  auto after_stats = [this, g, key, begin, data, version, v, done = std::move(done)]() {
+    if (!v->error.ok()) return done(v->error.WithContext("reading the versions of " + Ordinal(key)));
+    auto st = std::make_shared<WriteState>();
+    st->data = data;
+    st->done = done;
+    const uint64_t expected = v->newest;
+    WriteSlots(g, key, st, [this, key, begin, data, version, expected](uint32_t i, const TargetRef& t,
+                                                                        std::function<void(Status)> cb) {
+      shards_->StartWriteRangeTo(t, WithShard(key, i), begin, data->span(), version, expected, std::move(cb));
+    });
+  };
+  for (auto& [i, t] : asks) {
+    shards_->StartStatTo(t, WithShard(key, i), [this, v, t = t, after_stats](Result<ShardData> r) {
+      std::unique_lock<std::mutex> lock(v->mu);
+      if (r.ok()) {
+        v->newest = std::max(v->newest, r->version);
+      } else if (r.status().code() != StatusCode::kNotFound && v->error.ok()) {
+        // Unknown version: the write cannot tell whether this copy is the newest. A target that
+        // fails is suspected so the next attempt goes on without it (degraded).
+        if (r.status().retryable()) Suspect(t);
+        v->error = r.status();
+      }
+      if (--v->pending > 0) return;
+      lock.unlock();
+      after_stats();
+    });
+  }
+}
+
+void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
+                          const ShardSender& send) {
+  auto slots = Slots(key, g.red.width());
+  if (!slots.ok()) return st->done(slots.status());
   st->width = g.red.width();
   st->need = g.red.k;
   st->written.assign(st->width, false);
-
-  const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
 
   std::vector<std::pair<uint32_t, TargetRef>> sends;
   for (uint32_t i = 0; i < st->width; ++i) {
@@ -354,7 +428,7 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
   };
   for (auto& [i, t] : sends) st->waiting[i] = t;
   for (auto& [i, t] : sends) {
-    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, [st, check, i = i](Status s) {
+    send(i, t, [st, check, i = i](Status s) {
       std::unique_lock<std::mutex> lock(st->mu);
       --st->pending;
       st->waiting.erase(i);

@@ -13,7 +13,8 @@
 // that fails, or has not answered `straggler` after the K-th success, is a fault the stripe
 // absorbs: the write is acknowledged degraded and mgmt's repair service rewrites the shard
 // later. Writes carry kWriteIfNotOlder, so a delayed or repeated write never replaces newer data.
-// The stripe's bytes are held (shared) until every shard request has ended, even after the
+// Range writes (none, rep) patch part of each shard; rep's carry kWriteIfVersion, so only a
+// copy holding the newest version is patched. The stripe's bytes are held (shared) until every shard request has ended, even after the
 // acknowledgement.
 //
 // Reads (protected) read the touched data cells (rep: one replica, the first up slot) and ask
@@ -119,6 +120,14 @@ class StripeIo {
   // `retry`, transient failures are retried (see RetryPolicy); without, the caller retries.
   void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
              uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt);
+  // Writes `data` at byte `begin` of the stripe, leaving its other bytes as they are (shard
+  // range writes, kWriteRange): none and rep only (ec stripes take whole-unit writes). rep
+  // patches each copy only over the newest version the readable copies hold (asked first with
+  // kStat); a copy that missed a write refuses and counts as a missed shard, as a failed one
+  // does for Write. The caller holds the stripe's write lease. `retry` as for Write.
+  void WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                  std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                  std::optional<RetryPolicy> retry = std::nullopt);
   // Stripe bytes [begin, begin + length): none/rep return fewer when the stripe is shorter, ec
   // returns `length` bytes (zeros past the stripe's data). `retry` as for Write.
   // With `into` (memory for the `length` bytes), the data may arrive placed there
@@ -203,6 +212,13 @@ class StripeIo {
   // One attempt of Write, Read, Delete.
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                  uint64_t version, std::function<void(Status)> done);
+  void WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                      std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
+  // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
+  // the write as the class comment says (st: data, owned and done set).
+  using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
+  void WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
+                  const ShardSender& send);
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                 std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);

@@ -174,6 +174,14 @@ class Engine {
   // Errors: kInvalidArgument (larger than a segment), kResourceExhausted "no space" (delete
   // shards, then retry), I/O errors from the device or index.
   Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version);
+  // Writes `data` at byte `offset` of shard `key`, leaving its other bytes as they were; creates
+  // the shard when absent. Bytes between the shard's old end and `offset` read as zeros. The
+  // shard's length becomes max(old length, offset + data.size()) and its version `version`.
+  // Durable when it returns OK. Errors: kInvalidArgument (offset + size larger than a segment),
+  // as Write and Read otherwise.
+  // (Interim: reads the whole shard and writes it back; not atomic against a concurrent write
+  // of the same key.)
+  Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version);
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);

@@ -10,6 +10,7 @@
 // outside the lock; verify every block.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -82,6 +83,22 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
   return OkStatus();
+}
+
+Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                          uint64_t version) {
+  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
+    return InvalidArgument(fmt::format("range write of {} bytes at {} of shard {} ends past the segment size {}",
+                                       data.size(), offset, key.ToString(), segment_bytes_));
+  }
+  auto old = ReadShard(key);
+  if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
+  const uint64_t old_len = old.ok() ? old->size() : 0;
+  AlignedBuffer merged(std::max(old_len, offset + data.size()));
+  std::memset(merged.data(), 0, merged.size());
+  if (old_len) std::memcpy(merged.data(), old->data(), old_len);
+  if (!data.empty()) std::memcpy(merged.data() + offset, data.data(), data.size());
+  return Write(key, merged.span(), version);
 }
 
 Result<AlignedBuffer> Engine::Read(const ShardKey& key) {

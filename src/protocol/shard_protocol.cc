@@ -12,6 +12,7 @@ size_t RequestHeaderSize(uint16_t op) {
     case ShardOp::kList: return sizeof(ListRequestHeader);
     case ShardOp::kLockStripe:
     case ShardOp::kUnlockStripe: return sizeof(LockRequestHeader);
+    case ShardOp::kWriteRange: return sizeof(RangeWriteHeader);
   }
   return 0;
 }
@@ -102,6 +103,7 @@ std::string_view ShardOpName(uint16_t op) {
     case ShardOp::kReadRange: return "read_range";
     case ShardOp::kLockStripe: return "lock_stripe";
     case ShardOp::kUnlockStripe: return "unlock_stripe";
+    case ShardOp::kWriteRange: return "write_range";
   }
   return "unknown";
 }

@@ -35,6 +35,7 @@ enum class ShardOp : uint16_t {
                    // (short when the shard is shorter); reply header: ShardReplyHeader
   kLockStripe = 7,    // header: LockRequestHeader; see "Stripe write leases" below
   kUnlockStripe = 8,  // header: LockRequestHeader
+  kWriteRange = 9,    // header: RangeWriteHeader; payload: the bytes to write at its offset
 };
 
 #pragma pack(push, 1)
@@ -65,6 +66,21 @@ struct RangeReadHeader {
   uint64_t length;
 };
 static_assert(sizeof(RangeReadHeader) == 80);
+
+// A partial-shard write: the payload replaces bytes [offset, offset + payload size) of the
+// shard (created when absent; bytes between its old end and `offset` read as zeros), whose
+// length becomes max(old length, end) and version base.shard_version. An empty payload sets
+// only the version (and extends the length to `offset`). With kWriteIfVersion in base.flags it
+// is applied only when the stored version is `expected_version` (an absent shard has version
+// 0); otherwise kAborted when the stored version is newer (another write won) or
+// kFailedPrecondition when it is older or the shard is missing (this copy missed a write: it
+// must be repaired whole, never patched).
+struct RangeWriteHeader {
+  ShardRequestHeader base;
+  uint64_t offset;
+  uint64_t expected_version;
+};
+static_assert(sizeof(RangeWriteHeader) == 80);
 
 // Stripe write leases. Writers of an Object stripe (a whole write or a read-modify-write) first
 // take the stripe's lease from the target of its first up slot, so writers in different
@@ -100,6 +116,8 @@ enum ListFlags : uint8_t {
 // newer than the request's shard_version; otherwise the target answers kAborted. Used by writers
 // of protected stripes and by repair, so a late or repeated write never replaces newer data.
 inline constexpr uint8_t kWriteIfNotOlder = 0x01;
+// Bit of a range write's flags byte: see RangeWriteHeader.
+inline constexpr uint8_t kWriteIfVersion = 0x02;
 
 // Bit of the flags byte (offset 1 of every request header: ShardRequestHeader, RangeReadHeader,
 // ListRequestHeader) saying a capability token follows the fixed header: u16 length, then the
@@ -123,6 +141,7 @@ static_assert(offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(RangeReadHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(ListRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(LockRequestHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
+static_assert(offsetof(RangeWriteHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 
 struct ListEntryHeader {
   WireShardKey key;

@@ -35,7 +35,7 @@ ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io
     : engine_(engine), metrics_(metrics), pool_(io_threads) {
   // Every series exists from the start, so a scrape before the first request sees zeros.
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
-                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe}) {
+                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange}) {
     std::string name(ShardOpName(static_cast<uint16_t>(op)));
     metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
     metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", name}});
@@ -106,6 +106,7 @@ Status ShardService::Authorize(const RpcRequest& request) const {
       break;
     }
     case ShardOp::kWrite:
+    case ShardOp::kWriteRange:
     case ShardOp::kDelete:
     case ShardOp::kLockStripe:
     case ShardOp::kUnlockStripe: right = kRightWrite; [[fallthrough]];
@@ -144,6 +145,7 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
     case ShardOp::kReadRange: reply = ReadRange(request); break;
     case ShardOp::kLockStripe: reply = Lease(request, true); break;
     case ShardOp::kUnlockStripe: reply = Lease(request, false); break;
+    case ShardOp::kWriteRange: reply = WriteRange(request); break;
     default:
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
@@ -168,8 +170,7 @@ RpcReply ShardService::Write(const RpcRequest& request) {
   const ShardKey key = FromWire(h->key);
   Status s;
   if (h->flags & kWriteIfNotOlder) {
-    const size_t slot = (key.object.lo ^ key.stripe * 0x9e3779b97f4a7c15ull ^ key.shard) % write_locks_.size();
-    std::lock_guard<std::mutex> lock(write_locks_[slot]);
+    std::lock_guard<std::mutex> lock(WriteLock(key));
     auto info = engine_->Stat(key);
     if (info.ok() && info->version > h->shard_version) {
       return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(info->version) +
@@ -178,6 +179,45 @@ RpcReply ShardService::Write(const RpcRequest& request) {
     s = engine_->Write(key, request.payload.span(), h->shard_version);
   } else {
     s = engine_->Write(key, request.payload.span(), h->shard_version);
+  }
+  if (s.ok()) {
+    metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")
+        .Inc(request.payload.size());
+  }
+  return ErrorReply(std::move(s));
+}
+
+RpcReply ShardService::WriteRange(const RpcRequest& request) {
+  auto h = DecodeHeader<RangeWriteHeader>(request.header, "write_range");
+  if (!h.ok()) return ErrorReply(h.status());
+  const ShardKey key = FromWire(h->base.key);
+  if (h->offset > engine_->segment_bytes() || request.payload.size() > engine_->segment_bytes() - h->offset) {
+    return ErrorReply(InvalidArgument("range write of " + std::to_string(request.payload.size()) + " bytes at " +
+                                      std::to_string(h->offset) + " of shard " + key.ToString() +
+                                      " ends past the largest shard (" + std::to_string(engine_->segment_bytes()) +
+                                      " bytes)"));
+  }
+  Status s;
+  if (h->base.flags & kWriteIfVersion) {
+    // Stat and write under the key's lock: no other conditional write of the key in between.
+    std::lock_guard<std::mutex> lock(WriteLock(key));
+    auto info = engine_->Stat(key);
+    if (!info.ok() && info.status().code() != StatusCode::kNotFound) return ErrorReply(info.status());
+    const uint64_t stored = info.ok() ? info->version : 0;
+    if (stored > h->expected_version) {
+      return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(stored) +
+                                ", newer than the " + std::to_string(h->expected_version) +
+                                " this range write patches; a later write won"));
+    }
+    if (stored < h->expected_version) {
+      return ErrorReply(FailedPrecondition(
+          "shard " + key.ToString() + (info.ok() ? " holds version " + std::to_string(stored) : " is missing") +
+          ", older than the " + std::to_string(h->expected_version) +
+          " this range write patches: this copy missed a write and must be repaired whole"));
+    }
+    s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
+  } else {
+    s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
   }
   if (s.ok()) {
     metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")

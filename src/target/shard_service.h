@@ -4,9 +4,9 @@
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
 // from mgmt for the request's container and the op's right (read: read, read_range, stat,
-// list; write: write, delete, lock_stripe, unlock_stripe) before the engine is touched; a refusal returns no data. Until
-// the first SetKeySet every request is refused kUnavailable (retryable: the target is still
-// registering). With auth disabled in the key set, requests without a token pass (a token that
+// list; write: write, write_range, delete, lock_stripe, unlock_stripe) before the engine is
+// touched; a refusal returns no data. Until the first SetKeySet every request is refused
+// kUnavailable (retryable: the target is still registering). With auth disabled in the key set, requests without a token pass (a token that
 // is present is still checked). Then the request's map epoch: one older than the placement
 // epoch is refused kUnavailable "stale cluster map ..." (shard_protocol.h).
 //
@@ -52,6 +52,9 @@ class ShardService {
   // OK unless the request's map epoch is older than the placement epoch.
   Status CheckEpoch(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
+  // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version
+  // with kWriteIfVersion (see RangeWriteHeader).
+  RpcReply WriteRange(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
   RpcReply ReadRange(const RpcRequest& request);
   // Reads [offset, offset + length) of `key` (the whole shard with 0, UINT64_MAX) and builds
@@ -65,8 +68,12 @@ class ShardService {
 
   Engine* engine_;
   MetricsRegistry* metrics_;
-  // Conditional writes (kWriteIfNotOlder) check and write under the lock their key hashes to.
+  // Conditional writes (kWriteIfNotOlder, kWriteIfVersion) check and write under the lock
+  // their key hashes to.
   std::array<std::mutex, 64> write_locks_;
+  std::mutex& WriteLock(const ShardKey& key) {
+    return write_locks_[(key.object.lo ^ key.stripe * 0x9e3779b97f4a7c15ull ^ key.shard) % write_locks_.size()];
+  }
   struct StripeLease {
     uint64_t owner = 0;
     std::chrono::steady_clock::time_point expiry;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "common/temp_dir.h"
@@ -88,6 +89,48 @@ TEST_F(ShardServiceTest, ListHeadsWithData) {
   req.header = EncodeHeader(lh);
   r = service_->Execute(req);
   EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 0u);
+}
+
+// Range writes patch a shard in place; with kWriteIfVersion only a copy holding the expected
+// version is patched: a newer one answers kAborted, an older or missing one kFailedPrecondition.
+TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
+  auto range = [&](uint64_t stripe, uint64_t offset, std::string_view bytes, uint64_t version,
+                   std::optional<uint64_t> expected) {
+    RpcRequest r = Request(ShardOp::kWriteRange, stripe, bytes);
+    RangeWriteHeader h{};
+    std::memcpy(&h.base, r.header.data(), sizeof(h.base));
+    h.base.shard_version = version;
+    h.base.flags = expected ? kWriteIfVersion : 0;
+    h.offset = offset;
+    h.expected_version = expected.value_or(0);
+    r.header = EncodeHeader(h);
+    return service_->Execute(r).status;
+  };
+  auto read = [&](uint64_t stripe) {
+    RpcReply r = service_->Execute(Request(ShardOp::kRead, stripe));
+    auto rh = DecodeHeader<ShardReplyHeader>(r.header, "read reply");
+    return std::make_pair(Text(r.payload), rh.ok() ? rh->shard_version : 0);
+  };
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "hello shard")).status.ok());  // version 5
+  ASSERT_TRUE(range(0, 6, "SHARD", 6, std::nullopt).ok());
+  EXPECT_EQ(read(0), std::make_pair(std::string("hello SHARD"), uint64_t{6}));
+  ASSERT_TRUE(range(0, 13, "!", 7, 6).ok());  // past the end: zeros in between
+  EXPECT_EQ(read(0), std::make_pair(std::string("hello SHARD\0\0!", 14), uint64_t{7}));
+
+  Status newer = range(0, 0, "x", 8, 6);
+  EXPECT_EQ(newer.code(), StatusCode::kAborted) << newer.ToString();
+  Status older = range(0, 0, "x", 8, 9);
+  EXPECT_EQ(older.code(), StatusCode::kFailedPrecondition) << older.ToString();
+  EXPECT_NE(older.message().find("repaired whole"), std::string::npos) << older.message();
+  EXPECT_EQ(read(0).second, 7u);  // neither was applied
+  EXPECT_EQ(range(1, 0, "x", 8, 3).code(), StatusCode::kFailedPrecondition);  // missing copy
+  ASSERT_TRUE(range(1, 4, "new", 8, 0).ok());                                  // absent = version 0
+  EXPECT_EQ(read(1), std::make_pair(std::string("\0\0\0\0new", 7), uint64_t{8}));
+
+  Status too_far = range(2, 4u << 20, "x", 1, std::nullopt);  // segments are 4 MiB here
+  EXPECT_EQ(too_far.code(), StatusCode::kInvalidArgument) << too_far.ToString();
+  RpcRequest truncated = Request(ShardOp::kWriteRange, 0, "x");  // a plain header is too short
+  EXPECT_EQ(service_->Execute(truncated).status.code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ShardServiceTest, MalformedRequestsAreRejected) {
