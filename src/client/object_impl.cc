@@ -317,15 +317,24 @@ void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const Str
     io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}));
     return;
   }
-  // Part of the unit. none and rep patch their shards in place (range writes: only these bytes
-  // travel and reach the disk).
-  if (geo.red.kind != Redundancy::Kind::kErasure) {
-    io_->WriteRange(geo, key, begin, data, NextVersion(), std::move(done), RetryFor({op}));
-    return;
-  }
-  // ec: read-modify-write of what the stripe holds now (another client may have written it
-  // since this Object learned the size): the whole unit, which comes back zero-padded; trailing
-  // zeros read the same as absent bytes and are not kept.
+  // Part of the unit: patched in place (range writes: only these bytes, and for ec the same
+  // range of parity, travel and reach the disk). An ec range that cannot be patched so is a
+  // read-modify-write of the unit (below).
+  auto self = shared_from_this();
+  io_->WriteRange(geo, key, begin, data, NextVersion(),
+                  [self, op, geo, key, begin, data, done](Status s) {
+                    if (!NeedsWholeUnit(s)) return done(std::move(s));
+                    self->RewriteUnit(op, geo, key, begin, data, done);
+                  },
+                  RetryFor({op}));
+}
+
+void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+                             uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done) {
+  const uint64_t stop = begin + data->size();
+  // Read-modify-write of what the stripe holds now (another client may have written it since
+  // this Object learned the size): the whole unit (ec comes back zero-padded); trailing zeros
+  // read the same as absent bytes and are not kept.
   // A stripe past this Object's known end that cannot be read (a target down) is taken as
   // empty, as a single writer knows it is, so writes go on degraded.
   uint64_t known_end;

@@ -81,6 +81,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // The part of WriteStripe that runs holding the stripe's write lease.
   void WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
                          uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
+  // Read-modify-write of the whole unit (an ec range StripeIo::WriteRange cannot patch).
+  void RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+                   uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
   // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
   void WithStripe(uint64_t stripe, std::function<void()> fn);
   void ReleaseStripe(uint64_t stripe);

@@ -309,9 +309,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
                              [data, done = std::move(done)](Status s) { done(std::move(s)); });
     return;
   }
-  if (g.red.kind != Redundancy::Kind::kReplicate) {
-    return done(InvalidArgument(g.red.ToString() + " stripes take whole-unit writes only, not range writes"));
-  }
+  if (g.red.kind == Redundancy::Kind::kErasure) return WriteEcRange(g, key, begin, data, version, std::move(done));
   // Every copy is patched only over the newest version among the copies that may be read: one
   // that missed a write refuses (kFailedPrecondition), counts as a missed shard and is repaired
   // whole. So first the versions (kStat, no data).
@@ -356,6 +354,90 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
       lock.unlock();
       after_stats();
     });
+  }
+}
+
+void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                            std::shared_ptr<const AlignedBuffer> data, uint64_t version,
+                            std::function<void(Status)> done) {
+  const uint64_t c = g.cell, end = begin + data->size();
+  const uint32_t cell = static_cast<uint32_t>(begin / c);
+  auto whole = [&](const std::string& why) {
+    return done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) + ": " + why));
+  };
+  if (data->empty() || (end - 1) / c != cell) return whole("the write spans several cells");
+  auto slots = ReadSlots(key, g.red.width());
+  if (!slots.ok()) return done(slots.status());
+  for (const TargetRef& t : *slots) {
+    if (!t.up) return whole("a target is not up (a degraded write reads and rewrites the unit)");
+  }
+  // The old bytes of the range in the written cell and in every parity cell, and the version
+  // and length of every cell.
+  const uint64_t lo = begin - uint64_t{cell} * c, len = data->size();
+  struct Old {
+    std::mutex mu;
+    size_t pending = 0;
+    std::vector<std::optional<ShardData>> cells;
+    Status error;
+  };
+  auto old = std::make_shared<Old>();
+  const uint32_t width = g.red.width();
+  old->cells.resize(width);
+  old->pending = width;
+  auto patch = [this, g, key, cell, lo, len, data, version, old, c, done = std::move(done)]() {
+    std::optional<uint64_t> v;
+    for (uint32_t i = 0; i < old->cells.size() && old->error.ok(); ++i) {
+      const auto& d = old->cells[i];
+      if (!d || d->length != c || (v && d->version != *v) ||
+          ((i == cell || i >= g.red.k) && d->data.size() != len)) {
+        old->error = FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
+                                        ": its cells are not all full and of one version");
+      }
+      if (d) v = d->version;
+    }
+    if (!old->error.ok()) return done(old->error);
+    // New parity = old parity + the contribution of (old data XOR new data).
+    auto st = std::make_shared<WriteState>();
+    st->data = data;
+    st->done = done;
+    auto delta = std::make_shared<AlignedBuffer>(len);
+    const std::byte* before = old->cells[cell]->data.data();
+    for (uint64_t j = 0; j < len; ++j) delta->data()[j] = before[j] ^ data->data()[j];
+    std::vector<std::byte*> parity;
+    for (uint32_t i = g.red.k; i < g.red.width(); ++i) {
+      st->owned.push_back(std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf(old->cells[i]->data.span())));
+      parity.push_back(st->owned.back()->data());
+    }
+    Coder(g.red).Update(len, cell, delta->data(), parity);
+    const uint64_t expected = *v;
+    WriteSlots(g, key, st, [this, g, key, cell, lo, data, st, version, expected](uint32_t i, const TargetRef& t,
+                                                                                std::function<void(Status)> cb) {
+      // Every cell takes the new version; the untouched data cells only that (no bytes).
+      std::span<const std::byte> bytes;
+      if (i == cell) bytes = data->span();
+      if (i >= g.red.k) bytes = st->owned[i - g.red.k]->span();
+      shards_->StartWriteRangeTo(t, WithShard(key, i), bytes.empty() ? 0 : lo, bytes, version, expected, std::move(cb));
+    });
+  };
+  for (uint32_t i = 0; i < width; ++i) {
+    auto got = [old, i, patch](Result<ShardData> r) {
+      std::unique_lock<std::mutex> lock(old->mu);
+      if (r.ok()) {
+        old->cells[i] = std::move(*r);
+      } else if (old->error.ok()) {
+        old->error = r.status().code() == StatusCode::kNotFound
+                         ? FailedPrecondition(std::string(kWholeUnitNeeded) + ": a cell is missing")
+                         : r.status();
+      }
+      if (--old->pending > 0) return;
+      lock.unlock();
+      patch();
+    };
+    if (i == cell || i >= g.red.k) {
+      shards_->StartReadTo((*slots)[i], WithShard(key, i), lo, len, std::move(got));
+    } else {
+      shards_->StartStatTo((*slots)[i], WithShard(key, i), std::move(got));
+    }
   }
 }
 

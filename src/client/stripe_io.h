@@ -93,6 +93,12 @@ struct StripeIoStats {
   std::atomic<uint64_t> read_copied{0};  // ... copied by the client from a reply buffer
 };
 
+// StripeIo::WriteRange of an ec stripe refuses ranges it cannot patch with this message.
+inline constexpr std::string_view kWholeUnitNeeded = "whole-unit write needed";
+inline bool NeedsWholeUnit(const Status& s) {
+  return s.code() == StatusCode::kFailedPrecondition && s.message().find(kWholeUnitNeeded) != std::string::npos;
+}
+
 // How long an asynchronous Read or Write keeps retrying transient failures (kUnavailable,
 // kDeadlineExceeded; never kAborted or kResourceExhausted): while an attempt could start before
 // `until` and `wanted()` holds (an operation that was cancelled or expired stops). The backoff
@@ -121,10 +127,16 @@ class StripeIo {
   void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
              uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt);
   // Writes `data` at byte `begin` of the stripe, leaving its other bytes as they are (shard
-  // range writes, kWriteRange): none and rep only (ec stripes take whole-unit writes). rep
-  // patches each copy only over the newest version the readable copies hold (asked first with
-  // kStat); a copy that missed a write refuses and counts as a missed shard, as a failed one
-  // does for Write. The caller holds the stripe's write lease. `retry` as for Write.
+  // range writes, kWriteRange). The caller holds the stripe's write lease. `retry` as for Write.
+  // rep patches each copy only over the newest version the readable copies hold (asked first
+  // with kStat); a copy that missed a write refuses and counts as a missed shard, as a failed
+  // one does for Write. ec patches a range inside one data cell of a full unit whose targets
+  // are all up: it reads the old bytes of the range from that cell and the parity cells (and
+  // the other cells' versions), updates parity by the delta (ErasureCoder::Update) and writes
+  // the range of those cells, every other cell getting only the new version, each over the
+  // version all had. Otherwise (several cells, a short or missing cell, versions differ, a
+  // target not up) it fails kFailedPrecondition with kWholeUnitNeeded (NeedsWholeUnit): the
+  // caller reads and rewrites the unit instead.
   void WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                   std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
                   std::optional<RetryPolicy> retry = std::nullopt);
@@ -216,6 +228,8 @@ class StripeIo {
                       std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
   // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
   // the write as the class comment says (st: data, owned and done set).
+  void WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                    std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
   using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
   void WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
                   const ShardSender& send);

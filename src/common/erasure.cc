@@ -22,6 +22,15 @@ void ErasureCoder::Encode(size_t len, std::span<const std::byte* const> data,
                  const_cast<unsigned char*>(encode_tables_.data()), in.data(), out.data());
 }
 
+void ErasureCoder::Update(size_t len, uint32_t index, const std::byte* delta,
+                          std::span<std::byte* const> parity) const {
+  std::vector<unsigned char*> out(m_);
+  for (uint32_t i = 0; i < m_; ++i) out[i] = reinterpret_cast<unsigned char*>(parity[i]);
+  ec_encode_data_update(static_cast<int>(len), static_cast<int>(k_), static_cast<int>(m_), static_cast<int>(index),
+                        const_cast<unsigned char*>(encode_tables_.data()),
+                        reinterpret_cast<unsigned char*>(const_cast<std::byte*>(delta)), out.data());
+}
+
 const std::vector<uint8_t>& ErasureCoder::DecodeTables(const std::vector<uint32_t>& sources,
                                                        const std::vector<uint32_t>& want) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -29,6 +29,12 @@ class ErasureCoder {
   // Computes the m parity cells from the k data cells; every cell has `len` bytes.
   void Encode(size_t len, std::span<const std::byte* const> data, std::span<std::byte* const> parity) const;
 
+  // Parity update for a change of data cell `index` (0..k-1): XORs into each parity cell's
+  // `len` bytes what `delta` (old data XOR new data, `len` bytes) contributes, so that parity
+  // computed from the old data becomes parity of the new (Reed-Solomon is linear). For small
+  // writes: only the changed range of one cell and of the parity is read and written.
+  void Update(size_t len, uint32_t index, const std::byte* delta, std::span<std::byte* const> parity) const;
+
   // Rebuilds the cells listed in `want` (indexes 0..k+m-1) from any k present cells.
   // `cells[i]` points at cell i's `len` bytes or is null when cell i is missing; the cells in
   // `want` are written through `out` (same order as `want`). Errors: kDataLoss when fewer than k
