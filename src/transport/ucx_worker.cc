@@ -56,6 +56,11 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   //    handling unless this is set; without it UCX_TLS=posix,... cannot connect.
   //  - TCP_CM_REUSEADDR=y: a restarted server can bind its port while old connections sit in
   //    TIME_WAIT (a live listener on the port is still reported as "in use").
+  //  - TCP_PUT_ENABLE=n: 1.13's tcp put-zcopy rendezvous aborts the whole process (tcp_ep.c:939,
+  //    assertion on UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK) when the peer dies in the middle of a
+  //    put: a client crashed so once when a target was killed mid-write. Without it tcp
+  //    rendezvous sends the bytes as active-message fragments (speed: docs/performance.md), and
+  //    a dying peer fails only its own requests.
   static std::once_flag once;
   std::call_once(once, [] {
     const char* tls = std::getenv("UCX_TLS");  // only where shared memory may load (no warning)
@@ -64,6 +69,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
       setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
+    setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
     //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
     //    1.13: the connection manager needs tcp listed. Add it, and make rendezvous data use the
     //    shared-memory lane (get_zcopy) so tcp carries only the connection set-up. See README.md.
