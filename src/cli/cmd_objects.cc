@@ -231,7 +231,7 @@ void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
     auto [app, st] = add(*container, "create", "create a container", ContainerCreate);
     app->add_option("NAME", st->f.container, "container name")->required();
     AddSetting(*app, "stripe-unit", &st->f.stripe_unit, "stripe unit (e.g. 1M)");
-    AddSetting(*app, "redundancy", &st->f.redundancy, "none (rep:N and ec:K+M come with data protection)");
+    AddSetting(*app, "redundancy", &st->f.redundancy, "none, rep:N (N copies) or ec:K+M (K data cells, M parity)");
   }
   add(*container, "ls", "list containers", [](const GlobalOptions& g, const ObjectFlags&) { return ContainerList(g); });
   {
