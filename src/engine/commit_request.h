@@ -7,13 +7,22 @@
 // done touching it.
 //
 // Kinds:
-//   kWrite     put `record`, whose bytes `data` the committer writes to pending `extent` (with
-//              the rest of the batch); the old record's space dies.
-//   kDelete    remove the key; kNotFound if it has no record.
-//   kRelocate  GC: its data is already written (unsynced) to `extent`. Put `record` only if
-//              the key still points at `expected` with
-//              `expected_version`; otherwise kAborted and `extent` is abandoned (an overwrite or
-//              delete that raced with GC wins).
+//   kWrite       put `record`, whose bytes `data` the committer writes to pending `extent` (with
+//                the rest of the batch); the old record's space dies.
+//   kDelete      remove the key; kNotFound if it has no record.
+//   kRelocate    GC: its data is already written (unsynced) to `extent`. Put `record` only if
+//                the key's record is still `expected` (conditional); otherwise kAborted and
+//                `extent` is abandoned (an overwrite or delete that raced with GC wins).
+//   kWriteRange  a range write (Engine::WriteRange): `data` (whole blocks, written to `extent`
+//                like kWrite's) replaces blocks [first_block, first_block + n) of the key's
+//                record as the batch leaves it, which the committer composes then
+//                (ApplyRangeWrite, block_map.h): length max(old length, record.length), version
+//                record.version, record.block_crcs the new blocks' checksums. The replaced
+//                blocks' space dies. With `conditional` / `max_old_length` set it applies only if
+//                the key's record is still `expected` / no longer than that (the writer merged
+//                old bytes into its edge blocks, or relied on the shard ending before them);
+//                otherwise kAborted, and the writer retries. kAborted with `fragmented` set: the
+//                record would have had more than kMaxRuns runs; the writer rewrites the shard.
 // On any failure the committer abandons `extent`, so the owner never cleans up space.
 #pragma once
 
@@ -35,16 +44,20 @@
 namespace penstock::engine {
 
 struct CommitRequest {
-  enum class Kind : uint8_t { kWrite, kDelete, kRelocate };
+  enum class Kind : uint8_t { kWrite, kDelete, kRelocate, kWriteRange };
 
   Kind kind = Kind::kWrite;
   ShardKey key;
-  ShardRecord record;         // kWrite, kRelocate
-  Extent extent;              // kWrite, kRelocate: pending space holding the data
-  Extent expected;            // kRelocate
-  uint64_t expected_version = 0;  // kRelocate
-  // kWrite: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty when the
-  // data is already on the device (unsynced), as for kRelocate.
+  ShardRecord record;         // kWrite, kRelocate; kWriteRange: see above (runs unused)
+  Extent extent;              // kWrite, kRelocate, kWriteRange: pending space holding the data
+  uint64_t first_block = 0;   // kWriteRange
+  // Conditions (kRelocate: always `conditional`); when one fails the request is kAborted.
+  bool conditional = false;
+  std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
+  std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)
+  bool fragmented = false;  // kWriteRange: set by the committer (see above)
+  // kWrite, kWriteRange: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty
+  // when the data is already on the device (unsynced), as for kRelocate.
   std::span<const std::byte> data;
 
   std::mutex mu;
@@ -59,7 +72,8 @@ struct DecidedBatch {
   uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
   std::vector<CommitRequest*> requests;
   std::vector<IndexUpdate> updates;
-  std::vector<std::optional<ShardRecord>> old;  // per request: its key's record before
+  std::vector<std::optional<ShardRecord>> old;   // per request: its key's record before
+  std::vector<std::optional<ShardRecord>> next;  // per request that applies: and after
   std::vector<bool> applies;                    // per request: it has an update
   std::vector<Status> verdict;                  // per request that does not apply: why
   bool journaled = false;    // the journal holds it: apply unsynced, carrying `position`

@@ -149,6 +149,7 @@ class Device;
 class Index;
 class Journal;
 enum class AppendStream : uint8_t;
+class SegmentPins;
 class SegmentTable;
 struct ShardRecord;
 }  // namespace engine
@@ -174,6 +175,19 @@ class Engine {
   // Errors: kInvalidArgument (larger than a segment), kResourceExhausted "no space" (delete
   // shards, then retry), I/O errors from the device or index.
   Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version);
+  // Writes `data` at byte `offset` of shard `key`, leaving its other bytes as they were; creates
+  // the shard when absent. Bytes between the shard's old end and `offset` read as zeros. The
+  // shard's length becomes max(old length, offset + data.size()) and its version `version`.
+  // Durable when it returns OK; atomic (a reader sees the shard wholly before or wholly after).
+  // Writes only the 4 KiB blocks the range touches (plus the index record), not the whole shard.
+  // Errors: kInvalidArgument (offset + size larger than a segment), kResourceExhausted "no space",
+  // I/O errors, kDataLoss when an edge block it must merge fails its checksum.
+  // (data.size() == 0 with offset beyond the end just extends the length with zeros; with
+  // offset <= length just sets the version.) Ordered against other writes of the key like Write;
+  // a range with unaligned edges that hold old bytes is retried when the key changes meanwhile
+  // (kAborted only if it changed on every one of many attempts).
+  Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                    uint64_t version);
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);
@@ -217,6 +231,19 @@ class Engine {
   // the record's checksums.
   Status VerifyBlocks(const ShardKey& key, const engine::ShardRecord& record,
                       std::span<const std::byte> padded, size_t first_block = 0);
+  // Under the key's lock: its record (nullopt: absent), with the segments holding the blocks of
+  // bytes [offset, offset + length) pinned in `pins`, so they stay intact while read.
+  Result<std::optional<engine::ShardRecord>> LookUpAndPin(const ShardKey& key,
+                                                          engine::SegmentPins& pins,
+                                                          uint64_t offset = 0,
+                                                          uint64_t length = UINT64_MAX);
+  // Reads blocks [first_block, first_block + out.size() / 4 KiB) of `record` (within its
+  // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
+  Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,
+                    std::span<std::byte> out);
+  // WriteRange by rewriting the shard whole, in one run (a record with too many runs).
+  Status RewriteWithRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                          uint64_t version);
   std::shared_mutex& KeyLock(const ShardKey& key);
   void StartThreads();
   void StopThreads();
@@ -245,6 +272,9 @@ class Engine {
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
+  // Moves every stored block of `key` to one place when its record has any in `victim` (a shard
+  // in several runs); returns the bytes moved. A shard failing its checksum joins `corrupt`.
+  Result<uint64_t> RelocateWhole(uint32_t victim, const ShardKey& key, std::set<ShardKey>& corrupt);
   void GcLoop();
   // Waits until `until` or until StopThreads; false when stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point until);
@@ -264,8 +294,8 @@ class Engine {
   // committer waits).
   std::unique_ptr<engine::Journal> journal_;
   std::unique_ptr<engine::SegmentTable> table_;
-  // Held shared while a reader looks a key up and pins its segment; exclusive while a writer
-  // or deleter swaps the key's index record and returns its old space.
+  // Held shared while a reader looks a key up and pins its segments; exclusive while the
+  // applier returns the space a key's new record no longer uses.
   std::array<std::shared_mutex, kKeyLockStripes> key_locks_;
 
   std::atomic<uint64_t> shards_{0};
