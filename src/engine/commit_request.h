@@ -21,8 +21,12 @@
 //                blocks' space dies. With `conditional` / `max_old_length` set it applies only if
 //                the key's record is still `expected` / no longer than that (the writer merged
 //                old bytes into its edge blocks, or relied on the shard ending before them);
-//                otherwise kAborted, and the writer retries. kAborted with `fragmented` set: the
-//                record would have had more than kMaxRuns runs; the writer rewrites the shard.
+//                otherwise kAborted, and the writer retries. With `merge_edges` (a writer that
+//                kept losing that race) the committer itself fills the bytes of `merge_blocks`
+//                (the same buffer as `data`) outside shard bytes [range_begin, range_end) with
+//                the key's old bytes, read at decision time, and checksums those blocks again.
+//                kAborted with `fragmented` set: the record would have had more than kMaxRuns
+//                runs; the writer rewrites the shard.
 // On any failure the committer abandons `extent`, so the owner never cleans up space.
 #pragma once
 
@@ -56,6 +60,9 @@ struct CommitRequest {
   std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
   std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)
   bool fragmented = false;  // kWriteRange: set by the committer (see above)
+  bool merge_edges = false;  // kWriteRange (see above)
+  uint64_t range_begin = 0, range_end = 0;
+  std::span<std::byte> merge_blocks;
   // kWrite, kWriteRange: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty
   // when the data is already on the device (unsynced), as for kRelocate.
   std::span<const std::byte> data;

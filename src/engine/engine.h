@@ -257,6 +257,12 @@ class Engine {
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
+  // Committer: fills the bytes of a merge_edges range write's blocks outside its range from
+  // `old` (its key's record as the batch leaves it; blocks written earlier in the batch come
+  // from `earlier` requests' buffers) and checksums them again. Errors: kDataLoss (an old block
+  // fails its checksum), device errors.
+  Status MergeEdges(engine::CommitRequest& r, const std::optional<engine::ShardRecord>& old,
+                    std::span<engine::CommitRequest* const> earlier);
   // Committer: hands `batch` to the applier.
   void HandOver(std::unique_ptr<engine::DecidedBatch> batch);
   void ApplyLoop();

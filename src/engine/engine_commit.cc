@@ -34,6 +34,8 @@
 // (a synced index write, after everything before it is applied) and waits for it.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <mutex>
@@ -183,6 +185,12 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
                                                 "edge blocks; retry the write", r.key.ToString()));
             continue;
           }
+          if (r.merge_edges) {
+            if (Status merged = MergeEdges(r, old, {todo.data(), i}); !merged.ok()) {
+              d->verdict[i] = merged;
+              continue;
+            }
+          }
           next = engine::ApplyRangeWrite(old, r.first_block, r.extent.segment, r.extent.offset,
                                          r.record.block_crcs, r.record.length, r.record.version);
           if (next->runs.size() > engine::kMaxRuns) {
@@ -267,6 +275,50 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     HandOver(std::move(d));
     return;
   }
+}
+
+Status Engine::MergeEdges(CommitRequest& r, const std::optional<ShardRecord>& old,
+                          std::span<CommitRequest* const> earlier) {
+  const uint64_t old_length = old ? old->length : 0;
+  const uint64_t blocks = r.merge_blocks.size() / engine::kBlockSize;
+  AlignedBuffer block(engine::kBlockSize);
+  for (uint64_t j = 0; j < blocks; ++j) {
+    const uint64_t b = r.first_block + j;
+    const uint64_t begin = b * engine::kBlockSize, end = begin + engine::kBlockSize;
+    if (begin >= old_length || (r.range_begin <= begin && end <= r.range_end)) continue;
+    // Block b of the old record: a hole, data an earlier request of this batch carries, or
+    // durable data (the record is the newest decided, so nothing has released its space).
+    std::span<std::byte> old_block(block.data(), engine::kBlockSize);
+    std::memset(old_block.data(), 0, old_block.size());
+    if (auto place = engine::BlockPlace(*old, b)) {
+      const CommitRequest* carrier = nullptr;
+      for (const CommitRequest* e : earlier) {
+        if (e && !e->data.empty() && e->extent.segment == place->first &&
+            place->second >= e->extent.offset && place->second < e->extent.offset + e->data.size()) {
+          carrier = e;
+        }
+      }
+      if (carrier) {
+        std::memcpy(old_block.data(), carrier->data.data() + (place->second - carrier->extent.offset),
+                    engine::kBlockSize);
+      } else {
+        PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(place->first, place->second), old_block)
+                               .WithContext(fmt::format("merge a range write into shard {}",
+                                                        r.key.ToString())));
+        if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(r.key, *old, old_block, b));
+      }
+    }
+    std::span<std::byte> out = r.merge_blocks.subspan(j * engine::kBlockSize, engine::kBlockSize);
+    if (r.range_begin > begin) {
+      std::memcpy(out.data(), old_block.data(), std::min(r.range_begin, end) - begin);
+    }
+    if (r.range_end < end) {
+      const uint64_t from = std::max(r.range_end, begin) - begin;
+      std::memcpy(out.data() + from, old_block.data() + from, engine::kBlockSize - from);
+    }
+    r.record.block_crcs[j] = engine::BlockChecksums(out)[0];
+  }
+  return OkStatus();
 }
 
 void Engine::ApplyLoop() {

@@ -14,8 +14,10 @@
 // holds old bytes (it is within the old length) the writer reads it (pinned, verified) and the
 // request is conditional on the record it read; when it does not, on the shard still ending
 // before it. The committer aborts a request whose condition fails and the writer retries, so a
-// concurrent Write, Delete, WriteRange or GC of the key is never half-merged. A record that
-// would exceed kMaxRuns runs is rewritten whole instead (read, patch, write in one run).
+// concurrent Write, Delete, WriteRange or GC of the key is never half-merged; after a few lost
+// races the committer merges the old bytes itself (MergeEdges), so the writer always gets
+// through. A record that would exceed kMaxRuns runs is rewritten whole instead (read, patch,
+// write in one run).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,8 +47,12 @@ Status NotFoundStatus(const ShardKey& key) {
   return NotFound(fmt::format("shard {} not found on this target", key.ToString()));
 }
 
-// A range write retries at most this often when its key keeps changing under it.
-constexpr int kMaxRangeAttempts = 1000;
+// A range write that must merge old bytes reads them itself this many times; when its key
+// changed every time, it has the committer merge them (a device read on the committer thread,
+// so only then). It gives up with kAborted after kMaxRangeAttempts in all (a rewrite whole that
+// keeps meeting a longer shard).
+constexpr int kOptimisticAttempts = 4;
+constexpr int kMaxRangeAttempts = 100;
 
 }  // namespace
 
@@ -125,6 +131,15 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
         buffer = AlignedBuffer::CopyOf(data);
         blocks = std::span<const std::byte>(buffer.data(), buffer.size());
       }
+    } else if (attempt >= kOptimisticAttempts) {
+      buffer = AlignedBuffer((end_block - first_block) * kBlockSize);
+      std::memset(buffer.data(), 0, buffer.size());
+      std::memcpy(buffer.data() + (offset - first_block * kBlockSize), data.data(), data.size());
+      req.merge_edges = true;
+      req.range_begin = offset;
+      req.range_end = end;
+      req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
+      blocks = req.merge_blocks;
     } else {
       engine::SegmentPins pins(*table_);
       PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> seen,
@@ -179,12 +194,14 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
   Status aborted;
   for (int attempt = 0; attempt < kMaxRangeAttempts; ++attempt) {
     engine::SegmentPins pins(*table_);
-    PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> seen, LookUpAndPin(key, pins));
+    const bool optimistic = attempt < kOptimisticAttempts;
+    PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> seen,
+                        optimistic ? LookUpAndPin(key, pins) : LookUpAndPin(key, pins, 0, 0));
     const uint64_t old_length = seen ? seen->length : 0;
     const uint64_t length = std::max(old_length, end);
     AlignedBuffer buffer(engine::BlocksFor(length) * kBlockSize);
     std::memset(buffer.data(), 0, buffer.size());
-    if (old_length > 0) {
+    if (optimistic && old_length > 0) {
       PS_RETURN_IF_ERROR(ReadBlocks(key, *seen, 0, {buffer.data(), engine::BlocksFor(old_length) * kBlockSize}));
     }
     pins.Clear();
@@ -195,8 +212,15 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
     req.first_block = 0;
     req.record.length = length;
     req.record.version = version;
-    req.conditional = true;
-    req.expected = std::move(seen);
+    if (optimistic) {
+      req.conditional = true;
+      req.expected = std::move(seen);
+    } else {  // kept losing the race: the committer merges the old bytes
+      req.merge_edges = true;
+      req.range_begin = offset;
+      req.range_end = end;
+      req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
+    }
     std::span<const std::byte> blocks(buffer.data(), buffer.size());
     req.record.block_crcs = engine::BlockChecksums(blocks);
     if (!blocks.empty()) {
@@ -211,7 +235,7 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
       return OkStatus();
     }
     if (s.code() != StatusCode::kAborted) return s;
-    aborted = s;
+    aborted = s;  // changed meanwhile, or (merged by the committer) longer than it was
   }
   return Aborted(fmt::format("shard {} changed during each of {} attempts to rewrite it with "
                              "range [{}, {}) ({}); retry the write", key.ToString(),
