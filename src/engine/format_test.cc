@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/crc32c.h"
+
 namespace penstock::engine {
 namespace {
 
@@ -183,6 +185,75 @@ TEST(FormatTest, JournalRecordRoundTripsAndRejectsTornOrForeignRecords) {
   }
   // Cut short: torn.
   EXPECT_FALSE(DecodeJournalRecord(Bytes(record).first(sizeof(JournalRecordHeader) + 10)).has_value());
+}
+
+// A version-1 journal record (written by a format-2 build before the upgrade) still decodes.
+TEST(FormatTest, VersionOneJournalRecordStillDecodes) {
+  uint8_t uuid[16] = {5};
+  JournalUpdate put;
+  put.container = 1;
+  put.kind = kJournalPut;
+  put.old_segment = 2;
+  put.old_offset = 8192;
+  put.segment = 3;
+  put.offset = 4096;
+  put.length = 5000;
+  put.version = 6;
+  put.block_count = 2;
+  const uint32_t crcs[2] = {10, 20};
+  JournalUpdate del;
+  del.container = 1;
+  del.shard = 1;
+  del.kind = kJournalDelete;
+  del.old_segment = 4;
+  std::string payload(sizeof(put) + sizeof(crcs) + sizeof(del), '\0');
+  std::memcpy(payload.data(), &put, sizeof(put));
+  std::memcpy(payload.data() + sizeof(put), crcs, sizeof(crcs));
+  std::memcpy(payload.data() + sizeof(put) + sizeof(crcs), &del, sizeof(del));
+  JournalRecordHeader header;
+  std::memcpy(header.uuid, uuid, sizeof(uuid));
+  header.seq = 3;
+  header.format_version = kJournalRecordVersionOne;
+  header.update_count = 2;
+  header.payload_bytes = static_cast<uint32_t>(payload.size());
+  header.crc = Crc32c(Bytes(payload), Crc32c(std::as_bytes(std::span(&header, 1))));
+  std::string record(kBlockSize, '\0');
+  std::memcpy(record.data(), &header, sizeof(header));
+  std::memcpy(record.data() + sizeof(header), payload.data(), payload.size());
+  ASSERT_TRUE(ParseJournalHeader(Bytes(record), uuid, 3).has_value());
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ(*(*back)[0].record, ShardRecord::Contiguous(3, 4096, 5000, 6, {10, 20}));
+  EXPECT_EQ((*back)[0].old->runs[0].segment, 2u);
+  EXPECT_EQ((*back)[0].old->runs[0].offset, 8192u);
+  EXPECT_FALSE((*back)[1].record.has_value());
+  EXPECT_EQ((*back)[1].old->runs[0].segment, 4u);
+}
+
+// A version-2 record carries block maps, the old record's runs and the written blocks.
+TEST(FormatTest, JournalRecordCarriesBlockMaps) {
+  uint8_t uuid[16] = {6};
+  ShardRecord old = ShardRecord::Contiguous(1, 0, 4 * kBlockSize, 1, {1, 2, 3, 4});
+  ShardRecord next = old;
+  next.runs = {{.segment = 1, .offset = 0, .first_block = 0, .block_count = 1},
+               {.segment = 5, .offset = 8192, .first_block = 1, .block_count = 2},
+               {.segment = 1, .offset = 3 * kBlockSize, .first_block = 3, .block_count = 1},
+               {.segment = kNoSegment, .offset = 0, .first_block = 4, .block_count = 2}};
+  next.length = 6 * kBlockSize - 1;
+  next.block_crcs = {1, 7, 8, 4, 9, 9};
+  std::vector<IndexUpdate> updates = {{ShardKey{1, {2, 3}, 4, 5}, next, old, 1, 3}};
+  std::string record = EncodeJournalRecord(uuid, 8, updates);
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ(*(*back)[0].record, next);
+  EXPECT_EQ((*back)[0].old->runs, old.runs);
+  EXPECT_EQ((*back)[0].written_begin, 1u);
+  EXPECT_EQ((*back)[0].written_end, 3u);
+  std::string torn = record;
+  torn[sizeof(JournalRecordHeader) + sizeof(JournalUpdateV2) + 30] ^= 1;
+  EXPECT_FALSE(DecodeJournalRecord(Bytes(torn)).has_value());
 }
 
 TEST(FormatTest, JournalPositionRoundTrips) {
