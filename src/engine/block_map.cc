@@ -134,16 +134,22 @@ std::vector<Extent> OwnedSpace(const ShardRecord& record) {
   return out;
 }
 
-ShardRecord Relocated(const ShardRecord& record, uint32_t segment, uint64_t offset) {
+ShardRecord Relocated(const ShardRecord& record, uint32_t from, uint32_t segment, uint64_t offset) {
   ShardRecord r = record;
   for (BlockRun& run : r.runs) {
-    if (run.hole()) continue;
+    if (run.hole() || run.segment != from) continue;
     run.segment = segment;
     run.offset = offset;
     offset += run.block_count * kBlockSize;
   }
   JoinRuns(r.runs);
   return r;
+}
+
+uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment) {
+  uint64_t blocks = 0;
+  for (const BlockRun& run : record.runs) blocks += run.segment == segment ? run.block_count : 0;
+  return blocks * kBlockSize;
 }
 
 std::vector<uint32_t> SegmentsOf(const ShardRecord& record, uint64_t begin, uint64_t end) {

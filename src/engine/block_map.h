@@ -6,7 +6,8 @@
 // its blocks with one new run, so a shard written in ranges is several runs, possibly in several
 // segments, with holes (runs without space, reading as zeros) where it was extended past its end
 // without writing. The committer composes records with these functions at decision time
-// (engine_commit.cc); GC relocates all stored blocks of a shard to one place (Relocated).
+// (engine_commit.cc); GC moves the blocks a shard has in its victim to one place (Relocated),
+// which needs no more landing space than the victim's live bytes.
 //
 // Pure functions over values, no I/O; thread-safe.
 #pragma once
@@ -45,9 +46,13 @@ std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<Sh
 // The space `record` owns: one extent per run that is not a hole.
 std::vector<Extent> OwnedSpace(const ShardRecord& record);
 
-// `record` with its stored blocks moved, in block order, to consecutive places from `offset` of
-// `segment` (GC relocation of a whole shard, stored_bytes() long); holes stay holes.
-ShardRecord Relocated(const ShardRecord& record, uint32_t segment, uint64_t offset);
+// `record` with the blocks it stores in segment `from` moved, in block order, to consecutive
+// places from `offset` of `segment` (GC relocation of what a shard has in its victim,
+// StoredBytesIn(record, from) long); its other runs and holes stay as they are.
+ShardRecord Relocated(const ShardRecord& record, uint32_t from, uint32_t segment, uint64_t offset);
+
+// Bytes of `record`'s blocks that lie in `segment`.
+uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment);
 
 // Joins neighbouring runs that continue each other on the device, and neighbouring holes.
 void JoinRuns(std::vector<BlockRun>& runs);

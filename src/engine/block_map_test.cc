@@ -80,15 +80,20 @@ TEST(BlockMapTest, ReleasedSpaceIsWhatTheNewRecordNoLongerMaps) {
   EXPECT_EQ(OwnedSpace(old), (std::vector<Extent>{{1, 0, 4 * B}, {3, 8 * B, 2 * B}}));
 }
 
-TEST(BlockMapTest, RelocationPacksStoredBlocksAndKeepsHoles) {
-  const ShardRecord r = Record({At(1, 0, 0, 2), Hole(2, 3), At(3, 8 * B, 5, 1), At(4, 0, 6, 2)}, 8 * B);
-  ShardRecord moved = Relocated(r, 7, 16 * B);
-  EXPECT_EQ(moved.runs, (std::vector<BlockRun>{At(7, 16 * B, 0, 2), Hole(2, 3), At(7, 18 * B, 5, 3)}));
+TEST(BlockMapTest, RelocationMovesWhatLiesInTheVictimAndKeepsTheRest) {
+  const ShardRecord r = Record({At(1, 0, 0, 2), Hole(2, 3), At(3, 8 * B, 5, 1), At(1, 4 * B, 6, 2)}, 8 * B);
+  ShardRecord moved = Relocated(r, 1, 7, 16 * B);
+  EXPECT_EQ(moved.runs, (std::vector<BlockRun>{At(7, 16 * B, 0, 2), Hole(2, 3), At(3, 8 * B, 5, 1),
+                                                At(7, 18 * B, 6, 2)}));
   EXPECT_EQ(moved.block_crcs, r.block_crcs);
   EXPECT_EQ(moved.stored_bytes(), r.stored_bytes());
-  EXPECT_EQ(SegmentsOf(r), (std::vector<uint32_t>{1, 3, 4}));
+  EXPECT_EQ(StoredBytesIn(r, 1), 4 * B);
+  // Moved next to each other, neighbours join.
+  ShardRecord joined = Relocated(Record({At(1, 0, 0, 2), At(1, 8 * B, 2, 2)}, 4 * B), 1, 2, 0);
+  EXPECT_EQ(joined.runs, (std::vector<BlockRun>{At(2, 0, 0, 4)}));
+  EXPECT_EQ(SegmentsOf(r), (std::vector<uint32_t>{1, 3}));
   EXPECT_EQ(SegmentsOf(r, 2, 6), (std::vector<uint32_t>{3}));
-  EXPECT_EQ(BlockPlace(r, 6), (std::pair<uint32_t, uint64_t>{4, 0}));
+  EXPECT_EQ(BlockPlace(r, 7), (std::pair<uint32_t, uint64_t>{1, 5 * B}));
   EXPECT_EQ(BlockPlace(r, 3), std::nullopt);
 }
 

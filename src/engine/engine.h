@@ -3,6 +3,9 @@
 // An Engine owns one data device (a file or block device, driven by io_uring with O_DIRECT)
 // and one RocksDB index. Shard data is appended, 4 KiB aligned, to the open segment of the
 // device; the index maps each ShardKey to where its bytes are plus a crc32c per 4 KiB block.
+// A shard written whole lies in one extent; WriteRange writes only the blocks a range touches,
+// so a shard written in ranges is a block map: runs of blocks in several places, holes reading
+// as zeros (block_map.h).
 // The index is the truth: data reaches the device (durably) before its index record is
 // committed, so after a crash Open rebuilds everything from the index and data that was written
 // but not indexed is garbage.
@@ -278,9 +281,9 @@ class Engine {
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
-  // Moves every stored block of `key` to one place when its record has any in `victim` (a shard
-  // in several runs); returns the bytes moved. A shard failing its checksum joins `corrupt`.
-  Result<uint64_t> RelocateWhole(uint32_t victim, const ShardKey& key, std::set<ShardKey>& corrupt);
+  // Moves the blocks `key` (a shard in several runs) has in `victim` to one place; returns the
+  // bytes moved. A shard failing its checksum joins `corrupt`.
+  Result<uint64_t> RelocateRuns(uint32_t victim, const ShardKey& key, std::set<ShardKey>& corrupt);
   void GcLoop();
   // Waits until `until` or until StopThreads; false when stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point until);

@@ -285,12 +285,14 @@ Status Engine::MergeEdges(CommitRequest& r, const std::optional<ShardRecord>& ol
   for (uint64_t j = 0; j < blocks; ++j) {
     const uint64_t b = r.first_block + j;
     const uint64_t begin = b * engine::kBlockSize, end = begin + engine::kBlockSize;
-    if (begin >= old_length || (r.range_begin <= begin && end <= r.range_end)) continue;
-    // Block b of the old record: a hole, data an earlier request of this batch carries, or
-    // durable data (the record is the newest decided, so nothing has released its space).
+    if (r.range_begin <= begin && end <= r.range_end) continue;
+    // Block b of the old record: zeros past its end or in a hole, data an earlier request of
+    // this batch carries, or durable data (the record is the newest decided, so nothing has
+    // released its space). Decided again after a failed data write, so always rewritten whole.
     std::span<std::byte> old_block(block.data(), engine::kBlockSize);
     std::memset(old_block.data(), 0, old_block.size());
-    if (auto place = engine::BlockPlace(*old, b)) {
+    auto place = begin < old_length ? engine::BlockPlace(*old, b) : std::nullopt;
+    if (place) {
       const CommitRequest* carrier = nullptr;
       for (const CommitRequest* e : earlier) {
         if (e && !e->data.empty() && e->extent.segment == place->first &&

@@ -8,11 +8,12 @@
 // still the one GC read (a concurrent write or delete wins; the copy is then garbage). Shards
 // are taken in offset order, a group's span read with one I/O and its copies written in
 // contiguous runs (one I/O per run), so small shards do not cost an I/O each.
-// A shard written in ranges (a block map of several runs, block_map.h) with any run in the
-// victim moves whole, on its own: under its key lock look up its current record and pin every
-// segment it uses, read all its stored blocks, verify them, write them to one place (holes stay
-// holes) and relocate conditionally. A pass rescans the victim (a few times at most) while
-// range writes that landed meanwhile left blocks of their shards in it.
+// A shard written in ranges (a block map of several runs, block_map.h) with runs in the victim
+// has those runs moved, on their own: under its key lock look up its current record and pin
+// its segments, read the runs in the victim, verify them, write them to one place and relocate
+// conditionally; its other runs stay where they are (moving whole shards could need more
+// landing space than the victim frees, and GC would stall on a full device). A pass rescans the
+// victim (a few times at most) while range writes that landed meanwhile left blocks in it.
 // When the last live block has moved the segment frees itself (SegmentTable), once unpinned.
 // A shard that fails its checksum is left where it is and recorded as corrupt (CorruptShards);
 // its segment stays in use.
@@ -191,7 +192,7 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
         auto req = std::make_unique<CommitRequest>();
         req->kind = CommitRequest::Kind::kRelocate;
         req->key = key;
-        req->record = engine::Relocated(record, extent->segment, extent->offset);
+        req->record = engine::Relocated(record, victim, extent->segment, extent->offset);
         req->extent = *extent;
         req->conditional = true;
         req->expected = record;
@@ -219,7 +220,7 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
       }
     }
     for (const auto& shard : mapped) {
-      PS_ASSIGN_OR_RETURN(uint64_t moved, RelocateWhole(victim, shard.first, corrupt));
+      PS_ASSIGN_OR_RETURN(uint64_t moved, RelocateRuns(victim, shard.first, corrupt));
       if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(moved))) {
         return true;  // stopping
       }
@@ -233,19 +234,18 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
   return true;
 }
 
-Result<uint64_t> Engine::RelocateWhole(uint32_t victim, const ShardKey& key,
-                                       std::set<ShardKey>& corrupt) {
+Result<uint64_t> Engine::RelocateRuns(uint32_t victim, const ShardKey& key,
+                                      std::set<ShardKey>& corrupt) {
   engine::SegmentPins pins(*table_);
   // The record as it is now (a range write may have changed it since the scan), pinned.
   PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, LookUpAndPin(key, pins));
   if (!record) return uint64_t{0};
-  const std::vector<uint32_t> segments = engine::SegmentsOf(*record);
-  if (std::find(segments.begin(), segments.end(), victim) == segments.end()) return uint64_t{0};
-  const uint64_t bytes = record->stored_bytes();
+  const uint64_t bytes = engine::StoredBytesIn(*record, victim);
+  if (bytes == 0) return uint64_t{0};
   AlignedBuffer data(bytes);
   uint64_t at = 0;
   for (const engine::BlockRun& run : record->runs) {
-    if (run.hole()) continue;
+    if (run.segment != victim) continue;
     std::span<std::byte> piece(data.data() + at, run.block_count * kBlockSize);
     PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(run.segment, run.offset), piece)
                            .WithContext(fmt::format("GC of segment {}: read shard {}", victim,
@@ -275,7 +275,7 @@ Result<uint64_t> Engine::RelocateWhole(uint32_t victim, const ShardKey& key,
   CommitRequest req;
   req.kind = CommitRequest::Kind::kRelocate;
   req.key = key;
-  req.record = engine::Relocated(*record, extent.segment, extent.offset);
+  req.record = engine::Relocated(*record, victim, extent.segment, extent.offset);
   req.extent = extent;
   req.conditional = true;
   req.expected = std::move(record);

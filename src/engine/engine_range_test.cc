@@ -325,8 +325,8 @@ TEST(EngineRangeTest, ConcurrentWritesOfOneKeyAreNeverTorn) {
   EXPECT_EQ(e->Stats().checksum_errors, 0u);
 }
 
-// Shards whose runs lie in several segments: GC moves them whole and they read back the same,
-// also after a restart; live bytes stay what the shards store.
+// Shards whose runs lie in several segments: GC moves their runs out of its victims and they
+// read back the same, also after a restart; live bytes stay what the shards store.
 TEST(EngineRangeTest, GcMovesShardsWhoseRunsSpanSegments) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 12, 256 * 1024);
