@@ -281,9 +281,11 @@ class Engine {
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
-  // Moves the blocks `key` (a shard in several runs) has in `victim` to one place; returns the
-  // bytes moved. A shard failing its checksum joins `corrupt`.
-  Result<uint64_t> RelocateRuns(uint32_t victim, const ShardKey& key, std::set<ShardKey>& corrupt);
+  // Copies the blocks `key` (a shard in several runs) has in `victim` to one place (unsynced)
+  // and returns the kRelocate to commit, or null when it has none there (or fails its checksum:
+  // then it joins `corrupt`).
+  Result<std::unique_ptr<engine::CommitRequest>> MoveRuns(uint32_t victim, const ShardKey& key,
+                                                          std::set<ShardKey>& corrupt);
   void GcLoop();
   // Waits until `until` or until StopThreads; false when stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point until);

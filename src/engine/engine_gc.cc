@@ -219,11 +219,27 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
         return true;  // stopping
       }
     }
-    for (const auto& shard : mapped) {
-      PS_ASSIGN_OR_RETURN(uint64_t moved, RelocateRuns(victim, shard.first, corrupt));
+    // Block-mapped shards, their moves committed in groups like the others.
+    std::vector<std::unique_ptr<CommitRequest>> moves;
+    uint64_t moved = 0;
+    for (size_t m = 0; m < mapped.size(); ++m) {
+      PS_ASSIGN_OR_RETURN(std::unique_ptr<CommitRequest> move, MoveRuns(victim, mapped[m].first, corrupt));
+      if (move) {
+        moved += move->extent.length;
+        moves.push_back(std::move(move));
+      }
+      if (moved < kGroupBytes && m + 1 < mapped.size()) continue;
+      std::vector<CommitRequest*> queued;
+      for (auto& r : moves) queued.push_back(r.get());
+      if (!queued.empty()) (void)Commit(queued);  // kAborted for shards written meanwhile: fine
+      for (CommitRequest* r : queued) {
+        if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
+      }
+      moves.clear();
       if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(moved))) {
         return true;  // stopping
       }
+      moved = 0;
     }
   }
   if (table_->live_bytes(victim) == 0) {
@@ -234,14 +250,14 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
   return true;
 }
 
-Result<uint64_t> Engine::RelocateRuns(uint32_t victim, const ShardKey& key,
-                                      std::set<ShardKey>& corrupt) {
+Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const ShardKey& key,
+                                                        std::set<ShardKey>& corrupt) {
   engine::SegmentPins pins(*table_);
   // The record as it is now (a range write may have changed it since the scan), pinned.
   PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, LookUpAndPin(key, pins));
-  if (!record) return uint64_t{0};
+  if (!record) return nullptr;
   const uint64_t bytes = engine::StoredBytesIn(*record, victim);
-  if (bytes == 0) return uint64_t{0};
+  if (bytes == 0) return nullptr;
   AlignedBuffer data(bytes);
   uint64_t at = 0;
   for (const engine::BlockRun& run : record->runs) {
@@ -259,7 +275,7 @@ Result<uint64_t> Engine::RelocateRuns(uint32_t victim, const ShardKey& key,
       corrupt.insert(key);
       PS_LOG_WARN("engine GC: shard {} (blocks {} to {} in segment {}) fails its checksum; left "
                   "in place", key.ToString(), run.first_block, run.end_block(), run.segment);
-      return uint64_t{0};
+      return nullptr;
     }
   }
   pins.Clear();
@@ -272,16 +288,14 @@ Result<uint64_t> Engine::RelocateRuns(uint32_t victim, const ShardKey& key,
     return written.WithContext(fmt::format("GC of segment {}", victim));
   }
   device_bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
-  CommitRequest req;
-  req.kind = CommitRequest::Kind::kRelocate;
-  req.key = key;
-  req.record = engine::Relocated(*record, victim, extent.segment, extent.offset);
-  req.extent = extent;
-  req.conditional = true;
-  req.expected = std::move(record);
-  CommitRequest* one = &req;
-  if (Commit({&one, 1}).ok()) gc_bytes_moved_.fetch_add(bytes, std::memory_order_relaxed);
-  return bytes;  // kAborted: overwritten meanwhile, fine
+  auto req = std::make_unique<CommitRequest>();
+  req->kind = CommitRequest::Kind::kRelocate;
+  req->key = key;
+  req->record = engine::Relocated(*record, victim, extent.segment, extent.offset);
+  req->extent = extent;
+  req->conditional = true;
+  req->expected = std::move(record);
+  return req;
 }
 
 }  // namespace penstock

@@ -257,12 +257,19 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
   return Crc32c(payload, crc);
 }
 
-// The old record's runs whose segment entries an update removes.
-std::vector<BlockRun> OwningRuns(const std::optional<ShardRecord>& old) {
+// The old record's runs whose segment entries an update removes: those that own space and
+// whose start the new record does not keep.
+std::vector<BlockRun> OwningRuns(const IndexUpdate& u) {
   std::vector<BlockRun> out;
-  if (!old) return out;
-  for (const BlockRun& run : old->runs) {
-    if (!run.hole()) out.push_back(run);
+  if (!u.old) return out;
+  for (const BlockRun& run : u.old->runs) {
+    if (run.hole()) continue;
+    if (u.record && std::any_of(u.record->runs.begin(), u.record->runs.end(), [&](const BlockRun& r) {
+          return r.segment == run.segment && r.offset == run.offset;
+        })) {
+      continue;
+    }
+    out.push_back(run);
   }
   return out;
 }
@@ -270,7 +277,7 @@ std::vector<BlockRun> OwningRuns(const std::optional<ShardRecord>& old) {
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
   uint64_t bytes = 0;
   for (const IndexUpdate& u : updates) {
-    bytes += sizeof(JournalUpdateV2) + OwningRuns(u.old).size() * sizeof(StoredRun);
+    bytes += sizeof(JournalUpdateV2) + OwningRuns(u).size() * sizeof(StoredRun);
     if (u.record) {
       bytes += u.record->runs.size() * sizeof(StoredRun) +
                u.record->block_crcs.size() * sizeof(uint32_t);
@@ -356,7 +363,7 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
   header.payload_bytes = static_cast<uint32_t>(PayloadBytes(updates));
   size_t pos = sizeof(header);
   for (const IndexUpdate& u : updates) {
-    const std::vector<BlockRun> old_runs = OwningRuns(u.old);
+    const std::vector<BlockRun> old_runs = OwningRuns(u);
     JournalUpdateV2 j;
     j.container = u.key.container;
     j.object_hi = u.key.object.hi;

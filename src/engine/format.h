@@ -208,7 +208,8 @@ struct JournalUpdate {
 static_assert(sizeof(JournalUpdate) == 88);
 
 // One IndexUpdate of a version-2 journal record; followed by old_run_count StoredRuns (the
-// old record's runs that own space: their segment entries go), run_count StoredRuns (the new
+// old record's runs that own space and that the new record does not keep: their segment
+// entries go), run_count StoredRuns (the new
 // record's block map, as in ShardRecordHeaderV2) and block_count uint32 crc32c values.
 struct JournalUpdateV2 {
   uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;

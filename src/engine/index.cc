@@ -92,12 +92,25 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
   for (const Update& u : updates) {
     const std::string key = EncodeShardKey(u.key);
     rocksdb::Status s = u.record ? batch.Put(key, EncodeShardRecord(*u.record)) : batch.Delete(key);
-    // The old record's entries go, then the new one's are put (a run kept in place: put again).
-    for (const BlockRun& run : u.old ? u.old->runs : std::vector<BlockRun>{}) {
-      if (s.ok() && !run.hole()) s = batch.Delete(EncodeSegmentKey(run.segment, run.offset));
+    // The entries of the old record's runs go and the new one's are put; a run start both have
+    // keeps its entry (a range write changes a few runs of a shard that may have many).
+    const std::vector<BlockRun> none;
+    const std::vector<BlockRun>& old_runs = u.old ? u.old->runs : none;
+    const std::vector<BlockRun>& new_runs = u.record ? u.record->runs : none;
+    auto starts_in = [](const std::vector<BlockRun>& runs, const BlockRun& run) {
+      return std::any_of(runs.begin(), runs.end(), [&](const BlockRun& r) {
+        return r.segment == run.segment && r.offset == run.offset;
+      });
+    };
+    for (const BlockRun& run : old_runs) {
+      if (s.ok() && !run.hole() && !starts_in(new_runs, run)) {
+        s = batch.Delete(EncodeSegmentKey(run.segment, run.offset));
+      }
     }
-    for (const BlockRun& run : u.record ? u.record->runs : std::vector<BlockRun>{}) {
-      if (s.ok() && !run.hole()) s = batch.Put(EncodeSegmentKey(run.segment, run.offset), key);
+    for (const BlockRun& run : new_runs) {
+      if (s.ok() && !run.hole() && !starts_in(old_runs, run)) {
+        s = batch.Put(EncodeSegmentKey(run.segment, run.offset), key);
+      }
     }
     PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
   }

@@ -87,9 +87,9 @@ class SegmentTable {
   void Pin(uint32_t segment);
   void Unpin(uint32_t segment);
 
-  // The sealed segment with the fewest live bytes that holds at least `min_dead_bytes` of
-  // reclaimable space (and no pending extent), or kNoSegment. Open segments and those in
-  // `exclude` are never chosen.
+  // The sealed segment with the fewest live bytes (at least one) that holds at least
+  // `min_dead_bytes` of reclaimable space (and no pending extent), or kNoSegment. Open segments,
+  // empty ones (they free themselves) and those in `exclude` are never chosen.
   uint32_t PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {}) const;
 
   SegmentTableStats Stats() const;
