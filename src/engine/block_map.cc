@@ -146,6 +146,55 @@ ShardRecord Relocated(const ShardRecord& record, uint32_t from, uint32_t segment
   return r;
 }
 
+ShardRecord ApplyMove(const ShardRecord& current, const ShardRecord& read, const ShardRecord& moved,
+                      uint32_t from) {
+  ShardRecord r = current;
+  std::vector<BlockRun> runs;
+  for (const BlockRun& run : current.runs) {
+    if (run.segment != from) {
+      runs.push_back(run);
+      continue;
+    }
+    for (uint64_t b = run.first_block; b < run.end_block(); ++b) {
+      const uint64_t at = run.offset + (b - run.first_block) * kBlockSize;
+      BlockRun one{.segment = from, .offset = at, .first_block = b, .block_count = 1};
+      if (BlockPlace(read, b) == std::pair{from, at}) {
+        if (auto to = BlockPlace(moved, b)) {
+          one.segment = to->first;
+          one.offset = to->second;
+        }
+      }
+      runs.push_back(one);
+    }
+  }
+  JoinRuns(runs);
+  r.runs = std::move(runs);
+  return r;
+}
+
+std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record) {
+  std::vector<std::pair<uint64_t, uint64_t>> used;  // [begin, end) offsets inside the segment
+  if (record) {
+    for (const BlockRun& run : record->runs) {
+      if (run.segment != extent.segment) continue;
+      const uint64_t begin = std::max(run.offset, extent.offset);
+      const uint64_t end = std::min(run.offset + run.block_count * kBlockSize, extent.offset + extent.length);
+      if (begin < end) used.emplace_back(begin, end);
+    }
+  }
+  std::sort(used.begin(), used.end());
+  std::vector<Extent> out;
+  uint64_t at = extent.offset;
+  for (auto [begin, end] : used) {
+    if (begin > at) out.push_back({extent.segment, at, begin - at});
+    at = std::max(at, end);
+  }
+  if (extent.length > 0 && at < extent.offset + extent.length) {
+    out.push_back({extent.segment, at, extent.offset + extent.length - at});
+  }
+  return out;
+}
+
 uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment) {
   uint64_t blocks = 0;
   for (const BlockRun& run : record.runs) blocks += run.segment == segment ? run.block_count : 0;

@@ -51,6 +51,16 @@ std::vector<Extent> OwnedSpace(const ShardRecord& record);
 // StoredBytesIn(record, from) long); its other runs and holes stay as they are.
 ShardRecord Relocated(const ShardRecord& record, uint32_t from, uint32_t segment, uint64_t offset);
 
+// The record after a GC move committed against `current` (the key's record now): GC read
+// `read`, copied its blocks in segment `from` and made `moved` (Relocated(read, from, ...)). Each
+// block `current` still keeps at the place `read` had it in `from` goes to its place in `moved`;
+// blocks written since stay as they are.
+ShardRecord ApplyMove(const ShardRecord& current, const ShardRecord& read, const ShardRecord& moved,
+                      uint32_t from);
+
+// The pieces of `extent` that `record` does not use (of a GC copy, the blocks written since).
+std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record);
+
 // Bytes of `record`'s blocks that lie in `segment`.
 uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment);
 

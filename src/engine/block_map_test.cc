@@ -97,5 +97,25 @@ TEST(BlockMapTest, RelocationMovesWhatLiesInTheVictimAndKeepsTheRest) {
   EXPECT_EQ(BlockPlace(r, 3), std::nullopt);
 }
 
+TEST(BlockMapTest, AMoveSkipsBlocksWrittenSinceGcReadThem) {
+  const ShardRecord read = Record({At(1, 0, 0, 4), At(2, 0, 4, 2)}, 6 * B);
+  const ShardRecord moved = Relocated(read, 1, 9, 8 * B);  // blocks 0-3 to segment 9
+  EXPECT_EQ(moved.runs, (std::vector<BlockRun>{At(9, 8 * B, 0, 4), At(2, 0, 4, 2)}));
+  // Meanwhile block 1 was range-written elsewhere.
+  ShardRecord current = ApplyRangeWrite(read, 1, 5, 0, std::vector<uint32_t>(1, 3), 2 * B, 2);
+  ShardRecord next = ApplyMove(current, read, moved, 1);
+  EXPECT_EQ(next.runs, (std::vector<BlockRun>{At(9, 8 * B, 0, 1), At(5, 0, 1, 1), At(9, 10 * B, 2, 2),
+                                               At(2, 0, 4, 2)}));
+  EXPECT_EQ(next.version, 2u);
+  EXPECT_EQ(next.block_crcs, current.block_crcs);
+  // The copy of block 1 is unused; the victim's places all die.
+  EXPECT_EQ(UnusedSpace({9, 8 * B, 4 * B}, next), (std::vector<Extent>{{9, 9 * B, B}}));
+  EXPECT_EQ(ReleasedSpace(current, next), (std::vector<Extent>{{1, 0, B}, {1, 2 * B, 2 * B}}));
+  EXPECT_EQ(UnusedSpace({9, 8 * B, 4 * B}, std::nullopt), (std::vector<Extent>{{9, 8 * B, 4 * B}}));
+  // Rewritten whole since: nothing moves.
+  ShardRecord rewritten = Record({At(7, 0, 0, 6)}, 6 * B);
+  EXPECT_EQ(ApplyMove(rewritten, read, moved, 1), rewritten);
+}
+
 }  // namespace
 }  // namespace penstock::engine

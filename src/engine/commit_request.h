@@ -10,9 +10,12 @@
 //   kWrite       put `record`, whose bytes `data` the committer writes to pending `extent` (with
 //                the rest of the batch); the old record's space dies.
 //   kDelete      remove the key; kNotFound if it has no record.
-//   kRelocate    GC: its data is already written (unsynced) to `extent`. Put `record` only if
-//                the key's record is still `expected` (conditional); otherwise kAborted and
-//                `extent` is abandoned (an overwrite or delete that raced with GC wins).
+//   kRelocate    GC: the blocks `expected` (the record GC read) has in segment `from` are
+//                already copied (unsynced) to `extent`, as `record` maps them. The committer
+//                moves each block the key's record still keeps where `expected` had it to its
+//                copy (ApplyMove, block_map.h); blocks written since stay (a write, range write or
+//                delete that raced with GC wins), and the copy's pieces no block uses are
+//                released with the old places. kAborted (`extent` abandoned) when no block moves.
 //   kWriteRange  a range write (Engine::WriteRange): `data` (whole blocks, written to `extent`
 //                like kWrite's) replaces blocks [first_block, first_block + n) of the key's
 //                record as the batch leaves it, which the committer composes then
@@ -55,7 +58,8 @@ struct CommitRequest {
   ShardRecord record;         // kWrite, kRelocate; kWriteRange: see above (runs unused)
   Extent extent;              // kWrite, kRelocate, kWriteRange: pending space holding the data
   uint64_t first_block = 0;   // kWriteRange
-  // Conditions (kRelocate: always `conditional`); when one fails the request is kAborted.
+  uint32_t from = kNoSegment;  // kRelocate: the GC victim
+  // Conditions (kWriteRange); when one fails the request is kAborted. kRelocate: `expected`.
   bool conditional = false;
   std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
   std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)

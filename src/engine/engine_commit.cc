@@ -172,12 +172,12 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
           }
           break;
         case CommitRequest::Kind::kRelocate:
-          if (!unchanged) {
-            d->verdict[i] = Aborted(fmt::format("shard {} changed while GC moved it; the newer "
-                                                "version stays", r.key.ToString()));
+          if (old) next = engine::ApplyMove(*old, *r.expected, r.record, r.from);
+          if (!old || *next == *old) {
+            d->verdict[i] = Aborted(fmt::format("shard {} was rewritten while GC moved it; the "
+                                                "newer data stays", r.key.ToString()));
             continue;
           }
-          next = r.record;
           break;
         case CommitRequest::Kind::kWriteRange:
           if (!unchanged) {
@@ -408,6 +408,9 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
     table_->Commit(r.extent);
     if (batch.old[i]) {
       std::vector<engine::Extent> released = engine::ReleasedSpace(*batch.old[i], batch.next[i]);
+      if (r.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
+        for (const engine::Extent& x : engine::UnusedSpace(r.extent, batch.next[i])) released.push_back(x);
+      }
       std::unique_lock lock(KeyLock(r.key));
       for (const engine::Extent& x : released) table_->Release(x);
     }

@@ -4,14 +4,15 @@
 // it (so it cannot be freed and reused while GC reads it), finds its live shards by scanning
 // the index, and moves them in groups: read, verify every block's crc32c, append to the GC
 // stream's open segment (no flush), then queue one kRelocate per shard to the committer, which
-// flushes once and commits the group in one batch, each relocation only if the key's record is
-// still the one GC read (a concurrent write or delete wins; the copy is then garbage). Shards
+// flushes once and commits the group in one batch, moving each block the key's record still
+// keeps where GC read it (a concurrent write, range write or delete wins for the blocks it
+// wrote; their copies are garbage), so a shard range-written meanwhile still leaves. Shards
 // are taken in offset order, a group's span read with one I/O and its copies written in
 // contiguous runs (one I/O per run), so small shards do not cost an I/O each.
 // A shard written in ranges (a block map of several runs, block_map.h) with runs in the victim
 // has those runs moved, on their own: under its key lock look up its current record and pin
 // its segments, read the runs in the victim, verify them, write them to one place and relocate
-// conditionally; its other runs stay where they are (moving whole shards could need more
+// them; its other runs stay where they are (moving whole shards could need more
 // landing space than the victim frees, and GC would stall on a full device). A pass rescans the
 // victim (a few times at most) while range writes that landed meanwhile left blocks in it.
 // When the last live block has moved the segment frees itself (SegmentTable), once unpinned.
@@ -194,7 +195,7 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
         req->key = key;
         req->record = engine::Relocated(record, victim, extent->segment, extent->offset);
         req->extent = *extent;
-        req->conditional = true;
+        req->from = victim;
         req->expected = record;
         group.push_back(std::move(req));
       }
@@ -293,7 +294,7 @@ Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const S
   req->key = key;
   req->record = engine::Relocated(*record, victim, extent.segment, extent.offset);
   req->extent = extent;
-  req->conditional = true;
+  req->from = victim;
   req->expected = std::move(record);
   return req;
 }
