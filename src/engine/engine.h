@@ -22,7 +22,7 @@
 // through that batch, so every record Open may replay still names intact data.
 // The committer and the applier are the only threads that mutate the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
-// the live shards of the emptiest sealed segments (conditionally: a concurrent overwrite wins)
+// the live blocks of the emptiest sealed segments (a concurrent write of a block wins)
 // so they become free: in a background thread at a rate limit, without limit when free segments
 // run low, and inline before a Write would fail with "no space".
 // Scrub (engine_scrub.cc) re-reads every live shard at a rate limit and records those whose

@@ -7,7 +7,8 @@
 //   1. decides each request against the index as the batches before it leave it (including
 //      those handed to the applier and not yet applied: CommitPipeline::pending) plus the
 //      batch's own earlier updates (two writes of one key in a batch: the later wins; a
-//      relocation whose key moved is aborted; a range write's record is composed here from the
+//      relocation moves only the blocks still where GC read them, and is aborted when none
+//      are; a range write's record is composed here from the
 //      key's record as it stands then, block_map.h, and a conditional one whose key changed
 //      since its writer read it is aborted);
 //   2. writes the batch's data and its updates, as the next index journal record (journal.h),
