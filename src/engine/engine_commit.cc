@@ -8,9 +8,9 @@
 //      those handed to the applier and not yet applied: CommitPipeline::pending) plus the
 //      batch's own earlier updates (two writes of one key in a batch: the later wins; a
 //      relocation moves only the blocks still where GC read them, and is aborted when none
-//      are; a range write's record is composed here from the
-//      key's record as it stands then, block_map.h, and a conditional one whose key changed
-//      since its writer read it is aborted);
+//      are; a range write's record is composed here from the key's record as it stands then,
+//      block_map.h, and a conditional one whose key changed since its writer read it is
+//      aborted);
 //   2. writes the batch's data and its updates, as the next index journal record (journal.h),
 //      in one submission followed by one flush (Device::WriteAll): data and record durable
 //      together. A batch too large for one record writes and flushes its data only, and is
