@@ -7,13 +7,29 @@
 // done touching it.
 //
 // Kinds:
-//   kWrite     put `record`, whose bytes `data` the committer writes to pending `extent` (with
-//              the rest of the batch); the old record's space dies.
-//   kDelete    remove the key; kNotFound if it has no record.
-//   kRelocate  GC: its data is already written (unsynced) to `extent`. Put `record` only if
-//              the key still points at `expected` with
-//              `expected_version`; otherwise kAborted and `extent` is abandoned (an overwrite or
-//              delete that raced with GC wins).
+//   kWrite       put `record`, whose bytes `data` the committer writes to pending `extent` (with
+//                the rest of the batch); the old record's space dies.
+//   kDelete      remove the key; kNotFound if it has no record.
+//   kRelocate    GC: the blocks `expected` (the record GC read) has in segment `from` are
+//                already copied (unsynced) to `extent`, as `record` maps them. The committer
+//                moves each block the key's record still keeps where `expected` had it to its
+//                copy (ApplyMove, block_map.h); blocks written since stay (a write, range write or
+//                delete that raced with GC wins), and the copy's pieces no block uses are
+//                released with the old places. kAborted (`extent` abandoned) when no block moves.
+//   kWriteRange  a range write (Engine::WriteRange): `data` (whole blocks, written to `extent`
+//                like kWrite's) replaces blocks [first_block, first_block + n) of the key's
+//                record as the batch leaves it, which the committer composes then
+//                (ApplyRangeWrite, block_map.h): length max(old length, record.length), version
+//                record.version, record.block_crcs the new blocks' checksums. The replaced
+//                blocks' space dies. With `conditional` / `max_old_length` set it applies only if
+//                the key's record is still `expected` / no longer than that (the writer merged
+//                old bytes into its edge blocks, or relied on the shard ending before them);
+//                otherwise kAborted, and the writer retries. With `merge_edges` (a writer that
+//                kept losing that race) the committer itself fills the bytes of `merge_blocks`
+//                (the same buffer as `data`) outside shard bytes [range_begin, range_end) with
+//                the key's old bytes, read at decision time, and checksums those blocks again.
+//                kAborted with `fragmented` set: the record would have had more than kMaxRuns
+//                runs; the writer rewrites the shard.
 // On any failure the committer abandons `extent`, so the owner never cleans up space.
 #pragma once
 
@@ -35,16 +51,24 @@
 namespace penstock::engine {
 
 struct CommitRequest {
-  enum class Kind : uint8_t { kWrite, kDelete, kRelocate };
+  enum class Kind : uint8_t { kWrite, kDelete, kRelocate, kWriteRange };
 
   Kind kind = Kind::kWrite;
   ShardKey key;
-  ShardRecord record;         // kWrite, kRelocate
-  Extent extent;              // kWrite, kRelocate: pending space holding the data
-  Extent expected;            // kRelocate
-  uint64_t expected_version = 0;  // kRelocate
-  // kWrite: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty when the
-  // data is already on the device (unsynced), as for kRelocate.
+  ShardRecord record;         // kWrite, kRelocate; kWriteRange: see above (runs unused)
+  Extent extent;              // kWrite, kRelocate, kWriteRange: pending space holding the data
+  uint64_t first_block = 0;   // kWriteRange
+  uint32_t from = kNoSegment;  // kRelocate: the GC victim
+  // Conditions (kWriteRange); when one fails the request is kAborted. kRelocate: `expected`.
+  bool conditional = false;
+  std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
+  std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)
+  bool fragmented = false;  // kWriteRange: set by the committer (see above)
+  bool merge_edges = false;  // kWriteRange (see above)
+  uint64_t range_begin = 0, range_end = 0;
+  std::span<std::byte> merge_blocks;
+  // kWrite, kWriteRange: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty
+  // when the data is already on the device (unsynced), as for kRelocate.
   std::span<const std::byte> data;
 
   std::mutex mu;
@@ -59,7 +83,8 @@ struct DecidedBatch {
   uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
   std::vector<CommitRequest*> requests;
   std::vector<IndexUpdate> updates;
-  std::vector<std::optional<ShardRecord>> old;  // per request: its key's record before
+  std::vector<std::optional<ShardRecord>> old;   // per request: its key's record before
+  std::vector<std::optional<ShardRecord>> next;  // per request that applies: and after
   std::vector<bool> applies;                    // per request: it has an update
   std::vector<Status> verdict;                  // per request that does not apply: why
   bool journaled = false;    // the journal holds it: apply unsynced, carrying `position`

@@ -1,13 +1,16 @@
 // crash_workload.h — what the crash test's worker process and its checker agree on.
 //
-// The worker (engine_crash_worker.cc) writes and deletes shards and reports each operation
-// through a pipe twice, as fixed-size WireRecords: an intent before calling the engine and an
-// ack only after the call returned OK. The checker (engine_crash_test.cc) kills the worker at
-// a random moment, reopens the engine and checks every key against what was acknowledged.
-// Shard contents are a pure function of (object, version), so the checker can regenerate the
-// exact bytes any version must hold. Test-only; pure functions and constants, thread-safe.
+// The worker (engine_crash_worker.cc) writes, range-writes and deletes shards and reports each
+// operation through a pipe twice, as fixed-size WireRecords: an intent before calling the engine
+// and an ack only after the call returned OK. The checker (engine_crash_test.cc) kills the
+// worker at a random moment, reopens the engine and checks every key against what was
+// acknowledged. A whole write's bytes are a pure function of (object, version), and so are a
+// range write's range and bytes (RangeOf), so the checker, which sees each object's operations
+// in order, can regenerate the exact bytes any state must hold. Test-only; pure functions and
+// constants, thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +27,8 @@ enum class Wire : uint32_t {
   kDeleteIntent = 3,
   kDeleteAck = 4,
   kFailed = 5,       // the call returned an error (state of the key: either)
+  kRangeIntent = 6,  // about to WriteRange (object, version): RangeOf(object, version)
+  kRangeAck = 7,
 };
 
 // One report; 32 bytes, so each write(2) to the pipe is atomic (< PIPE_BUF).
@@ -45,6 +50,29 @@ inline uint32_t LengthOf(uint64_t object, uint64_t version) {
 }
 inline std::vector<std::byte> DataOf(uint64_t object, uint64_t version) {
   return testing::Pattern(LengthOf(object, version), object * 1'000'003 + version);
+}
+// The range a range write at `version` writes: every other one block-aligned, inside, across
+// and past the end of the shard's usual lengths.
+struct Range {
+  uint64_t offset = 0;
+  std::vector<std::byte> data;
+};
+inline Range RangeOf(uint64_t object, uint64_t version) {
+  uint64_t offset = (object * 131 + version * 7919) % 30000;
+  uint64_t size = 1 + (object * 17 + version * 104729) % 9000;
+  if (version % 2 == 0) {
+    offset = offset / 4096 * 4096;
+    size = (size + 4095) / 4096 * 4096;
+  }
+  return {offset, testing::Pattern(size, object * 1'000'003 + version + 7)};
+}
+// `shard` after the range write of (object, version).
+inline std::vector<std::byte> AfterRange(std::vector<std::byte> shard, uint64_t object,
+                                         uint64_t version) {
+  Range r = RangeOf(object, version);
+  if (shard.size() < r.offset + r.data.size()) shard.resize(r.offset + r.data.size(), std::byte{0});
+  std::copy(r.data.begin(), r.data.end(), shard.begin() + static_cast<std::ptrdiff_t>(r.offset));
+  return shard;
 }
 inline uint64_t Fnv1a(const std::byte* p, size_t n) {
   uint64_t h = 1469598103934665603ull;

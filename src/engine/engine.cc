@@ -154,8 +154,9 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
   }
   if (header.format_version < engine::kDeviceFormatVersion ||
       on_device->format_version < engine::kDeviceFormatVersion) {
-    // An older format (no index journal): mark both as the current one before the journal is
-    // used, so an older build refuses them from now on. Index first, as when formatting.
+    // An older format (1: no index journal; 2: no block maps): mark both as the current one
+    // before the journal is used or a block map is written, so an older build refuses them from
+    // now on. Index first, as when formatting.
     DeviceHeader upgraded = header;
     upgraded.format_version = engine::kDeviceFormatVersion;
     PS_RETURN_IF_ERROR(index.PutSuperblock(upgraded));
@@ -284,16 +285,17 @@ Status Engine::Recover() {
       engine::Index::AllShardsPrefix(), std::nullopt,
       [&](const ShardKey& key, const engine::ShardRecord& record) {
         ++shards;
-        if (record.segment == engine::kNoSegment) return true;
-        if (record.segment >= table_->segment_count() ||
-            record.offset + record.allocated_bytes() > segment_bytes_) {
-          bad = DataLoss(fmt::format("index '{}': shard {} points outside the device (segment "
-                                     "{}, offset {}); the index is corrupt, rebuild this target",
-                                     index_->dir(), key.ToString(), record.segment,
-                                     record.offset));
-          return false;
+        for (const engine::BlockRun& run : record.runs) {
+          if (run.hole()) continue;
+          if (run.segment >= table_->segment_count() ||
+              run.offset + run.block_count * kBlockSize > segment_bytes_) {
+            bad = DataLoss(fmt::format("index '{}': shard {} points outside the device (segment "
+                                       "{}, offset {}); the index is corrupt, rebuild this target",
+                                       index_->dir(), key.ToString(), run.segment, run.offset));
+            return false;
+          }
+          table_->RecoverExtent({run.segment, run.offset, run.block_count * kBlockSize});
         }
-        table_->RecoverExtent({record.segment, record.offset, record.allocated_bytes()});
         return true;
       }));
   PS_RETURN_IF_ERROR(bad);

@@ -3,6 +3,9 @@
 // An Engine owns one data device (a file or block device, driven by io_uring with O_DIRECT)
 // and one RocksDB index. Shard data is appended, 4 KiB aligned, to the open segment of the
 // device; the index maps each ShardKey to where its bytes are plus a crc32c per 4 KiB block.
+// A shard written whole lies in one extent; WriteRange writes only the blocks a range touches,
+// so a shard written in ranges is a block map: runs of blocks in several places, holes reading
+// as zeros (block_map.h).
 // The index is the truth: data reaches the device (durably) before its index record is
 // committed, so after a crash Open rebuilds everything from the index and data that was written
 // but not indexed is garbage.
@@ -19,7 +22,7 @@
 // through that batch, so every record Open may replay still names intact data.
 // The committer and the applier are the only threads that mutate the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
-// the live shards of the emptiest sealed segments (conditionally: a concurrent overwrite wins)
+// the live blocks of the emptiest sealed segments (a concurrent write of a block wins)
 // so they become free: in a background thread at a rate limit, without limit when free segments
 // run low, and inline before a Write would fail with "no space".
 // Scrub (engine_scrub.cc) re-reads every live shard at a rate limit and records those whose
@@ -149,6 +152,7 @@ class Device;
 class Index;
 class Journal;
 enum class AppendStream : uint8_t;
+class SegmentPins;
 class SegmentTable;
 struct ShardRecord;
 }  // namespace engine
@@ -177,11 +181,16 @@ class Engine {
   // Writes `data` at byte `offset` of shard `key`, leaving its other bytes as they were; creates
   // the shard when absent. Bytes between the shard's old end and `offset` read as zeros. The
   // shard's length becomes max(old length, offset + data.size()) and its version `version`.
-  // Durable when it returns OK. Errors: kInvalidArgument (offset + size larger than a segment),
-  // as Write and Read otherwise.
-  // (Interim: reads the whole shard and writes it back; not atomic against a concurrent write
-  // of the same key.)
-  Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version);
+  // Durable when it returns OK; atomic (a reader sees the shard wholly before or wholly after).
+  // Writes only the 4 KiB blocks the range touches (plus the index record), not the whole shard.
+  // Errors: kInvalidArgument (offset + size larger than a segment), kResourceExhausted "no space",
+  // I/O errors, kDataLoss when an edge block it must merge fails its checksum.
+  // (data.size() == 0 with offset beyond the end just extends the length with zeros; with
+  // offset <= length just sets the version.) Ordered against other writes of the key like Write;
+  // a range with unaligned edges that hold old bytes is retried when the key changes meanwhile
+  // (kAborted only if it changed on every one of many attempts).
+  Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                    uint64_t version);
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);
@@ -225,6 +234,19 @@ class Engine {
   // the record's checksums.
   Status VerifyBlocks(const ShardKey& key, const engine::ShardRecord& record,
                       std::span<const std::byte> padded, size_t first_block = 0);
+  // Under the key's lock: its record (nullopt: absent), with the segments holding the blocks of
+  // bytes [offset, offset + length) pinned in `pins`, so they stay intact while read.
+  Result<std::optional<engine::ShardRecord>> LookUpAndPin(const ShardKey& key,
+                                                          engine::SegmentPins& pins,
+                                                          uint64_t offset = 0,
+                                                          uint64_t length = UINT64_MAX);
+  // Reads blocks [first_block, first_block + out.size() / 4 KiB) of `record` (within its
+  // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
+  Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,
+                    std::span<std::byte> out);
+  // WriteRange by rewriting the shard whole, in one run (a record with too many runs).
+  Status RewriteWithRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                          uint64_t version);
   std::shared_mutex& KeyLock(const ShardKey& key);
   void StartThreads();
   void StopThreads();
@@ -238,6 +260,12 @@ class Engine {
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
+  // Committer: fills the bytes of a merge_edges range write's blocks outside its range from
+  // `old` (its key's record as the batch leaves it; blocks written earlier in the batch come
+  // from `earlier` requests' buffers) and checksums them again. Errors: kDataLoss (an old block
+  // fails its checksum), device errors.
+  Status MergeEdges(engine::CommitRequest& r, const std::optional<engine::ShardRecord>& old,
+                    std::span<engine::CommitRequest* const> earlier);
   // Committer: hands `batch` to the applier.
   void HandOver(std::unique_ptr<engine::DecidedBatch> batch);
   void ApplyLoop();
@@ -253,6 +281,11 @@ class Engine {
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
+  // Copies the blocks `key` (a shard in several runs) has in `victim` to one place (unsynced)
+  // and returns the kRelocate to commit, or null when it has none there (or fails its checksum:
+  // then it joins `corrupt`).
+  Result<std::unique_ptr<engine::CommitRequest>> MoveRuns(uint32_t victim, const ShardKey& key,
+                                                          std::set<ShardKey>& corrupt);
   void GcLoop();
   // Waits until `until` or until StopThreads; false when stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point until);
@@ -272,8 +305,8 @@ class Engine {
   // committer waits).
   std::unique_ptr<engine::Journal> journal_;
   std::unique_ptr<engine::SegmentTable> table_;
-  // Held shared while a reader looks a key up and pins its segment; exclusive while a writer
-  // or deleter swaps the key's index record and returns its old space.
+  // Held shared while a reader looks a key up and pins its segments; exclusive while the
+  // applier returns the space a key's new record no longer uses.
   std::array<std::shared_mutex, kKeyLockStripes> key_locks_;
 
   std::atomic<uint64_t> shards_{0};

@@ -1,7 +1,8 @@
 // engine_bench — engine-level throughput (no network), for bench/engine_vs_fio.sh.
 //
-// Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread --bs BYTES
-//                     --qd N --size BYTES [--seconds S] [--device file|null] [--zero-fill 0|1]
+// Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread|randwrite-range
+//                     --bs BYTES --qd N --size BYTES [--seconds S] [--device file|null]
+//                     [--zero-fill 0|1] [--shard BYTES]
 // Opens (creating) an engine in DIR (data file DIR/engine.dat, index DIR/engine.idx) with room
 // for twice --size (a new data file fallocated, as a target's and as fio's own; --zero-fill 1
 // writes it with zeros first, untimed, which spares the group commit's flushes the filesystem's
@@ -11,7 +12,12 @@
 //   seqread    reads those shards back in key order (prefilling them first if absent);
 //   randwrite  overwrites random keys of a --size set of --bs shards for --seconds;
 //   randread   reads random keys of that set for --seconds (prefilled first).
-// Prints one JSON line: {"mode":..,"bs":..,"qd":..,"ops":..,"seconds":..,"mb_s":..,"iops":..}.
+//   randwrite-range  WriteRange of --bs bytes at a random --bs-aligned offset of a random shard
+//              of a --size set of --shard-byte shards (default 1 MiB; prefilled first) for
+//              --seconds: a small write into a large shard without reading it back.
+// Prints one JSON line: {"mode":..,"bs":..,"qd":..,"ops":..,"seconds":..,"mb_s":..,"iops":..},
+// with the commit batches and write amplification (device bytes / logical bytes) of the timed
+// phase only.
 // Not a test: no pass/fail, and the directory is left for the next run.
 #include <fmt/format.h>
 #include <malloc.h>
@@ -39,7 +45,7 @@ ShardKey KeyOf(uint64_t i) { return ShardKey{1, ObjectId{0, i}, 0, 0}; }
 struct Args {
   std::string dir, mode, device = "file";
   bool zero_fill = false;
-  uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30;
+  uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30, shard = 1 << 20;
   double seconds = 10;
 };
 
@@ -85,6 +91,7 @@ int main(int argc, char** argv) {
     else if (k == "--bs") a.bs = std::stoull(v);
     else if (k == "--qd") a.qd = std::stoull(v);
     else if (k == "--size") a.size = std::stoull(v);
+    else if (k == "--shard") a.shard = std::stoull(v);
     else if (k == "--seconds") a.seconds = std::stod(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
@@ -92,9 +99,9 @@ int main(int argc, char** argv) {
     }
   }
   if (a.dir.empty() || a.mode.empty()) {
-    std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread "
-                 "--bs BYTES --qd N --size BYTES [--seconds S] [--device file|null] "
-                 "[--zero-fill 0|1]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
+                 "randwrite-range --bs BYTES --qd N --size BYTES [--seconds S] "
+                 "[--device file|null] [--zero-fill 0|1] [--shard BYTES]\n", argv[0]);
     return 2;
   }
   // Keep freed shard buffers in the heap instead of unmapping them: otherwise every Read
@@ -126,7 +133,25 @@ int main(int argc, char** argv) {
     Run(static_cast<unsigned>(a.qd), keys, 0, write);
   };
   std::pair<uint64_t, double> r;
-  if (a.mode == "seqwrite") {
+  EngineStats before = e.Stats();
+  if (a.mode == "randwrite-range") {
+    if (a.shard < a.bs || a.shard % a.bs != 0 || a.size < a.shard) {
+      std::fprintf(stderr, "randwrite-range needs --shard a multiple of --bs and --size >= --shard\n");
+      return 2;
+    }
+    const uint64_t shards = a.size / a.shard;
+    AlignedBuffer whole(a.shard);
+    for (size_t i = 0; i < whole.size(); ++i) whole.data()[i] = static_cast<std::byte>(i * 31 + 1);
+    if (!e.Stat(KeyOf(shards - 1)).ok() || e.Stat(KeyOf(shards - 1))->length != a.shard) {
+      Run(static_cast<unsigned>(a.qd), shards, 0,
+          [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i), whole.span(), i); });
+    }
+    before = e.Stats();
+    const uint64_t slots = a.shard / a.bs;
+    r = Run(static_cast<unsigned>(a.qd), 0, a.seconds, [&](std::mt19937_64& rng, uint64_t i) {
+      return e.WriteRange(KeyOf(rng() % shards), (rng() % slots) * a.bs, data.span(), i);
+    });
+  } else if (a.mode == "seqwrite") {
     r = Run(static_cast<unsigned>(a.qd), keys, 0, write);
   } else if (a.mode == "seqread") {
     prefill();
@@ -141,12 +166,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   EngineStats s = e.Stats();
+  const uint64_t logical = s.bytes_written - before.bytes_written;
+  const double amplification = logical == 0 ? 0.0
+                               : static_cast<double>(s.device_bytes_written - before.device_bytes_written) /
+                                     static_cast<double>(logical);
   double mb_s = static_cast<double>(r.first * a.bs) / r.second / 1e6;
   std::printf("%s\n", fmt::format("{{\"mode\":\"{}\",\"bs\":{},\"qd\":{},\"ops\":{},\"seconds\":"
                                   "{:.3f},\"mb_s\":{:.1f},\"iops\":{:.0f},\"commit_batches\":{},"
                                   "\"write_amplification\":{:.3f}}}",
                                   a.mode, a.bs, a.qd, r.first, r.second, mb_s,
-                                  static_cast<double>(r.first) / r.second, s.commit_batches,
-                                  s.write_amplification).c_str());
+                                  static_cast<double>(r.first) / r.second,
+                                  s.commit_batches - before.commit_batches, amplification).c_str());
   return 0;
 }

@@ -7,7 +7,10 @@
 //   1. decides each request against the index as the batches before it leave it (including
 //      those handed to the applier and not yet applied: CommitPipeline::pending) plus the
 //      batch's own earlier updates (two writes of one key in a batch: the later wins; a
-//      relocation whose key moved is aborted);
+//      relocation moves only the blocks still where GC read them, and is aborted when none
+//      are; a range write's record is composed here from the key's record as it stands then,
+//      block_map.h, and a conditional one whose key changed since its writer read it is
+//      aborted);
 //   2. writes the batch's data and its updates, as the next index journal record (journal.h),
 //      in one submission followed by one flush (Device::WriteAll): data and record durable
 //      together. A batch too large for one record writes and flushes its data only, and is
@@ -15,8 +18,9 @@
 //   then hands the batch to the applier and goes on with the next one. The applier, in order:
 //   3. applies all updates to the index in one unsynced RocksDB WriteBatch that also records
 //      the journal position, so the index always knows which records it holds;
-//   4. moves space accounting (new extents live, replaced ones dead) under each key's lock, so a
-//      reader that looked up the old record has pinned its segment first; space released here
+//   4. moves space accounting (new extents live, the space of replaced blocks dead: ReleasedSpace)
+//      under each key's lock, so a reader that looked up the old record has pinned its segments
+//      first; space released here
 //      is reused only once the index is durable through this batch (SegmentTable);
 //   5. wakes the writers. A write is acknowledged only after steps 2 and 3 succeeded.
 // So batch N+1 is written and flushed while batch N is applied.
@@ -31,11 +35,14 @@
 // (a synced index write, after everything before it is applied) and waits for it.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <mutex>
 #include <optional>
 
+#include "engine/block_map.h"
 #include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/engine.h"
@@ -57,10 +64,6 @@ void Finish(CommitRequest& r, Status s) {
   r.status = std::move(s);
   r.done = true;
   r.cv.notify_one();
-}
-
-engine::Extent ExtentOf(const ShardRecord& r) {
-  return {r.segment, r.offset, r.allocated_bytes()};
 }
 
 }  // namespace
@@ -125,6 +128,7 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     auto d = std::make_unique<engine::DecidedBatch>();
     d->requests = todo;
     d->old.resize(todo.size());
+    d->next.resize(todo.size());
     d->applies.resize(todo.size(), false);
     d->verdict.resize(todo.size());
     // Decide each request against the index as the batches before it (applied or not) and
@@ -154,8 +158,13 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
         }
         old = std::move(*got);
       }
+      const bool unchanged = (!r.conditional || old == r.expected) &&
+                             (!r.max_old_length || (old ? old->length : 0) <= *r.max_old_length);
+      std::optional<ShardRecord> next;
+      uint64_t written_begin = 0, written_end = UINT64_MAX;
       switch (r.kind) {
         case CommitRequest::Kind::kWrite:
+          next = r.record;
           break;
         case CommitRequest::Kind::kDelete:
           if (!old) {
@@ -164,18 +173,41 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
           }
           break;
         case CommitRequest::Kind::kRelocate:
-          if (!old || ExtentOf(*old) != r.expected || old->version != r.expected_version) {
-            d->verdict[i] = Aborted(fmt::format("shard {} changed while GC moved it; the newer "
-                                                "version stays", r.key.ToString()));
+          if (old) next = engine::ApplyMove(*old, *r.expected, r.record, r.from);
+          if (!old || *next == *old) {
+            d->verdict[i] = Aborted(fmt::format("shard {} was rewritten while GC moved it; the "
+                                                "newer data stays", r.key.ToString()));
             continue;
           }
+          break;
+        case CommitRequest::Kind::kWriteRange:
+          if (!unchanged) {
+            d->verdict[i] = Aborted(fmt::format("shard {} changed while a range write merged its "
+                                                "edge blocks; retry the write", r.key.ToString()));
+            continue;
+          }
+          if (r.merge_edges) {
+            if (Status merged = MergeEdges(r, old, {todo.data(), i}); !merged.ok()) {
+              d->verdict[i] = merged;
+              continue;
+            }
+          }
+          next = engine::ApplyRangeWrite(old, r.first_block, r.extent.segment, r.extent.offset,
+                                         r.record.block_crcs, r.record.length, r.record.version);
+          if (next->runs.size() > engine::kMaxRuns) {
+            r.fragmented = true;
+            d->verdict[i] = Aborted(fmt::format("shard {} would be in more than {} runs; rewrite "
+                                                "it whole", r.key.ToString(), engine::kMaxRuns));
+            continue;
+          }
+          written_begin = r.first_block;
+          written_end = r.first_block + r.record.block_crcs.size();
           break;
       }
       d->applies[i] = true;
       has_data |= r.extent.length > 0;
-      std::optional<ShardRecord> next;
-      if (r.kind != CommitRequest::Kind::kDelete) next = r.record;
-      d->updates.push_back({r.key, next, old});
+      d->next[i] = next;
+      d->updates.push_back({r.key, next, old, written_begin, written_end});
       overlay[r.key] = std::move(next);
     }
 
@@ -244,6 +276,52 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     HandOver(std::move(d));
     return;
   }
+}
+
+Status Engine::MergeEdges(CommitRequest& r, const std::optional<ShardRecord>& old,
+                          std::span<CommitRequest* const> earlier) {
+  const uint64_t old_length = old ? old->length : 0;
+  const uint64_t blocks = r.merge_blocks.size() / engine::kBlockSize;
+  AlignedBuffer block(engine::kBlockSize);
+  for (uint64_t j = 0; j < blocks; ++j) {
+    const uint64_t b = r.first_block + j;
+    const uint64_t begin = b * engine::kBlockSize, end = begin + engine::kBlockSize;
+    if (r.range_begin <= begin && end <= r.range_end) continue;
+    // Block b of the old record: zeros past its end or in a hole, data an earlier request of
+    // this batch carries, or durable data (the record is the newest decided, so nothing has
+    // released its space). Decided again after a failed data write, so always rewritten whole.
+    std::span<std::byte> old_block(block.data(), engine::kBlockSize);
+    std::memset(old_block.data(), 0, old_block.size());
+    auto place = begin < old_length ? engine::BlockPlace(*old, b) : std::nullopt;
+    if (place) {
+      const CommitRequest* carrier = nullptr;
+      for (const CommitRequest* e : earlier) {
+        if (e && !e->data.empty() && e->extent.segment == place->first &&
+            place->second >= e->extent.offset && place->second < e->extent.offset + e->data.size()) {
+          carrier = e;
+        }
+      }
+      if (carrier) {
+        std::memcpy(old_block.data(), carrier->data.data() + (place->second - carrier->extent.offset),
+                    engine::kBlockSize);
+      } else {
+        PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(place->first, place->second), old_block)
+                               .WithContext(fmt::format("merge a range write into shard {}",
+                                                        r.key.ToString())));
+        if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(r.key, *old, old_block, b));
+      }
+    }
+    std::span<std::byte> out = r.merge_blocks.subspan(j * engine::kBlockSize, engine::kBlockSize);
+    if (r.range_begin > begin) {
+      std::memcpy(out.data(), old_block.data(), std::min(r.range_begin, end) - begin);
+    }
+    if (r.range_end < end) {
+      const uint64_t from = std::max(r.range_end, begin) - begin;
+      std::memcpy(out.data() + from, old_block.data() + from, engine::kBlockSize - from);
+    }
+    r.record.block_crcs[j] = engine::BlockChecksums(out)[0];
+  }
+  return OkStatus();
 }
 
 void Engine::ApplyLoop() {
@@ -329,16 +407,25 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
       continue;
     }
     table_->Commit(r.extent);
-    {
+    if (batch.old[i]) {
+      std::vector<engine::Extent> released = engine::ReleasedSpace(*batch.old[i], batch.next[i]);
+      if (r.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
+        for (const engine::Extent& x : engine::UnusedSpace(r.extent, batch.next[i])) released.push_back(x);
+      }
       std::unique_lock lock(KeyLock(r.key));
-      if (batch.old[i]) table_->Release(ExtentOf(*batch.old[i]));
+      for (const engine::Extent& x : released) table_->Release(x);
     }
     if (r.kind == CommitRequest::Kind::kDelete) {
       shards_.fetch_sub(1, std::memory_order_relaxed);
     } else if (!batch.old[i]) {
       shards_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (r.kind != CommitRequest::Kind::kRelocate) {
+    // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
+    const bool rewritten_whole =
+        r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
+        (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
+         r.record.block_crcs.size() == batch.next[i]->block_crcs.size());
+    if (rewritten_whole) {
       std::lock_guard lock(corrupt_mu_);
       corrupt_.erase(r.key);
     }

@@ -1,13 +1,16 @@
-// Crash consistency: kill -9 a process in the middle of a write-heavy workload (with GC
-// running), reopen, and check that every acknowledged write reads back exactly and nothing
-// unacknowledged appears except the one operation per key that was in flight.
+// Crash consistency: kill -9 a process in the middle of a write-heavy workload of whole writes,
+// range writes and deletes (with GC running), reopen, and check that every acknowledged write
+// reads back exactly and nothing unacknowledged appears except the one operation per key that
+// was in flight.
 //
 // Each round forks engine_crash_worker (crash_workload.h), lets it run for a random 20-300 ms
 // after it reports "ready", SIGKILLs it, then reopens the same engine here and checks each key:
 //   * absent   — allowed if its last acked op was a delete (or it never had an acked write), or
 //                if a delete was in flight;
 //   * version v — allowed if v is the last acked write or the in-flight write, and the bytes
-//                must be exactly DataOf(object, v) (so no torn, stale or foreign data).
+//                must be exactly what that state holds: DataOf(object, v) for a whole write,
+//                the state before with RangeOf(object, v) written into it for a range write
+//                (so no torn, stale or foreign data, and no range half applied).
 // The observed state becomes the model for the next round on the same engine. Most rounds
 // recover through the index journal (the index is synced lazily, CrashOptions); the test checks
 // that some did.
@@ -39,10 +42,18 @@ using namespace crash;
 
 struct KeyModel {
   std::optional<uint64_t> acked;  // version of the last acked write; nullopt = absent
+  std::vector<std::byte> bytes;   // what it holds then (when acked)
   bool in_flight = false;         // an op was started and not acked
   bool in_flight_delete = false;
+  bool in_flight_range = false;
   uint64_t in_flight_version = 0;
 };
+
+// The bytes the key holds if its in-flight write (whole or range) took effect.
+std::vector<std::byte> InFlightBytes(const KeyModel& k, uint64_t object) {
+  if (!k.in_flight_range) return DataOf(object, k.in_flight_version);
+  return AfterRange(k.acked ? k.bytes : std::vector<std::byte>{}, object, k.in_flight_version);
+}
 
 int Rounds() {
   const char* env = std::getenv("PENSTOCK_CRASH_ROUNDS");
@@ -55,11 +66,19 @@ void Apply(std::map<uint64_t, KeyModel>& model, const WireRecord& r) {
   switch (r.kind) {
     case Wire::kWriteIntent:
     case Wire::kDeleteIntent:
+    case Wire::kRangeIntent:
       k.in_flight = true;
       k.in_flight_delete = r.kind == Wire::kDeleteIntent;
+      k.in_flight_range = r.kind == Wire::kRangeIntent;
       k.in_flight_version = r.version;
       break;
     case Wire::kWriteAck:
+      k.acked = r.version;
+      k.bytes = DataOf(r.object, r.version);
+      k.in_flight = false;
+      break;
+    case Wire::kRangeAck:
+      k.bytes = AfterRange(k.acked ? k.bytes : std::vector<std::byte>{}, r.object, r.version);
       k.acked = r.version;
       k.in_flight = false;
       break;
@@ -132,7 +151,7 @@ TEST(EngineCrashTest, AcknowledgedWritesSurviveKillNine) {
   std::map<uint64_t, KeyModel> model;
   std::mt19937_64 rng(std::random_device{}());
   const int rounds = Rounds();
-  uint64_t acks = 0, replayed = 0;
+  uint64_t acks = 0, range_acks = 0, replayed = 0;
   for (int round = 0; round < rounds; ++round) {
     uint64_t seed = rng();
     auto run_for = std::chrono::milliseconds(20 + rng() % 280);
@@ -140,7 +159,8 @@ TEST(EngineCrashTest, AcknowledgedWritesSurviveKillNine) {
     auto reports = RunAndKill(dir.path(), uint64_t(round + 1) << 40, seed, run_for);
     for (const WireRecord& r : reports) {
       Apply(model, r);
-      acks += r.kind == Wire::kWriteAck;
+      acks += r.kind == Wire::kWriteAck || r.kind == Wire::kRangeAck;
+      range_acks += r.kind == Wire::kRangeAck;
     }
 
     // The killed process's io_uring is torn down asynchronously by the kernel, and with it the
@@ -165,14 +185,14 @@ TEST(EngineCrashTest, AcknowledgedWritesSurviveKillNine) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       ++present;
       uint64_t version = e.Stat(KeyOf(object))->version;
-      bool allowed = (k.acked && *k.acked == version) ||
-                     (k.in_flight && !k.in_flight_delete && k.in_flight_version == version);
-      EXPECT_TRUE(allowed) << "object " << object << " holds version " << version
-                           << ", neither the acked one nor the one in flight";
-      auto want = DataOf(object, version);
-      EXPECT_TRUE(testing::SameBytes(*got, want)) << "object " << object << " version "
-                                                  << version << ": wrong bytes";
-      k = KeyModel{.acked = version};
+      const bool as_acked = k.acked && *k.acked == version;
+      const bool as_in_flight = k.in_flight && !k.in_flight_delete && k.in_flight_version == version;
+      EXPECT_TRUE(as_acked || as_in_flight) << "object " << object << " holds version " << version
+                                            << ", neither the acked one nor the one in flight";
+      const bool right = (as_acked && testing::SameBytes(*got, k.bytes)) ||
+                         (as_in_flight && testing::SameBytes(*got, InFlightBytes(k, object)));
+      EXPECT_TRUE(right) << "object " << object << " version " << version << ": wrong bytes";
+      k = KeyModel{.acked = version, .bytes = std::vector<std::byte>(got->data(), got->data() + got->size())};
     }
     EngineStats s = e.Stats();
     replayed += s.journal_replayed;
@@ -183,9 +203,11 @@ TEST(EngineCrashTest, AcknowledgedWritesSurviveKillNine) {
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_GT(acks, 0u);
+  EXPECT_GT(range_acks, 0u);
   EXPECT_GT(replayed, 0u);
-  std::printf("%d crash rounds, %llu acknowledged writes checked, %llu journal records replayed\n",
-              rounds, static_cast<unsigned long long>(acks),
+  std::printf("%d crash rounds, %llu acknowledged writes checked (%llu of them range writes), "
+              "%llu journal records replayed\n", rounds, static_cast<unsigned long long>(acks),
+              static_cast<unsigned long long>(range_acks),
               static_cast<unsigned long long>(replayed));
 }
 

@@ -3,8 +3,9 @@
 //
 // Usage: engine_crash_worker DIR FIRST_VERSION SEED
 // Each of crash::kWorkerThreads threads owns a slice of the objects and, forever: picks one,
-// and either writes it at the next version (9 in 10) or deletes it, reporting an intent first
-// and an ack only after the engine returned OK (see crash_workload.h). Never exits by itself.
+// and either writes it whole at the next version (5 in 10), writes the range RangeOf(object,
+// next version) into it (4 in 10) or deletes it, reporting an intent first and an ack only
+// after the engine returned OK (see crash_workload.h). Never exits by itself.
 #include <unistd.h>
 
 #include <cstdio>
@@ -50,7 +51,20 @@ int main(int argc, char** argv) {
       for (;;) {
         uint64_t object = t + kWorkerThreads * (rng() % (kObjects / kWorkerThreads));
         ++version;
-        if (rng() % 10 == 0) {
+        const uint64_t dice = rng() % 10;
+        if (dice >= 6) {
+          Range range = RangeOf(object, version);
+          WireRecord r{.kind = Wire::kRangeIntent,
+                       .length = static_cast<uint32_t>(range.data.size()), .object = object,
+                       .version = version,
+                       .hash = Fnv1a(range.data.data(), range.data.size())};
+          Report(r);
+          Status s = e.WriteRange(KeyOf(object), range.offset, range.data, version);
+          r.kind = s.ok() ? Wire::kRangeAck : Wire::kFailed;
+          Report(r);
+          continue;
+        }
+        if (dice == 0) {
           Report({.kind = Wire::kDeleteIntent, .object = object, .version = version});
           Status s = e.Delete(KeyOf(object));
           Report({.kind = s.ok() || s.code() == StatusCode::kNotFound ? Wire::kDeleteAck

@@ -4,11 +4,18 @@
 // it (so it cannot be freed and reused while GC reads it), finds its live shards by scanning
 // the index, and moves them in groups: read, verify every block's crc32c, append to the GC
 // stream's open segment (no flush), then queue one kRelocate per shard to the committer, which
-// flushes once and commits the group in one batch, each relocation only if the key still points
-// at the old place (a concurrent overwrite or delete wins; the copy is then garbage). Shards are
-// taken in offset order, a group's span read with one I/O and its copies written in contiguous
-// runs (one I/O per run), so small shards do not cost an I/O each. When the
-// last live shard has moved the segment frees itself (SegmentTable), once unpinned.
+// flushes once and commits the group in one batch, moving each block the key's record still
+// keeps where GC read it (a concurrent write, range write or delete wins for the blocks it
+// wrote; their copies are garbage), so a shard range-written meanwhile still leaves. Shards
+// are taken in offset order, a group's span read with one I/O and its copies written in
+// contiguous runs (one I/O per run), so small shards do not cost an I/O each.
+// A shard written in ranges (a block map of several runs, block_map.h) with runs in the victim
+// has those runs moved, on their own: under its key lock look up its current record and pin
+// its segments, read the runs in the victim, verify them, write them to one place and relocate
+// them; its other runs stay where they are (moving whole shards could need more
+// landing space than the victim frees, and GC would stall on a full device). A pass rescans the
+// victim (a few times at most) while range writes that landed meanwhile left blocks in it.
+// When the last live block has moved the segment frees itself (SegmentTable), once unpinned.
 // A shard that fails its checksum is left where it is and recorded as corrupt (CorruptShards);
 // its segment stays in use.
 //
@@ -22,9 +29,11 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/log.h"
+#include "engine/block_map.h"
 #include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/engine.h"
@@ -42,6 +51,7 @@ using engine::ShardRecord;
 namespace {
 
 constexpr uint64_t kGroupBytes = 8ull << 20;  // relocated per committer batch
+constexpr int kScansPerVictim = 3;  // rescans while range writes leave blocks in the victim
 constexpr auto kIdlePoll = std::chrono::milliseconds(100);
 
 }  // namespace
@@ -116,93 +126,121 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     ~Unpin() { t.Unpin(s); }
   } unpin{*table_, victim};
 
-  std::vector<std::pair<ShardKey, ShardRecord>> live;
-  PS_RETURN_IF_ERROR(index_->ScanSegment(victim, [&](const ShardKey& key, const ShardRecord& record) {
-    live.emplace_back(key, record);
-    return true;
-  }));
-  std::sort(live.begin(), live.end(),
-            [](const auto& x, const auto& y) { return x.second.offset < y.second.offset; });
   engine::Pacer pacer(throttled ? options_.gc_rate_bytes_per_sec : 0);
-  size_t next = 0;
-  while (next < live.size()) {
-    // A group: shards whose span in the victim is at most kGroupBytes (or one larger shard),
-    // read with one I/O, then written to the GC stream in contiguous runs.
-    size_t end = next + 1;
-    const uint64_t span_start = live[next].second.offset;
-    uint64_t span_end = span_start + live[next].second.allocated_bytes();
-    while (end < live.size()) {
-      const ShardRecord& r = live[end].second;
-      if (r.offset + r.allocated_bytes() - span_start > kGroupBytes) break;
-      span_end = r.offset + r.allocated_bytes();
-      ++end;
-    }
-    AlignedBuffer in(span_end - span_start);
-    PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(victim, span_start), {in.data(), in.size()})
-                           .WithContext(fmt::format("GC of segment {}", victim)));
-    AlignedBuffer out(span_end - span_start);
-    struct Run {
-      uint64_t device_offset, out_offset, length;
-    };
-    std::vector<Run> runs;
-    std::vector<std::unique_ptr<CommitRequest>> group;
-    uint64_t cursor = 0;
-    Status failed;
-    for (; next < end; ++next) {
-      const auto& [key, record] = live[next];
-      const uint64_t bytes = record.allocated_bytes();
-      std::span<const std::byte> blocks(in.data() + (record.offset - span_start), bytes);
-      if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
-        // The victim is pinned, so these bytes are what the record named at scan time.
-        checksum_errors_.fetch_add(1, std::memory_order_relaxed);
-        MarkCorrupt(key);
-        PS_LOG_WARN("engine GC: shard {} in segment {} fails its checksum; left in place",
-                    key.ToString(), victim);
-        continue;
+  std::set<ShardKey> corrupt;  // found corrupt in this pass: left in place
+  for (int scan = 0; scan < kScansPerVictim && table_->live_bytes(victim) > 0; ++scan) {
+    // Shards in one extent (in the victim), and shards in several runs (one of them in it).
+    std::vector<std::pair<ShardKey, ShardRecord>> live, mapped;
+    std::set<ShardKey> seen;
+    PS_RETURN_IF_ERROR(index_->ScanSegment(victim, [&](const ShardKey& key, const ShardRecord& record) {
+      if (corrupt.contains(key) || !seen.insert(key).second) return true;
+      (record.contiguous() ? live : mapped).emplace_back(key, record);
+      return true;
+    }));
+    std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) {
+      return x.second.runs[0].offset < y.second.runs[0].offset;
+    });
+    size_t next = 0;
+    while (next < live.size()) {
+      // A group: shards whose span in the victim is at most kGroupBytes (or one larger shard),
+      // read with one I/O, then written to the GC stream in contiguous runs.
+      size_t end = next + 1;
+      const uint64_t span_start = live[next].second.runs[0].offset;
+      uint64_t span_end = span_start + live[next].second.stored_bytes();
+      while (end < live.size()) {
+        const ShardRecord& r = live[end].second;
+        if (r.runs[0].offset + r.stored_bytes() - span_start > kGroupBytes) break;
+        span_end = r.runs[0].offset + r.stored_bytes();
+        ++end;
       }
-      auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
-      if (!extent.ok()) {
-        failed = extent.status();
-        break;
+      AlignedBuffer in(span_end - span_start);
+      PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(victim, span_start), {in.data(), in.size()})
+                             .WithContext(fmt::format("GC of segment {}", victim)));
+      AlignedBuffer out(span_end - span_start);
+      struct Run {
+        uint64_t device_offset, out_offset, length;
+      };
+      std::vector<Run> runs;
+      std::vector<std::unique_ptr<CommitRequest>> group;
+      uint64_t cursor = 0;
+      Status failed;
+      for (; next < end; ++next) {
+        const auto& [key, record] = live[next];
+        const uint64_t bytes = record.stored_bytes();
+        std::span<const std::byte> blocks(in.data() + (record.runs[0].offset - span_start), bytes);
+        if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
+          // The victim is pinned, so these bytes are what the record named at scan time.
+          checksum_errors_.fetch_add(1, std::memory_order_relaxed);
+          MarkCorrupt(key);
+          corrupt.insert(key);
+          PS_LOG_WARN("engine GC: shard {} in segment {} fails its checksum; left in place",
+                      key.ToString(), victim);
+          continue;
+        }
+        auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
+        if (!extent.ok()) {
+          failed = extent.status();
+          break;
+        }
+        std::memcpy(out.data() + cursor, blocks.data(), bytes);
+        uint64_t at = DeviceOffset(extent->segment, extent->offset);
+        if (!runs.empty() && runs.back().device_offset + runs.back().length == at) {
+          runs.back().length += bytes;
+        } else {
+          runs.push_back({at, cursor, bytes});
+        }
+        cursor += bytes;
+        auto req = std::make_unique<CommitRequest>();
+        req->kind = CommitRequest::Kind::kRelocate;
+        req->key = key;
+        req->record = engine::Relocated(record, victim, extent->segment, extent->offset);
+        req->extent = *extent;
+        req->from = victim;
+        req->expected = record;
+        group.push_back(std::move(req));
       }
-      std::memcpy(out.data() + cursor, blocks.data(), bytes);
-      uint64_t at = DeviceOffset(extent->segment, extent->offset);
-      if (!runs.empty() && runs.back().device_offset + runs.back().length == at) {
-        runs.back().length += bytes;
-      } else {
-        runs.push_back({at, cursor, bytes});
+      for (const Run& run : runs) {
+        if (!failed.ok()) break;
+        failed = device_->WriteUnsynced(run.device_offset, {out.data() + run.out_offset, run.length});
       }
-      cursor += bytes;
-      auto req = std::make_unique<CommitRequest>();
-      req->kind = CommitRequest::Kind::kRelocate;
-      req->key = key;
-      req->record = record;
-      req->record.segment = extent->segment;
-      req->record.offset = extent->offset;
-      req->extent = *extent;
-      req->expected = {record.segment, record.offset, bytes};
-      req->expected_version = record.version;
-      group.push_back(std::move(req));
+      if (!failed.ok()) {
+        for (auto& r : group) table_->Abandon(r->extent);
+        return failed.WithContext(fmt::format("GC of segment {}", victim));
+      }
+      device_bytes_written_.fetch_add(cursor, std::memory_order_relaxed);
+      std::vector<CommitRequest*> queued;
+      for (auto& r : group) queued.push_back(r.get());
+      if (!queued.empty()) {
+        (void)Commit(queued);  // kAborted for shards overwritten meanwhile: fine
+        for (CommitRequest* r : queued) {
+          if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
+        }
+      }
+      if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(cursor))) {
+        return true;  // stopping
+      }
     }
-    for (const Run& run : runs) {
-      if (!failed.ok()) break;
-      failed = device_->WriteUnsynced(run.device_offset, {out.data() + run.out_offset, run.length});
-    }
-    if (!failed.ok()) {
-      for (auto& r : group) table_->Abandon(r->extent);
-      return failed.WithContext(fmt::format("GC of segment {}", victim));
-    }
-    device_bytes_written_.fetch_add(cursor, std::memory_order_relaxed);
-    std::vector<CommitRequest*> queued;
-    for (auto& r : group) queued.push_back(r.get());
-    if (!queued.empty()) {
-      (void)Commit(queued);  // kAborted for shards overwritten meanwhile: fine
+    // Block-mapped shards, their moves committed in groups like the others.
+    std::vector<std::unique_ptr<CommitRequest>> moves;
+    uint64_t moved = 0;
+    for (size_t m = 0; m < mapped.size(); ++m) {
+      PS_ASSIGN_OR_RETURN(std::unique_ptr<CommitRequest> move, MoveRuns(victim, mapped[m].first, corrupt));
+      if (move) {
+        moved += move->extent.length;
+        moves.push_back(std::move(move));
+      }
+      if (moved < kGroupBytes && m + 1 < mapped.size()) continue;
+      std::vector<CommitRequest*> queued;
+      for (auto& r : moves) queued.push_back(r.get());
+      if (!queued.empty()) (void)Commit(queued);  // kAborted for shards written meanwhile: fine
       for (CommitRequest* r : queued) {
         if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
       }
-    }
-    if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(cursor))) {
-      return true;  // stopping
+      moves.clear();
+      if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(moved))) {
+        return true;  // stopping
+      }
+      moved = 0;
     }
   }
   if (table_->live_bytes(victim) == 0) {
@@ -211,6 +249,54 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     gc_stuck_.insert(victim);  // a corrupt shard stays; do not pick it again until a retry
   }
   return true;
+}
+
+Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const ShardKey& key,
+                                                        std::set<ShardKey>& corrupt) {
+  engine::SegmentPins pins(*table_);
+  // The record as it is now (a range write may have changed it since the scan), pinned.
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, LookUpAndPin(key, pins));
+  if (!record) return nullptr;
+  const uint64_t bytes = engine::StoredBytesIn(*record, victim);
+  if (bytes == 0) return nullptr;
+  AlignedBuffer data(bytes);
+  uint64_t at = 0;
+  for (const engine::BlockRun& run : record->runs) {
+    if (run.segment != victim) continue;
+    std::span<std::byte> piece(data.data() + at, run.block_count * kBlockSize);
+    PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(run.segment, run.offset), piece)
+                           .WithContext(fmt::format("GC of segment {}: read shard {}", victim,
+                                                    key.ToString())));
+    at += piece.size();
+    if (!device_->persistent()) continue;
+    std::vector<uint32_t> crcs = engine::BlockChecksums(piece);
+    if (!std::equal(crcs.begin(), crcs.end(), record->block_crcs.begin() + static_cast<std::ptrdiff_t>(run.first_block))) {
+      checksum_errors_.fetch_add(1, std::memory_order_relaxed);
+      MarkCorrupt(key);
+      corrupt.insert(key);
+      PS_LOG_WARN("engine GC: shard {} (blocks {} to {} in segment {}) fails its checksum; left "
+                  "in place", key.ToString(), run.first_block, run.end_block(), run.segment);
+      return nullptr;
+    }
+  }
+  pins.Clear();
+  auto allocated = AllocateSpace(bytes, engine::AppendStream::kGc);
+  if (!allocated.ok()) return allocated.status().WithContext(fmt::format("GC of segment {}", victim));
+  const engine::Extent extent = *allocated;
+  Status written = device_->WriteUnsynced(DeviceOffset(extent.segment, extent.offset), {data.data(), bytes});
+  if (!written.ok()) {
+    table_->Abandon(extent);
+    return written.WithContext(fmt::format("GC of segment {}", victim));
+  }
+  device_bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  auto req = std::make_unique<CommitRequest>();
+  req->kind = CommitRequest::Kind::kRelocate;
+  req->key = key;
+  req->record = engine::Relocated(*record, victim, extent.segment, extent.offset);
+  req->extent = extent;
+  req->from = victim;
+  req->expected = std::move(record);
+  return req;
 }
 
 }  // namespace penstock

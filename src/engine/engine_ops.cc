@@ -1,4 +1,4 @@
-// engine_ops.cc — the Engine's data path: Write, Read, Delete, Stat, List.
+// engine_ops.cc — the Engine's data path: Write, WriteRange, Read, Delete, Stat, List.
 //
 // Write: bytes in whole, aligned 4 KiB blocks (a target's received payload, AlignedBuffer) go to
 // the device as they are; others are copied into an aligned, zero-padded buffer first. Checksum
@@ -6,8 +6,18 @@
 // hand the data and its index record to the committer (engine_commit.cc), which writes the
 // batch's data and journal record at once, flushes, commits and moves the space accounting. A
 // failure before the index commit leaves only garbage behind. Delete goes through the committer
-// too. Read: under the key's lock, look the record up and pin its segment; read
-// outside the lock; verify every block.
+// too. Read: under the key's lock, look the record up and pin the segments of its runs; read
+// outside the lock (one device read per run, zeros for holes); verify every block.
+// WriteRange: only the blocks the range touches are written, as one new run; the committer
+// composes the key's new record from its record at decision time (block_map.h). A range of
+// whole blocks reads nothing. An edge block the range covers only in part is merged: when it
+// holds old bytes (it is within the old length) the writer reads it (pinned, verified) and the
+// request is conditional on the record it read; when it does not, on the shard still ending
+// before it. The committer aborts a request whose condition fails and the writer retries, so a
+// concurrent Write, Delete, WriteRange or GC of the key is never half-merged; after a few lost
+// races the committer merges the old bytes itself (MergeEdges), so the writer always gets
+// through. A record that would exceed kMaxRuns runs is rewritten whole instead (read, patch,
+// write in one run).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +27,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "engine/block_map.h"
 #include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/engine.h"
@@ -36,20 +47,12 @@ Status NotFoundStatus(const ShardKey& key) {
   return NotFound(fmt::format("shard {} not found on this target", key.ToString()));
 }
 
-// Unpins a segment when the read is done, however it ends.
-class SegmentPin {
- public:
-  SegmentPin(engine::SegmentTable& table, uint32_t segment) : table_(table), segment_(segment) {
-    table_.Pin(segment_);
-  }
-  ~SegmentPin() { table_.Unpin(segment_); }
-  SegmentPin(const SegmentPin&) = delete;
-  SegmentPin& operator=(const SegmentPin&) = delete;
-
- private:
-  engine::SegmentTable& table_;
-  uint32_t segment_;
-};
+// A range write that must merge old bytes reads them itself this many times; when its key
+// changed every time, it has the committer merge them (a device read on the committer thread,
+// so only then). It gives up with kAborted after kMaxRangeAttempts in all (a rewrite whole that
+// keeps meeting a longer shard).
+constexpr int kOptimisticAttempts = 4;
+constexpr int kMaxRangeAttempts = 100;
 
 }  // namespace
 
@@ -72,33 +75,16 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
       padded.ZeroPadding();
       blocks = std::span<const std::byte>(padded.data(), padded.capacity());
     }
-    req.record.block_crcs = engine::BlockChecksums(blocks);
     PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
     req.data = blocks;  // the committer writes it with the rest of the batch
-    req.record.segment = req.extent.segment;
-    req.record.offset = req.extent.offset;
+    req.record = ShardRecord::Contiguous(req.extent.segment, req.extent.offset, data.size(),
+                                         version, engine::BlockChecksums(blocks));
   }
   engine::CommitRequest* one = &req;
   PS_RETURN_IF_ERROR(Commit({&one, 1}));
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
   return OkStatus();
-}
-
-Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                          uint64_t version) {
-  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
-    return InvalidArgument(fmt::format("range write of {} bytes at {} of shard {} ends past the segment size {}",
-                                       data.size(), offset, key.ToString(), segment_bytes_));
-  }
-  auto old = ReadShard(key);
-  if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
-  const uint64_t old_len = old.ok() ? old->size() : 0;
-  AlignedBuffer merged(std::max(old_len, offset + data.size()));
-  std::memset(merged.data(), 0, merged.size());
-  if (old_len) std::memcpy(merged.data(), old->data(), old_len);
-  if (!data.empty()) std::memcpy(merged.data() + offset, data.data(), data.size());
-  return Write(key, merged.span(), version);
 }
 
 Result<AlignedBuffer> Engine::Read(const ShardKey& key) {
@@ -116,30 +102,195 @@ Result<AlignedBuffer> Engine::ReadRange(const ShardKey& key, uint64_t offset, ui
   return out;
 }
 
+Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                          uint64_t version) {
+  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
+    return InvalidArgument(fmt::format("range [{}, {}) of shard {} ends past the segment size {}, "
+                                       "the largest a shard can be; split it into smaller shards",
+                                       offset, offset + data.size(), key.ToString(),
+                                       segment_bytes_));
+  }
+  const uint64_t end = offset + data.size();
+  const uint64_t first_block = offset / kBlockSize;
+  const uint64_t end_block = data.empty() ? first_block : engine::BlocksFor(end);
+  const bool head_partial = !data.empty() && offset % kBlockSize != 0;
+  const bool tail_partial = !data.empty() && end % kBlockSize != 0;
+  Status aborted;
+  for (int attempt = 0; attempt < kMaxRangeAttempts; ++attempt) {
+    engine::CommitRequest req;
+    req.kind = engine::CommitRequest::Kind::kWriteRange;
+    req.key = key;
+    req.first_block = first_block;
+    req.record.length = end;
+    req.record.version = version;
+    AlignedBuffer buffer;  // lives until the committer has written it
+    std::span<const std::byte> blocks = data;
+    if (!head_partial && !tail_partial) {
+      // Whole blocks: nothing of the shard's old bytes is needed.
+      if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0) {
+        buffer = AlignedBuffer::CopyOf(data);
+        blocks = std::span<const std::byte>(buffer.data(), buffer.size());
+      }
+    } else if (attempt >= kOptimisticAttempts) {
+      buffer = AlignedBuffer((end_block - first_block) * kBlockSize);
+      std::memset(buffer.data(), 0, buffer.size());
+      std::memcpy(buffer.data() + (offset - first_block * kBlockSize), data.data(), data.size());
+      req.merge_edges = true;
+      req.range_begin = offset;
+      req.range_end = end;
+      req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
+      blocks = req.merge_blocks;
+    } else {
+      engine::SegmentPins pins(*table_);
+      PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> seen,
+                          LookUpAndPin(key, pins, first_block * kBlockSize,
+                                       (end_block - first_block) * kBlockSize));
+      const uint64_t old_length = seen ? seen->length : 0;
+      buffer = AlignedBuffer((end_block - first_block) * kBlockSize);
+      std::memset(buffer.data(), 0, buffer.size());
+      std::span<std::byte> out(buffer.data(), buffer.size());
+      // An edge block holds old bytes when it starts within the old length (past it, zeros).
+      const bool merge_head = head_partial && first_block * kBlockSize < old_length;
+      const bool merge_tail = tail_partial && end < old_length && !(merge_head && end_block - 1 == first_block);
+      if (merge_head) PS_RETURN_IF_ERROR(ReadBlocks(key, *seen, first_block, out.first(kBlockSize)));
+      if (merge_tail) PS_RETURN_IF_ERROR(ReadBlocks(key, *seen, end_block - 1, out.last(kBlockSize)));
+      pins.Clear();
+      std::memcpy(buffer.data() + (offset - first_block * kBlockSize), data.data(), data.size());
+      if (merge_head || merge_tail) {
+        req.conditional = true;  // the merged bytes are those of this record
+        req.expected = std::move(seen);
+      } else {  // the edges' other bytes are zeros as long as the shard ends before them
+        uint64_t limit = UINT64_MAX;
+        if (head_partial) limit = first_block * kBlockSize;
+        if (tail_partial) limit = std::min(limit, end);
+        req.max_old_length = limit;
+      }
+      blocks = std::span<const std::byte>(buffer.data(), buffer.size());
+    }
+    req.record.block_crcs = engine::BlockChecksums(blocks);
+    if (!blocks.empty()) {
+      PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
+      req.data = blocks;
+    }
+    engine::CommitRequest* one = &req;
+    Status s = Commit({&one, 1});
+    if (s.ok()) {
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
+      return OkStatus();
+    }
+    if (s.code() != StatusCode::kAborted) return s;
+    if (req.fragmented) return RewriteWithRange(key, offset, data, version);
+    aborted = s;
+  }
+  return Aborted(fmt::format("shard {} changed during each of {} attempts to merge a write of "
+                             "range [{}, {}) into it ({}); retry the write", key.ToString(),
+                             kMaxRangeAttempts, offset, end, aborted.message()));
+}
+
+Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
+                                std::span<const std::byte> data, uint64_t version) {
+  const uint64_t end = offset + data.size();
+  Status aborted;
+  for (int attempt = 0; attempt < kMaxRangeAttempts; ++attempt) {
+    engine::SegmentPins pins(*table_);
+    const bool optimistic = attempt < kOptimisticAttempts;
+    PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> seen,
+                        optimistic ? LookUpAndPin(key, pins) : LookUpAndPin(key, pins, 0, 0));
+    const uint64_t old_length = seen ? seen->length : 0;
+    const uint64_t length = std::max(old_length, end);
+    AlignedBuffer buffer(engine::BlocksFor(length) * kBlockSize);
+    std::memset(buffer.data(), 0, buffer.size());
+    if (optimistic && old_length > 0) {
+      PS_RETURN_IF_ERROR(ReadBlocks(key, *seen, 0, {buffer.data(), engine::BlocksFor(old_length) * kBlockSize}));
+    }
+    pins.Clear();
+    if (!data.empty()) std::memcpy(buffer.data() + offset, data.data(), data.size());
+    engine::CommitRequest req;
+    req.kind = engine::CommitRequest::Kind::kWriteRange;
+    req.key = key;
+    req.first_block = 0;
+    req.record.length = length;
+    req.record.version = version;
+    if (optimistic) {
+      req.conditional = true;
+      req.expected = std::move(seen);
+    } else {  // kept losing the race: the committer merges the old bytes
+      req.merge_edges = true;
+      req.range_begin = offset;
+      req.range_end = end;
+      req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
+    }
+    std::span<const std::byte> blocks(buffer.data(), buffer.size());
+    req.record.block_crcs = engine::BlockChecksums(blocks);
+    if (!blocks.empty()) {
+      PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
+      req.data = blocks;
+    }
+    engine::CommitRequest* one = &req;
+    Status s = Commit({&one, 1});
+    if (s.ok()) {
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
+      return OkStatus();
+    }
+    if (s.code() != StatusCode::kAborted) return s;
+    aborted = s;  // changed meanwhile, or (merged by the committer) longer than it was
+  }
+  return Aborted(fmt::format("shard {} changed during each of {} attempts to rewrite it with "
+                             "range [{}, {}) ({}); retry the write", key.ToString(),
+                             kMaxRangeAttempts, offset, end, aborted.message()));
+}
+
+Result<std::optional<ShardRecord>> Engine::LookUpAndPin(const ShardKey& key,
+                                                        engine::SegmentPins& pins,
+                                                        uint64_t offset, uint64_t length) {
+  std::shared_lock lock(KeyLock(key));
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key));
+  if (record && length > 0 && offset < record->length) {
+    const uint64_t end = length >= record->length - offset ? record->length : offset + length;
+    for (uint32_t segment : engine::SegmentsOf(*record, offset / kBlockSize, engine::BlocksFor(end))) {
+      pins.Add(segment);
+    }
+  }
+  return record;
+}
+
+Status Engine::ReadBlocks(const ShardKey& key, const ShardRecord& record, uint64_t first_block,
+                          std::span<std::byte> out) {
+  const uint64_t end_block = first_block + out.size() / kBlockSize;
+  for (const engine::BlockRun& run : record.runs) {
+    const uint64_t begin = std::max(run.first_block, first_block);
+    const uint64_t end = std::min(run.end_block(), end_block);
+    if (begin >= end) continue;
+    std::span<std::byte> piece = out.subspan((begin - first_block) * kBlockSize, (end - begin) * kBlockSize);
+    if (run.hole()) {
+      std::memset(piece.data(), 0, piece.size());
+      continue;
+    }
+    PS_RETURN_IF_ERROR(
+        device_->Read(DeviceOffset(run.segment, run.offset + (begin - run.first_block) * kBlockSize), piece)
+            .WithContext(fmt::format("read shard {}", key.ToString())));
+  }
+  if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(key, record, out, first_block));
+  return OkStatus();
+}
+
 Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key, uint64_t offset, uint64_t length,
                                         ShardInfo* info) {
-  std::optional<ShardRecord> record;
-  std::optional<SegmentPin> pin;
-  {
-    std::shared_lock lock(KeyLock(key));
-    PS_ASSIGN_OR_RETURN(record, index_->Get(key));
-    if (!record) return NotFoundStatus(key);
-    if (record->segment != kNoSegment) pin.emplace(*table_, record->segment);
-  }
+  engine::SegmentPins pins(*table_);
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, LookUpAndPin(key, pins, offset, length));
+  if (!record) return NotFoundStatus(key);
   if (info) *info = ShardInfo{record->length, record->version};
   const uint64_t begin = std::min(offset, record->length);
   const uint64_t end = length >= record->length - begin ? record->length : begin + length;
   if (begin == end) return AlignedBuffer(0);
   // Whole 4 KiB blocks covering [begin, end): the unit of I/O alignment and of checksums.
   const uint64_t first_block = begin / kBlockSize;
-  const uint64_t block_bytes = (end + kBlockSize - 1) / kBlockSize * kBlockSize - first_block * kBlockSize;
+  const uint64_t block_bytes = engine::BlocksFor(end) * kBlockSize - first_block * kBlockSize;
   AlignedBuffer out(block_bytes);
-  std::span<std::byte> blocks(out.data(), block_bytes);
-  PS_RETURN_IF_ERROR(
-      device_->Read(DeviceOffset(record->segment, record->offset + first_block * kBlockSize), blocks)
-          .WithContext(fmt::format("read shard {}", key.ToString())));
-  pin.reset();
-  if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(key, *record, blocks, first_block));
+  PS_RETURN_IF_ERROR(ReadBlocks(key, *record, first_block, {out.data(), block_bytes}));
+  pins.Clear();
   const uint64_t skip = begin - first_block * kBlockSize;
   if (skip) std::memmove(out.data(), out.data() + skip, end - begin);
   out.resize_within_capacity(end - begin);
@@ -159,12 +310,12 @@ Status Engine::VerifyBlocks(const ShardKey& key, const ShardRecord& record,
     checksum_errors_.fetch_add(1, std::memory_order_relaxed);
     MarkCorrupt(key);
     uint64_t shard_offset = i * kBlockSize;
+    auto place = engine::BlockPlace(record, i);
     return DataLoss(fmt::format(
         "shard {}: the 4 KiB block at shard offset {} (device '{}' offset {}) fails its crc32c "
         "check (stored {:08x}, read {:08x}); this copy is lost, rebuild it from another replica "
         "or from parity", key.ToString(), shard_offset, device_->name(),
-        DeviceOffset(record.segment, record.offset) + shard_offset, record.block_crcs[i],
-        actual[j]));
+        place ? DeviceOffset(place->first, place->second) : 0, record.block_crcs[i], actual[j]));
   }
   return OkStatus();
 }

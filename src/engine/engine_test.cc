@@ -261,49 +261,54 @@ TEST(EngineTest, PairingOfDeviceAndIndexIsChecked) {
   EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kUnavailable);  // already open
 }
 
-// A device of format 1 (before the index journal) opens, keeps its data, and is marked as the
-// current format on device and index, so a build that knows only format 1 refuses it after.
+// A device of format 1 (before the index journal) or 2 (before block maps) opens, keeps its
+// data, and is marked as the current format on device and index, so a build that knows only the
+// older format refuses it after.
 TEST(EngineTest, OlderDeviceFormatIsUpgradedAtOpen) {
-  ScratchDir dir;
-  EngineOptions o = SmallOptions(dir);
-  {
-    auto e = MustOpen(o);
-    ASSERT_TRUE(e->Write(Key(1, 1), Pattern(5000, 3), 1).ok());
-  }
-  auto header_on_device = [&]() -> DeviceHeader {
-    std::ifstream f(o.data_path, std::ios::binary);
-    std::vector<char> block(4096);
-    f.read(block.data(), static_cast<std::streamsize>(block.size()));
-    auto h = DecodeDeviceHeader(std::as_bytes(std::span(block.data(), block.size())));
-    EXPECT_TRUE(h.ok() && h->has_value());
-    return h.ok() && h->has_value() ? **h : DeviceHeader{};
-  };
-  DeviceHeader old = header_on_device();
-  EXPECT_EQ(old.format_version, kDeviceFormatVersion);
-  old.format_version = 1;  // as a format-1 build left it
-  {
-    std::fstream f(o.data_path, std::ios::binary | std::ios::in | std::ios::out);
-    const std::string bytes = EncodeDeviceHeader(old);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  for (uint32_t older : {1u, 2u}) {
+    SCOPED_TRACE("format " + std::to_string(older));
+    ScratchDir dir;
+    EngineOptions o = SmallOptions(dir);
+    {
+      auto e = MustOpen(o);
+      ASSERT_TRUE(e->Write(Key(1, 1), Pattern(5000, 3), 1).ok());
+    }
+    auto header_on_device = [&]() -> DeviceHeader {
+      std::ifstream f(o.data_path, std::ios::binary);
+      std::vector<char> block(4096);
+      f.read(block.data(), static_cast<std::streamsize>(block.size()));
+      auto h = DecodeDeviceHeader(std::as_bytes(std::span(block.data(), block.size())));
+      EXPECT_TRUE(h.ok() && h->has_value());
+      return h.ok() && h->has_value() ? **h : DeviceHeader{};
+    };
+    DeviceHeader old = header_on_device();
+    EXPECT_EQ(old.format_version, kDeviceFormatVersion);
+    old.format_version = older;  // as an older build left it
+    {
+      std::fstream f(o.data_path, std::ios::binary | std::ios::in | std::ios::out);
+      const std::string bytes = EncodeDeviceHeader(old);
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      auto index = Index::Open(o.index_dir);
+      ASSERT_TRUE(index.ok());
+      ASSERT_TRUE((*index)->PutSuperblock(old).ok());
+    }
+    {
+      auto e = MustOpen(o);
+      EXPECT_TRUE(SameBytes(*e->Read(Key(1, 1)), Pattern(5000, 3)));
+      ASSERT_TRUE(e->WriteRange(Key(1, 1), 100, Pattern(10, 4), 2).ok());  // a block map now
+    }
+    EXPECT_EQ(header_on_device().format_version, kDeviceFormatVersion);
     auto index = Index::Open(o.index_dir);
     ASSERT_TRUE(index.ok());
-    ASSERT_TRUE((*index)->PutSuperblock(old).ok());
+    auto sb = (*index)->GetSuperblock();
+    ASSERT_TRUE(sb.ok() && sb->has_value());
+    EXPECT_EQ((*sb)->format_version, kDeviceFormatVersion);
+    DeviceHeader future = old;
+    future.format_version = kDeviceFormatVersion + 1;
+    const std::string bytes = EncodeDeviceHeader(future);
+    auto decoded = DecodeDeviceHeader(std::as_bytes(std::span(bytes.data(), bytes.size())));
+    EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss);
   }
-  {
-    auto e = MustOpen(o);
-    EXPECT_TRUE(SameBytes(*e->Read(Key(1, 1)), Pattern(5000, 3)));
-  }
-  EXPECT_EQ(header_on_device().format_version, kDeviceFormatVersion);
-  auto index = Index::Open(o.index_dir);
-  ASSERT_TRUE(index.ok());
-  auto sb = (*index)->GetSuperblock();
-  ASSERT_TRUE(sb.ok() && sb->has_value());
-  EXPECT_EQ((*sb)->format_version, kDeviceFormatVersion);
-  DeviceHeader future = old;
-  future.format_version = kDeviceFormatVersion + 1;
-  const std::string bytes = EncodeDeviceHeader(future);
-  auto decoded = DecodeDeviceHeader(std::as_bytes(std::span(bytes.data(), bytes.size())));
-  EXPECT_EQ(decoded.status().code(), StatusCode::kDataLoss);
 }
 
 TEST(EngineTest, BadOptionsAreInvalidArgument) {

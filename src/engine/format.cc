@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/crc32c.h"
@@ -75,68 +76,154 @@ std::optional<ShardKey> DecodeShardKey(std::string_view bytes) {
   return key;
 }
 
-std::string EncodeShardRecord(const ShardRecord& record) {
-  ShardRecordHeader header;
-  header.segment = record.segment;
-  header.offset = record.offset;
-  header.length = record.length;
-  header.version = record.version;
-  header.block_count = static_cast<uint32_t>(record.block_crcs.size());
-  std::string out(sizeof(header) + record.block_crcs.size() * sizeof(uint32_t), '\0');
-  std::memcpy(out.data(), &header, sizeof(header));
-  if (!record.block_crcs.empty()) {
-    std::memcpy(out.data() + sizeof(header), record.block_crcs.data(),
-                record.block_crcs.size() * sizeof(uint32_t));
+ShardRecord ShardRecord::Contiguous(uint32_t segment, uint64_t offset, uint64_t length,
+                                    uint64_t version, std::vector<uint32_t> block_crcs) {
+  ShardRecord record;
+  record.length = length;
+  record.version = version;
+  if (!block_crcs.empty()) {
+    record.runs.push_back({.segment = segment, .offset = offset, .first_block = 0,
+                           .block_count = block_crcs.size()});
   }
-  return out;
+  record.block_crcs = std::move(block_crcs);
+  return record;
+}
+
+uint64_t ShardRecord::stored_bytes() const {
+  uint64_t blocks = 0;
+  for (const BlockRun& run : runs) blocks += run.hole() ? 0 : run.block_count;
+  return blocks * kBlockSize;
 }
 
 namespace {
 
 // The shape every stored shard record must have, in the index and in journal records: one
-// checksum per block of its length, space exactly when it has bytes, block-aligned.
-bool RecordShapeOk(uint64_t length, uint64_t block_count, uint32_t segment, uint64_t offset) {
-  return block_count == BlocksFor(length) && (length == 0) == (segment == kNoSegment) && offset % kBlockSize == 0;
+// checksum per block of its length; runs in block order covering exactly those blocks, none
+// empty, block-aligned.
+bool RecordShapeOk(const ShardRecord& r) {
+  if (r.block_crcs.size() != BlocksFor(r.length) || r.runs.empty() != (r.length == 0)) return false;
+  uint64_t next = 0;
+  for (const BlockRun& run : r.runs) {
+    if (run.first_block != next || run.block_count == 0 || run.offset % kBlockSize != 0 ||
+        (run.hole() && run.offset != 0)) {
+      return false;
+    }
+    next = run.end_block();
+  }
+  return next == r.block_crcs.size();
 }
 
-// A ShardRecord from its fields and the `block_count` checksums stored at `crcs`.
-ShardRecord RecordFrom(uint32_t segment, uint64_t offset, uint64_t length, uint64_t version, const std::byte* crcs,
-                       uint32_t block_count) {
-  ShardRecord record;
-  record.segment = segment;
-  record.offset = offset;
-  record.length = length;
-  record.version = version;
-  record.block_crcs.resize(block_count);
-  if (block_count > 0) std::memcpy(record.block_crcs.data(), crcs, block_count * sizeof(uint32_t));
-  return record;
+// Reads `count` StoredRuns at `at` into `out`; false when they do not fit in [at, end).
+bool ReadRuns(const std::byte* at, const std::byte* end, uint64_t count, std::vector<BlockRun>& out) {
+  if (static_cast<uint64_t>(end - at) / sizeof(StoredRun) < count) return false;
+  out.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    StoredRun s;
+    std::memcpy(&s, at + i * sizeof(s), sizeof(s));
+    out.push_back({.segment = s.segment, .offset = s.offset, .first_block = s.first_block,
+                   .block_count = s.block_count});
+  }
+  return true;
+}
+
+// Appends `runs` as StoredRuns to `out` at `pos`; returns the position after them.
+size_t WriteRuns(std::string& out, size_t pos, const std::vector<BlockRun>& runs) {
+  for (const BlockRun& run : runs) {
+    StoredRun s{.segment = run.segment, .first_block = static_cast<uint32_t>(run.first_block),
+                .block_count = static_cast<uint32_t>(run.block_count), .offset = run.offset};
+    std::memcpy(out.data() + pos, &s, sizeof(s));
+    pos += sizeof(s);
+  }
+  return pos;
+}
+
+void ReadCrcs(const std::byte* at, uint64_t count, std::vector<uint32_t>& out) {
+  out.resize(count);
+  if (count > 0) std::memcpy(out.data(), at, count * sizeof(uint32_t));
 }
 
 }  // namespace
 
+std::string EncodeShardRecord(const ShardRecord& record) {
+  const size_t crc_bytes = record.block_crcs.size() * sizeof(uint32_t);
+  std::string out;
+  size_t pos;
+  if (record.contiguous()) {  // version 1: what older builds wrote and read
+    ShardRecordHeader header;
+    if (!record.runs.empty()) {
+      header.segment = record.runs[0].segment;
+      header.offset = record.runs[0].offset;
+    }
+    header.length = record.length;
+    header.version = record.version;
+    header.block_count = static_cast<uint32_t>(record.block_crcs.size());
+    out.assign(sizeof(header) + crc_bytes, '\0');
+    std::memcpy(out.data(), &header, sizeof(header));
+    pos = sizeof(header);
+  } else {
+    ShardRecordHeaderV2 header;
+    header.run_count = static_cast<uint32_t>(record.runs.size());
+    header.length = record.length;
+    header.version = record.version;
+    header.block_count = static_cast<uint32_t>(record.block_crcs.size());
+    out.assign(sizeof(header) + record.runs.size() * sizeof(StoredRun) + crc_bytes, '\0');
+    std::memcpy(out.data(), &header, sizeof(header));
+    pos = WriteRuns(out, sizeof(header), record.runs);
+  }
+  if (crc_bytes > 0) std::memcpy(out.data() + pos, record.block_crcs.data(), crc_bytes);
+  return out;
+}
+
 Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view bytes) {
-  ShardRecordHeader header;
-  if (bytes.size() < sizeof(header)) {
+  uint16_t format_version = 0;
+  if (bytes.size() < sizeof(ShardRecordHeaderV2)) {
     return DataLoss(fmt::format("index record of shard {} is truncated ({} bytes); the index is "
                                 "corrupt, rebuild this target",
                                 key.ToString(), bytes.size()));
   }
-  std::memcpy(&header, bytes.data(), sizeof(header));
-  if (header.format_version != kShardRecordVersion) {
+  std::memcpy(&format_version, bytes.data(), sizeof(format_version));
+  const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+  const std::byte* const end = data + bytes.size();
+  ShardRecord record;
+  bool consistent = false;
+  uint64_t block_count = 0;
+  if (format_version == kShardRecordVersion && bytes.size() >= sizeof(ShardRecordHeader)) {
+    ShardRecordHeader header;
+    std::memcpy(&header, data, sizeof(header));
+    block_count = header.block_count;
+    consistent = header.flags == 0 && (header.length == 0) == (header.segment == kNoSegment) &&
+                 bytes.size() == sizeof(header) + block_count * sizeof(uint32_t);
+    if (consistent) {
+      std::vector<uint32_t> crcs;
+      ReadCrcs(data + sizeof(header), block_count, crcs);
+      record = ShardRecord::Contiguous(header.segment, header.offset, header.length,
+                                       header.version, std::move(crcs));
+    }
+  } else if (format_version == kShardRecordVersionRuns) {
+    ShardRecordHeaderV2 header;
+    std::memcpy(&header, data, sizeof(header));
+    block_count = header.block_count;
+    record.length = header.length;
+    record.version = header.version;
+    consistent = header.flags == 0 && ReadRuns(data + sizeof(header), end, header.run_count, record.runs) &&
+                 bytes.size() == sizeof(header) + uint64_t{header.run_count} * sizeof(StoredRun) +
+                                     block_count * sizeof(uint32_t);
+    if (consistent) {
+      ReadCrcs(data + sizeof(header) + header.run_count * sizeof(StoredRun), block_count, record.block_crcs);
+    }
+  } else {
     return DataLoss(fmt::format("index record of shard {} has format version {}, this build "
-                                "reads version {}; run a newer penstock",
-                                key.ToString(), header.format_version, kShardRecordVersion));
+                                "reads versions {} and {}; run a newer penstock",
+                                key.ToString(), format_version, kShardRecordVersion,
+                                kShardRecordVersionRuns));
   }
-  const bool consistent =
-      header.flags == 0 && RecordShapeOk(header.length, header.block_count, header.segment, header.offset) &&
-      bytes.size() == sizeof(header) + uint64_t{header.block_count} * sizeof(uint32_t);
-  if (!consistent) {
-    return DataLoss(fmt::format("index record of shard {} is inconsistent (length {}, {} "
-                                "checksums, {} bytes); the index is corrupt, rebuild this target",
-                                key.ToString(), header.length, header.block_count, bytes.size()));
+  if (!consistent || !RecordShapeOk(record)) {
+    return DataLoss(fmt::format("index record of shard {} is inconsistent (version {}, length {}, "
+                                "{} checksums, {} runs, {} bytes); the index is corrupt, rebuild "
+                                "this target", key.ToString(), format_version, record.length,
+                                block_count, record.runs.size(), bytes.size()));
   }
-  return RecordFrom(header.segment, header.offset, header.length, header.version,
-                    reinterpret_cast<const std::byte*>(bytes.data()) + sizeof(header), header.block_count);
+  return record;
 }
 
 std::string EncodeDeviceHeader(DeviceHeader header) {
@@ -170,12 +257,93 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
   return Crc32c(payload, crc);
 }
 
+// The old record's runs whose segment entries an update removes: those that own space and
+// whose start the new record does not keep.
+std::vector<BlockRun> OwningRuns(const IndexUpdate& u) {
+  std::vector<BlockRun> out;
+  if (!u.old) return out;
+  for (const BlockRun& run : u.old->runs) {
+    if (run.hole()) continue;
+    if (u.record && std::any_of(u.record->runs.begin(), u.record->runs.end(), [&](const BlockRun& r) {
+          return r.segment == run.segment && r.offset == run.offset;
+        })) {
+      continue;
+    }
+    out.push_back(run);
+  }
+  return out;
+}
+
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
   uint64_t bytes = 0;
   for (const IndexUpdate& u : updates) {
-    bytes += sizeof(JournalUpdate) + (u.record ? u.record->block_crcs.size() * sizeof(uint32_t) : 0);
+    bytes += sizeof(JournalUpdateV2) + OwningRuns(u).size() * sizeof(StoredRun);
+    if (u.record) {
+      bytes += u.record->runs.size() * sizeof(StoredRun) +
+               u.record->block_crcs.size() * sizeof(uint32_t);
+    }
   }
   return bytes;
+}
+
+// Decodes one version-1 update at `pos` of `payload`, advancing `pos`.
+std::optional<IndexUpdate> DecodeUpdateV1(std::span<const std::byte> payload, size_t& pos) {
+  JournalUpdate j;
+  if (payload.size() - pos < sizeof(j)) return std::nullopt;
+  std::memcpy(&j, payload.data() + pos, sizeof(j));
+  pos += sizeof(j);
+  IndexUpdate u;
+  u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
+  if (j.old_segment != kNoSegment) {
+    u.old.emplace();
+    u.old->runs.push_back({.segment = j.old_segment, .offset = j.old_offset});
+  }
+  if (j.kind == kJournalPut) {
+    if ((j.length == 0) != (j.segment == kNoSegment) ||
+        (payload.size() - pos) / sizeof(uint32_t) < j.block_count) {
+      return std::nullopt;
+    }
+    std::vector<uint32_t> crcs;
+    ReadCrcs(payload.data() + pos, j.block_count, crcs);
+    u.record = ShardRecord::Contiguous(j.segment, j.offset, j.length, j.version, std::move(crcs));
+    if (!RecordShapeOk(*u.record)) return std::nullopt;
+    pos += j.block_count * sizeof(uint32_t);
+  } else if (j.kind != kJournalDelete || j.block_count != 0) {
+    return std::nullopt;
+  }
+  return u;
+}
+
+// Decodes one version-2 update at `pos` of `payload`, advancing `pos`.
+std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, size_t& pos) {
+  JournalUpdateV2 j;
+  if (payload.size() - pos < sizeof(j)) return std::nullopt;
+  std::memcpy(&j, payload.data() + pos, sizeof(j));
+  pos += sizeof(j);
+  const std::byte* const end = payload.data() + payload.size();
+  IndexUpdate u;
+  u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
+  if (j.old_run_count > 0) {
+    u.old.emplace();
+    if (!ReadRuns(payload.data() + pos, end, j.old_run_count, u.old->runs)) return std::nullopt;
+    pos += j.old_run_count * sizeof(StoredRun);
+  }
+  if (j.kind == kJournalPut) {
+    u.record.emplace();
+    u.record->length = j.length;
+    u.record->version = j.version;
+    if (!ReadRuns(payload.data() + pos, end, j.run_count, u.record->runs)) return std::nullopt;
+    pos += j.run_count * sizeof(StoredRun);
+    if ((payload.size() - pos) / sizeof(uint32_t) < j.block_count) return std::nullopt;
+    ReadCrcs(payload.data() + pos, j.block_count, u.record->block_crcs);
+    pos += j.block_count * sizeof(uint32_t);
+    if (!RecordShapeOk(*u.record) || j.written_begin > j.written_end) return std::nullopt;
+    u.written_begin = j.written_begin;
+    u.written_end = j.written_end;
+  } else if (j.kind != kJournalDelete || j.block_count != 0 || j.run_count != 0) {
+    return std::nullopt;
+  }
+  return u;
 }
 
 }  // namespace
@@ -195,29 +363,31 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
   header.payload_bytes = static_cast<uint32_t>(PayloadBytes(updates));
   size_t pos = sizeof(header);
   for (const IndexUpdate& u : updates) {
-    JournalUpdate j;
+    const std::vector<BlockRun> old_runs = OwningRuns(u);
+    JournalUpdateV2 j;
     j.container = u.key.container;
     j.object_hi = u.key.object.hi;
     j.object_lo = u.key.object.lo;
     j.stripe = u.key.stripe;
     j.shard = u.key.shard;
     j.kind = u.record ? kJournalPut : kJournalDelete;
-    if (u.old) {
-      j.old_segment = u.old->segment;
-      j.old_offset = u.old->offset;
-    }
+    j.old_run_count = static_cast<uint32_t>(old_runs.size());
     if (u.record) {
-      j.segment = u.record->segment;
-      j.offset = u.record->offset;
       j.length = u.record->length;
       j.version = u.record->version;
       j.block_count = static_cast<uint32_t>(u.record->block_crcs.size());
+      j.run_count = static_cast<uint32_t>(u.record->runs.size());
+      j.written_begin = std::min<uint64_t>(u.written_begin, j.block_count);
+      j.written_end = std::clamp<uint64_t>(u.written_end, j.written_begin, j.block_count);
     }
     std::memcpy(out.data() + pos, &j, sizeof(j));
-    pos += sizeof(j);
-    if (j.block_count > 0) {
-      std::memcpy(out.data() + pos, u.record->block_crcs.data(), j.block_count * sizeof(uint32_t));
-      pos += j.block_count * sizeof(uint32_t);
+    pos = WriteRuns(out, pos + sizeof(j), old_runs);
+    if (u.record) {
+      pos = WriteRuns(out, pos, u.record->runs);
+      if (j.block_count > 0) {
+        std::memcpy(out.data() + pos, u.record->block_crcs.data(), j.block_count * sizeof(uint32_t));
+        pos += j.block_count * sizeof(uint32_t);
+      }
     }
   }
   header.crc = JournalCrc(header, std::as_bytes(std::span(out)).subspan(sizeof(header),
@@ -232,7 +402,10 @@ std::optional<JournalRecordHeader> ParseJournalHeader(std::span<const std::byte>
   if (block.size() < sizeof(header)) return std::nullopt;
   std::memcpy(&header, block.data(), sizeof(header));
   if (header.magic != kJournalMagic || std::memcmp(header.uuid, uuid, sizeof(uuid)) != 0 ||
-      header.seq != seq || header.format_version != kJournalRecordVersion || header.flags != 0 ||
+      header.seq != seq ||
+      (header.format_version != kJournalRecordVersion &&
+       header.format_version != kJournalRecordVersionOne) ||
+      header.flags != 0 ||
       sizeof(header) + uint64_t{header.payload_bytes} > kMaxJournalRecordBytes) {
     return std::nullopt;
   }
@@ -249,28 +422,14 @@ std::optional<std::vector<IndexUpdate>> DecodeJournalRecord(std::span<const std:
   std::vector<IndexUpdate> updates;
   size_t pos = 0;
   for (uint32_t i = 0; i < header.update_count; ++i) {
-    JournalUpdate j;
-    if (payload.size() - pos < sizeof(j)) return std::nullopt;
-    std::memcpy(&j, payload.data() + pos, sizeof(j));
-    pos += sizeof(j);
-    IndexUpdate u;
-    u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
-    if (j.old_segment != kNoSegment) {
-      u.old.emplace();
-      u.old->segment = j.old_segment;
-      u.old->offset = j.old_offset;
+    std::optional<IndexUpdate> u;
+    if (header.format_version == kJournalRecordVersionOne) {
+      u = DecodeUpdateV1(payload, pos);
+    } else if (header.format_version == kJournalRecordVersion) {
+      u = DecodeUpdateV2(payload, pos);
     }
-    if (j.kind == kJournalPut) {
-      if (!RecordShapeOk(j.length, j.block_count, j.segment, j.offset) ||
-          (payload.size() - pos) / sizeof(uint32_t) < j.block_count) {
-        return std::nullopt;
-      }
-      u.record = RecordFrom(j.segment, j.offset, j.length, j.version, payload.data() + pos, j.block_count);
-      pos += j.block_count * sizeof(uint32_t);
-    } else if (j.kind != kJournalDelete || j.block_count != 0) {
-      return std::nullopt;
-    }
-    updates.push_back(std::move(u));
+    if (!u) return std::nullopt;
+    updates.push_back(std::move(*u));
   }
   if (pos != payload.size()) return std::nullopt;
   return updates;

@@ -3,19 +3,23 @@
 // Two places hold engine state:
 //   * the data device: a 1 MiB header region (DeviceHeader in its first 4 KiB block), then
 //     `segment_count` segments of `segment_bytes` each; shard data sits 4 KiB aligned inside
-//     one segment, zero-padded to a whole number of 4 KiB blocks.
-//   * the RocksDB index: one record per shard (key: EncodeShardKey, value: ShardRecordHeader
-//     followed by one crc32c per 4 KiB block), one segment entry per shard that owns space
-//     (key: EncodeSegmentKey(segment, offset), value: EncodeShardKey — so GC finds a segment's
-//     shards without reading every record), plus meta records (kMetaSuperblockKey holds a
-//     copy of the DeviceHeader, which pairs an index with its device; kMetaSegmentIndexKey
-//     says the segment entries are complete; kMetaJournalKey holds the JournalPosition of the
-//     last journal record the index contains, written in the same batch as its updates).
+//     segments, zero-padded to a whole number of 4 KiB blocks (the bytes of a shard's last block
+//     past its length are always zeros on the device).
+//   * the RocksDB index: one record per shard (key: EncodeShardKey, value: a ShardRecordHeader
+//     (version 1: the shard in one extent) or a ShardRecordHeaderV2 followed by its runs
+//     (version 2: a block map, see BlockRun), then one crc32c per 4 KiB block), one segment entry per
+//     run that owns space (key: EncodeSegmentKey(segment, offset of the run), value:
+//     EncodeShardKey — so GC finds a segment's shards without reading every record), plus meta
+//     records (kMetaSuperblockKey holds a copy of the DeviceHeader, which pairs an index with its
+//     device; kMetaSegmentIndexKey says the segment entries are complete; kMetaJournalKey holds
+//     the JournalPosition of the last journal record the index contains, written in the same
+//     batch as its updates).
 //   * the index journal, in the device's header region after the DeviceHeader block
 //     [kJournalBegin, data_offset): one record per group-commit batch (JournalRecordHeader, then
-//     one JournalUpdate plus its block checksums per index update), zero-padded to whole 4 KiB
-//     blocks. Records follow each other from kJournalBegin; when the next one does not fit the
-//     engine syncs the index and starts again at kJournalBegin (see journal.h).
+//     per index update a JournalUpdateV2, the old record's run starts, the new record's runs and
+//     its block checksums; version-1 records, JournalUpdate, are still replayed), zero-padded to
+//     whole 4 KiB blocks. Records follow each other from kJournalBegin; when the next one does
+//     not fit the engine syncs the index and starts again at kJournalBegin (see journal.h).
 // Multi-byte integers inside records are little-endian (the host order; asserted below);
 // index keys are big-endian so RocksDB's bytewise order is (container, object, stripe, shard)
 // order and one container's (or one object's) shards are a contiguous range.
@@ -48,10 +52,14 @@ inline constexpr uint64_t kDeviceMagic = 0x4B434F5453'4E4550ull;  // "PENSTOCK" 
 // A build that knows only format 1 would ignore the journal and, after a crash, lose writes
 // acknowledged since the last index sync, so it must refuse such a device: Open upgrades a
 // format-1 device (and its index superblock) to 2 before writing any journal record.
-inline constexpr uint32_t kDeviceFormatVersion = 2;
+// Device format 3: shard records may be block maps (ShardRecordHeaderV2) and journal records
+// carry them (kJournalRecordVersion 2). A format-2 build would reject those index records and
+// misread those journal records, so Open upgrades a format-1 or 2 device the same way.
+inline constexpr uint32_t kDeviceFormatVersion = 3;
 inline constexpr uint32_t kOldestDeviceFormatVersion = 1;
-inline constexpr uint16_t kShardRecordVersion = 1;
-inline constexpr uint32_t kNoSegment = UINT32_MAX;  // a zero-length shard owns no space
+inline constexpr uint16_t kShardRecordVersion = 1;     // one extent (ShardRecordHeader)
+inline constexpr uint16_t kShardRecordVersionRuns = 2;  // a block map (ShardRecordHeaderV2)
+inline constexpr uint32_t kNoSegment = UINT32_MAX;  // no space: a zero-length shard, or a hole
 
 // Index key namespaces (first byte of every RocksDB key).
 inline constexpr char kMetaTag = 0x00;
@@ -75,8 +83,10 @@ struct DeviceHeader {
 };
 static_assert(sizeof(DeviceHeader) == 56);
 
-// Value of a shard's index record; followed by block_count little-endian uint32 crc32c values,
-// one per 4 KiB block of the zero-padded data.
+// Value of a shard's index record, version 1 (a shard in one extent, or empty); followed by
+// block_count little-endian uint32 crc32c values, one per 4 KiB block of the zero-padded data.
+// Written for every record that is one extent, so records of shards never written in ranges
+// stay as an older build wrote them.
 struct ShardRecordHeader {
   uint16_t format_version = kShardRecordVersion;
   uint16_t flags = 0;             // none defined in version 1; must be 0
@@ -89,32 +99,81 @@ struct ShardRecordHeader {
 };
 static_assert(sizeof(ShardRecordHeader) == 40);
 
-// In-memory form of a shard's index record.
-struct ShardRecord {
+// One run of a block map as stored (index records version 2, journal updates version 2).
+struct StoredRun {
+  uint32_t segment = kNoSegment;  // kNoSegment: a hole (the blocks read as zeros)
+  uint32_t first_block = 0;       // first block of the shard the run holds
+  uint32_t block_count = 0;       // > 0
+  uint32_t reserved = 0;
+  uint64_t offset = 0;            // byte offset inside the segment, multiple of kBlockSize
+};
+static_assert(sizeof(StoredRun) == 24);
+
+// Value of a shard's index record, version 2 (a block map): followed by run_count StoredRuns in
+// block order, covering blocks [0, block_count) without gaps, then block_count crc32c values
+// (a hole's blocks have the crc32c of a zero block).
+struct ShardRecordHeaderV2 {
+  uint16_t format_version = kShardRecordVersionRuns;
+  uint16_t flags = 0;  // none defined in version 2; must be 0
+  uint32_t run_count = 0;
+  uint64_t length = 0;
+  uint64_t version = 0;
+  uint32_t block_count = 0;
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(ShardRecordHeaderV2) == 32);
+
+// In-memory run of a block map: blocks [first_block, first_block + block_count) of the shard
+// lie at `offset` of `segment`, one after another; a hole when segment == kNoSegment.
+struct BlockRun {
   uint32_t segment = kNoSegment;
   uint64_t offset = 0;
+  uint64_t first_block = 0;
+  uint64_t block_count = 0;
+  bool hole() const { return segment == kNoSegment; }
+  uint64_t end_block() const { return first_block + block_count; }
+  friend bool operator==(const BlockRun&, const BlockRun&) = default;
+};
+
+// In-memory form of a shard's index record: where each 4 KiB block of the shard is (`runs`,
+// in block order, covering [0, block_crcs.size()) without gaps; empty when length == 0) and
+// each block's checksum. A shard written whole is one run.
+struct ShardRecord {
+  std::vector<BlockRun> runs;
   uint64_t length = 0;
   uint64_t version = 0;
   std::vector<uint32_t> block_crcs;
 
-  // Bytes the shard occupies in its segment (length rounded up to kBlockSize).
-  uint64_t allocated_bytes() const { return (length + kBlockSize - 1) / kBlockSize * kBlockSize; }
+  // The record of a shard stored in one extent at `offset` of `segment` (none when length 0).
+  static ShardRecord Contiguous(uint32_t segment, uint64_t offset, uint64_t length,
+                                uint64_t version, std::vector<uint32_t> block_crcs);
+  // True when the shard is one extent (or empty): what a version-1 record can hold.
+  bool contiguous() const { return runs.empty() || (runs.size() == 1 && !runs[0].hole()); }
+  // Bytes the shard occupies on the device: its blocks outside holes.
+  uint64_t stored_bytes() const;
+  friend bool operator==(const ShardRecord&, const ShardRecord&) = default;
 };
 
 inline uint64_t BlocksFor(uint64_t length) { return (length + kBlockSize - 1) / kBlockSize; }
 
 // One mutation of an index batch: a put of `record`, or a delete when it is nullopt. `old` is
-// the key's record before it (as the batch leaves it so far): its segment entry goes.
+// the key's record before it (as the batch leaves it so far): the segment entries of its runs
+// go (then those of `record`'s runs are put). Decoded from the journal, `old` holds only its
+// runs' starts. Blocks [written_begin, written_end) of `record` are those whose data the batch
+// wrote (the journal's replay checks them); the rest were durable before.
 struct IndexUpdate {
   ShardKey key;
   std::optional<ShardRecord> record;
   std::optional<ShardRecord> old;
+  uint64_t written_begin = 0;
+  uint64_t written_end = UINT64_MAX;  // clipped to the record's blocks
 };
 
 // Index journal. A record is durable on the device before the index batch it repeats is
 // written (unsynced); Open replays the records the index does not hold.
 inline constexpr uint64_t kJournalMagic = 0x4C4E524A'4B545350ull;  // "PSTKJRNL" little-endian
-inline constexpr uint16_t kJournalRecordVersion = 1;
+inline constexpr uint16_t kJournalRecordVersion = 2;    // JournalUpdateV2 (written)
+inline constexpr uint16_t kJournalRecordVersionOne = 1;  // JournalUpdate (replayed only)
 inline constexpr uint64_t kJournalBegin = kBlockSize;  // the DeviceHeader block comes first
 inline constexpr uint64_t kMaxJournalRecordBytes = 256 << 10;  // larger batches sync the index
 
@@ -123,14 +182,15 @@ struct JournalRecordHeader {
   uint8_t uuid[16] = {};  // the device's: a reformatted device never replays old records
   uint64_t seq = 0;       // 1, 2, 3, ... one per record, never reused once in the index
   uint16_t format_version = kJournalRecordVersion;
-  uint16_t flags = 0;  // none defined in version 1; must be 0
+  uint16_t flags = 0;  // none defined in versions 1 and 2; must be 0
   uint32_t update_count = 0;
   uint32_t payload_bytes = 0;  // bytes of updates after this header
   uint32_t crc = 0;            // crc32c of this header (crc = 0) and the payload
 };
 static_assert(sizeof(JournalRecordHeader) == 48);
 
-// One IndexUpdate; followed by block_count uint32 crc32c values (the new record's).
+// One IndexUpdate of a version-1 journal record; followed by block_count uint32 crc32c values
+// (the new record's, which is one extent).
 struct JournalUpdate {
   uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;
   uint32_t shard = 0;
@@ -146,6 +206,26 @@ struct JournalUpdate {
   uint32_t reserved2 = 0;
 };
 static_assert(sizeof(JournalUpdate) == 88);
+
+// One IndexUpdate of a version-2 journal record; followed by old_run_count StoredRuns (the
+// old record's runs that own space and that the new record does not keep: their segment
+// entries go), run_count StoredRuns (the new
+// record's block map, as in ShardRecordHeaderV2) and block_count uint32 crc32c values.
+struct JournalUpdateV2 {
+  uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;
+  uint32_t shard = 0;
+  uint8_t kind = 0;  // kJournalPut or kJournalDelete
+  uint8_t reserved[3] = {};
+  uint64_t length = 0;
+  uint64_t version = 0;
+  uint32_t block_count = 0;
+  uint32_t run_count = 0;
+  uint32_t old_run_count = 0;
+  uint32_t reserved2 = 0;
+  uint64_t written_begin = 0;  // blocks [written_begin, written_end) were written by the batch
+  uint64_t written_end = 0;
+};
+static_assert(sizeof(JournalUpdateV2) == 88);
 inline constexpr uint8_t kJournalPut = 1;
 inline constexpr uint8_t kJournalDelete = 2;
 

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
+
+#include "common/crc32c.h"
 
 namespace penstock::engine {
 namespace {
@@ -32,27 +35,73 @@ TEST(FormatTest, ShardKeyRoundTripsAndSortsLikeTheKey) {
 
 TEST(FormatTest, ShardRecordRoundTrips) {
   ShardKey key{3, {1, 2}, 4, 5};
-  ShardRecord r{.segment = 7, .offset = 8192, .length = 4097, .version = 42,
-                .block_crcs = {0xdeadbeef, 0x12345678}};
-  auto back = DecodeShardRecord(key, EncodeShardRecord(r));
+  ShardRecord r = ShardRecord::Contiguous(7, 8192, 4097, 42, {0xdeadbeef, 0x12345678});
+  const std::string encoded = EncodeShardRecord(r);
+  EXPECT_EQ(encoded.size(), sizeof(ShardRecordHeader) + 8);  // one extent: version 1
+  auto back = DecodeShardRecord(key, encoded);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->segment, 7u);
-  EXPECT_EQ(back->offset, 8192u);
+  ASSERT_EQ(back->runs.size(), 1u);
+  EXPECT_EQ(back->runs[0], (BlockRun{.segment = 7, .offset = 8192, .first_block = 0, .block_count = 2}));
   EXPECT_EQ(back->length, 4097u);
   EXPECT_EQ(back->version, 42u);
   EXPECT_EQ(back->block_crcs, r.block_crcs);
-  EXPECT_EQ(back->allocated_bytes(), 8192u);
+  EXPECT_EQ(back->stored_bytes(), 8192u);
+  EXPECT_EQ(*back, r);
 
-  ShardRecord empty{.length = 0, .version = 1, .block_crcs = {}};
+  ShardRecord empty{.runs = {}, .length = 0, .version = 1, .block_crcs = {}};
   auto e = DecodeShardRecord(key, EncodeShardRecord(empty));
   ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->segment, kNoSegment);
-  EXPECT_EQ(e->allocated_bytes(), 0u);
+  EXPECT_TRUE(e->runs.empty());
+  EXPECT_EQ(e->stored_bytes(), 0u);
+}
+
+// A version-1 record as an older build wrote it, byte for byte, still reads.
+TEST(FormatTest, VersionOneRecordStillReads) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecordHeader header{.format_version = 1, .flags = 0, .segment = 2, .offset = 4096,
+                           .length = 5000, .version = 9, .block_count = 2, .reserved = 0};
+  std::string bytes(sizeof(header) + 8, '\0');
+  std::memcpy(bytes.data(), &header, sizeof(header));
+  const uint32_t crcs[2] = {11, 22};
+  std::memcpy(bytes.data() + sizeof(header), crcs, sizeof(crcs));
+  auto r = DecodeShardRecord(key, bytes);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, ShardRecord::Contiguous(2, 4096, 5000, 9, {11, 22}));
+}
+
+TEST(FormatTest, BlockMapRecordRoundTripsAsVersionTwo) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r;
+  r.length = 5 * kBlockSize + 10;
+  r.version = 3;
+  r.runs = {{.segment = 1, .offset = 8192, .first_block = 0, .block_count = 2},
+            {.segment = kNoSegment, .offset = 0, .first_block = 2, .block_count = 1},
+            {.segment = 4, .offset = 0, .first_block = 3, .block_count = 3}};
+  r.block_crcs = {1, 2, 3, 4, 5, 6};
+  const std::string encoded = EncodeShardRecord(r);
+  EXPECT_EQ(encoded.size(), sizeof(ShardRecordHeaderV2) + 3 * sizeof(StoredRun) + 6 * 4);
+  uint16_t version = 0;
+  std::memcpy(&version, encoded.data(), sizeof(version));
+  EXPECT_EQ(version, kShardRecordVersionRuns);
+  auto back = DecodeShardRecord(key, encoded);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+  EXPECT_EQ(back->stored_bytes(), 5 * kBlockSize);
+  // Runs that leave a gap, overlap, or do not cover the blocks: corrupt.
+  for (auto bad : {std::vector<BlockRun>{r.runs[0], r.runs[2]},
+                   std::vector<BlockRun>{r.runs[0], r.runs[1]},
+                   std::vector<BlockRun>{r.runs[0], r.runs[0], r.runs[1], r.runs[2]}}) {
+    ShardRecord b = r;
+    b.runs = bad;
+    auto got = DecodeShardRecord(key, EncodeShardRecord(b));
+    EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(got.status().message().find(key.ToString()), std::string::npos);
+  }
 }
 
 TEST(FormatTest, CorruptShardRecordIsDataLossNamingTheKey) {
   ShardKey key{3, {1, 2}, 4, 5};
-  ShardRecord r{.segment = 0, .offset = 0, .length = 10, .version = 1, .block_crcs = {1}};
+  ShardRecord r = ShardRecord::Contiguous(0, 0, 10, 1, {1});
   std::string enc = EncodeShardRecord(r);
   auto truncated = DecodeShardRecord(key, enc.substr(0, 20));
   EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
@@ -96,15 +145,8 @@ std::span<const std::byte> Bytes(const std::string& s) { return std::as_bytes(st
 
 TEST(FormatTest, JournalRecordRoundTripsAndRejectsTornOrForeignRecords) {
   uint8_t uuid[16] = {1, 2, 3};
-  ShardRecord put;
-  put.segment = 3;
-  put.offset = 8192;
-  put.length = 5000;
-  put.version = 7;
-  put.block_crcs = {0xdeadbeef, 0x12345678};
-  ShardRecord old = put;
-  old.segment = 1;
-  old.offset = 4096;
+  ShardRecord put = ShardRecord::Contiguous(3, 8192, 5000, 7, {0xdeadbeef, 0x12345678});
+  ShardRecord old = ShardRecord::Contiguous(1, 4096, 5000, 7, {0xdeadbeef, 0x12345678});
   std::vector<IndexUpdate> updates = {
       {ShardKey{1, {2, 3}, 4, 5}, put, std::nullopt},
       {ShardKey{1, {2, 3}, 4, 6}, std::nullopt, old},
@@ -120,12 +162,13 @@ TEST(FormatTest, JournalRecordRoundTripsAndRejectsTornOrForeignRecords) {
   EXPECT_EQ((*back)[0].key, updates[0].key);
   ASSERT_TRUE((*back)[0].record.has_value());
   EXPECT_EQ((*back)[0].record->block_crcs, put.block_crcs);
-  EXPECT_EQ((*back)[0].record->offset, 8192u);
+  EXPECT_EQ(*(*back)[0].record, put);
   EXPECT_FALSE((*back)[0].old.has_value());
   EXPECT_FALSE((*back)[1].record.has_value());
-  EXPECT_EQ((*back)[1].old->segment, 1u);
-  EXPECT_EQ((*back)[1].old->offset, 4096u);
-  EXPECT_EQ((*back)[2].record->segment, kNoSegment);
+  ASSERT_EQ((*back)[1].old->runs.size(), 1u);
+  EXPECT_EQ((*back)[1].old->runs[0].segment, 1u);
+  EXPECT_EQ((*back)[1].old->runs[0].offset, 4096u);
+  EXPECT_TRUE((*back)[2].record->runs.empty());
   EXPECT_EQ((*back)[2].key.stripe, ShardKey::kHeadStripe);
 
   // Another sequence number or device: not the record the journal expects there.
@@ -142,6 +185,80 @@ TEST(FormatTest, JournalRecordRoundTripsAndRejectsTornOrForeignRecords) {
   }
   // Cut short: torn.
   EXPECT_FALSE(DecodeJournalRecord(Bytes(record).first(sizeof(JournalRecordHeader) + 10)).has_value());
+}
+
+// A version-1 journal record (written by a format-2 build before the upgrade) still decodes.
+TEST(FormatTest, VersionOneJournalRecordStillDecodes) {
+  uint8_t uuid[16] = {5};
+  JournalUpdate put;
+  put.container = 1;
+  put.kind = kJournalPut;
+  put.old_segment = 2;
+  put.old_offset = 8192;
+  put.segment = 3;
+  put.offset = 4096;
+  put.length = 5000;
+  put.version = 6;
+  put.block_count = 2;
+  const uint32_t crcs[2] = {10, 20};
+  JournalUpdate del;
+  del.container = 1;
+  del.shard = 1;
+  del.kind = kJournalDelete;
+  del.old_segment = 4;
+  std::string payload(sizeof(put) + sizeof(crcs) + sizeof(del), '\0');
+  std::memcpy(payload.data(), &put, sizeof(put));
+  std::memcpy(payload.data() + sizeof(put), crcs, sizeof(crcs));
+  std::memcpy(payload.data() + sizeof(put) + sizeof(crcs), &del, sizeof(del));
+  JournalRecordHeader header;
+  std::memcpy(header.uuid, uuid, sizeof(uuid));
+  header.seq = 3;
+  header.format_version = kJournalRecordVersionOne;
+  header.update_count = 2;
+  header.payload_bytes = static_cast<uint32_t>(payload.size());
+  header.crc = Crc32c(Bytes(payload), Crc32c(std::as_bytes(std::span(&header, 1))));
+  std::string record(kBlockSize, '\0');
+  std::memcpy(record.data(), &header, sizeof(header));
+  std::memcpy(record.data() + sizeof(header), payload.data(), payload.size());
+  ASSERT_TRUE(ParseJournalHeader(Bytes(record), uuid, 3).has_value());
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ(*(*back)[0].record, ShardRecord::Contiguous(3, 4096, 5000, 6, {10, 20}));
+  EXPECT_EQ((*back)[0].old->runs[0].segment, 2u);
+  EXPECT_EQ((*back)[0].old->runs[0].offset, 8192u);
+  EXPECT_FALSE((*back)[1].record.has_value());
+  EXPECT_EQ((*back)[1].old->runs[0].segment, 4u);
+}
+
+// A version-2 record carries block maps, the old record's runs and the written blocks.
+TEST(FormatTest, JournalRecordCarriesBlockMaps) {
+  uint8_t uuid[16] = {6};
+  ShardRecord old;
+  old.runs = {{.segment = 1, .offset = 0, .first_block = 0, .block_count = 2},
+              {.segment = 2, .offset = 4096, .first_block = 2, .block_count = 2}};
+  old.length = 4 * kBlockSize;
+  old.block_crcs = {1, 2, 3, 4};
+  ShardRecord next = old;
+  next.runs = {{.segment = 1, .offset = 0, .first_block = 0, .block_count = 1},
+               {.segment = 5, .offset = 8192, .first_block = 1, .block_count = 2},
+               {.segment = 1, .offset = 3 * kBlockSize, .first_block = 3, .block_count = 1},
+               {.segment = kNoSegment, .offset = 0, .first_block = 4, .block_count = 2}};
+  next.length = 6 * kBlockSize - 1;
+  next.block_crcs = {1, 7, 8, 4, 9, 9};
+  std::vector<IndexUpdate> updates = {{ShardKey{1, {2, 3}, 4, 5}, next, old, 1, 3}};
+  std::string record = EncodeJournalRecord(uuid, 8, updates);
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ(*(*back)[0].record, next);
+  // Only the old runs whose entries go: (1, 0) stays a run start.
+  EXPECT_EQ((*back)[0].old->runs, std::vector<BlockRun>{old.runs[1]});
+  EXPECT_EQ((*back)[0].written_begin, 1u);
+  EXPECT_EQ((*back)[0].written_end, 3u);
+  std::string torn = record;
+  torn[sizeof(JournalRecordHeader) + sizeof(JournalUpdateV2) + 30] ^= 1;
+  EXPECT_FALSE(DecodeJournalRecord(Bytes(torn)).has_value());
 }
 
 TEST(FormatTest, JournalPositionRoundTrips) {

@@ -5,6 +5,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -22,6 +23,12 @@ Status ToStatus(const rocksdb::Status& s, std::string_view what) {
   if (s.IsNoSpace()) return ResourceExhausted(msg + "; free space on the index filesystem");
   if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return Unavailable(msg);
   return Internal(msg);
+}
+
+uint64_t GetBigEndian64(std::string_view bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[i]);
+  return v;
 }
 
 rocksdb::WriteOptions SyncedWrite(bool sync = true) {
@@ -85,11 +92,25 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
   for (const Update& u : updates) {
     const std::string key = EncodeShardKey(u.key);
     rocksdb::Status s = u.record ? batch.Put(key, EncodeShardRecord(*u.record)) : batch.Delete(key);
-    if (s.ok() && u.old && u.old->segment != kNoSegment) {
-      s = batch.Delete(EncodeSegmentKey(u.old->segment, u.old->offset));
+    // The entries of the old record's runs go and the new one's are put; a run start both have
+    // keeps its entry (a range write changes a few runs of a shard that may have many).
+    const std::vector<BlockRun> none;
+    const std::vector<BlockRun>& old_runs = u.old ? u.old->runs : none;
+    const std::vector<BlockRun>& new_runs = u.record ? u.record->runs : none;
+    auto starts_in = [](const std::vector<BlockRun>& runs, const BlockRun& run) {
+      return std::any_of(runs.begin(), runs.end(), [&](const BlockRun& r) {
+        return r.segment == run.segment && r.offset == run.offset;
+      });
+    };
+    for (const BlockRun& run : old_runs) {
+      if (s.ok() && !run.hole() && !starts_in(new_runs, run)) {
+        s = batch.Delete(EncodeSegmentKey(run.segment, run.offset));
+      }
     }
-    if (s.ok() && u.record && u.record->segment != kNoSegment) {
-      s = batch.Put(EncodeSegmentKey(u.record->segment, u.record->offset), key);
+    for (const BlockRun& run : new_runs) {
+      if (s.ok() && !run.hole() && !starts_in(old_runs, run)) {
+        s = batch.Put(EncodeSegmentKey(run.segment, run.offset), key);
+      }
     }
     PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
   }
@@ -158,7 +179,12 @@ Status Index::ScanSegment(uint32_t segment, const Visitor& visit) const {
     if (s.IsNotFound()) continue;  // cannot happen (one batch writes both); nothing to move
     PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get {}", dir_, shard->ToString())));
     PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(*shard, value));
-    if (record.segment != segment) continue;  // likewise
+    const uint64_t offset = GetBigEndian64(key.substr(kSegmentKeyBytes - 8));
+    if (std::none_of(record.runs.begin(), record.runs.end(), [&](const BlockRun& run) {
+          return run.segment == segment && run.offset == offset;
+        })) {
+      continue;  // likewise
+    }
     if (!visit(*shard, record)) return OkStatus();
   }
   return ToStatus(it->status(), fmt::format("index '{}': scan segment {}", dir_, segment));
@@ -175,8 +201,10 @@ Result<uint64_t> Index::EnsureSegmentEntries() {
   uint64_t written = 0;
   Status failed;
   PS_RETURN_IF_ERROR(Scan(AllShardsPrefix(), std::nullopt, [&](const ShardKey& key, const ShardRecord& record) {
-    if (record.segment == kNoSegment) return true;
-    batch.Put(EncodeSegmentKey(record.segment, record.offset), EncodeShardKey(key));
+    if (record.runs.empty()) return true;
+    for (const BlockRun& run : record.runs) {
+      if (!run.hole()) batch.Put(EncodeSegmentKey(run.segment, run.offset), EncodeShardKey(key));
+    }
     if (++written % 10000 == 0) {
       failed = ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_));
       batch.Clear();

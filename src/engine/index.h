@@ -64,7 +64,8 @@ class Index {
   static std::string AllShardsPrefix() { return std::string(1, kShardTag); }
 
   // Visits the records of the shards whose data lies in `segment`, in offset order (the
-  // segment entries, each checked against its shard's record), until `visit` returns false.
+  // segment entries, one per run, each checked against its shard's record), until `visit`
+  // returns false. A shard with several runs in the segment is visited once per run.
   Status ScanSegment(uint32_t segment, const Visitor& visit) const;
   // Writes the segment entries of every shard when the index predates them (an index made by
   // an older version); a no-op once done. Returns how many entries it wrote.

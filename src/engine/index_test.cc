@@ -13,13 +13,8 @@ namespace penstock::engine {
 namespace {
 
 ShardRecord At(uint32_t segment, uint64_t offset, uint64_t length = 4096) {
-  ShardRecord r;
-  r.segment = segment;
-  r.offset = offset;
-  r.length = length;
-  r.version = 1;
-  r.block_crcs.assign(BlocksFor(length), 0);
-  return r;
+  return ShardRecord::Contiguous(segment, offset, length, 1,
+                                 std::vector<uint32_t>(BlocksFor(length), 0));
 }
 
 ShardKey Key(uint64_t stripe) { return ShardKey{7, {1, 2}, stripe, 0}; }
@@ -27,8 +22,9 @@ ShardKey Key(uint64_t stripe) { return ShardKey{7, {1, 2}, stripe, 0}; }
 std::set<std::pair<uint64_t, uint64_t>> InSegment(const Index& index, uint32_t segment) {
   std::set<std::pair<uint64_t, uint64_t>> out;  // (stripe, offset)
   EXPECT_TRUE(index.ScanSegment(segment, [&](const ShardKey& k, const ShardRecord& r) {
-    EXPECT_EQ(r.segment, segment);
-    out.emplace(k.stripe, r.offset);
+    for (const BlockRun& run : r.runs) {
+      if (run.segment == segment) out.emplace(k.stripe, run.offset);
+    }
     return true;
   }).ok());
   return out;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/buffer.h"
@@ -47,19 +48,31 @@ AlignedBuffer Journal::Encode(const std::vector<IndexUpdate>& updates) const {
 
 Result<bool> Journal::DataIsWhole(const std::vector<IndexUpdate>& updates) {
   for (const IndexUpdate& u : updates) {
-    if (!u.record || u.record->segment == kNoSegment) continue;
+    if (!u.record) continue;
     const ShardRecord& r = *u.record;
-    if (r.segment >= header_.segment_count || r.offset + r.allocated_bytes() > header_.segment_bytes) {
-      return DataLoss(fmt::format("index journal record {} puts shard {} outside the device "
-                                  "(segment {}, offset {}); the journal is corrupt, rebuild this "
-                                  "target", position_.seq + 1, u.key.ToString(), r.segment,
-                                  r.offset));
+    for (const BlockRun& run : r.runs) {
+      if (run.hole()) continue;
+      if (run.segment >= header_.segment_count ||
+          run.offset + run.block_count * kBlockSize > header_.segment_bytes) {
+        return DataLoss(fmt::format("index journal record {} puts shard {} outside the device "
+                                    "(segment {}, offset {}); the journal is corrupt, rebuild "
+                                    "this target", position_.seq + 1, u.key.ToString(),
+                                    run.segment, run.offset));
+      }
+      // Only the blocks this batch wrote: the others were durable before it.
+      const uint64_t begin = std::max(run.first_block, u.written_begin);
+      const uint64_t end = std::min(run.end_block(), u.written_end);
+      if (begin >= end) continue;
+      AlignedBuffer data((end - begin) * kBlockSize);
+      std::span<std::byte> blocks(data.data(), data.size());
+      const uint64_t at = header_.data_offset + run.segment * header_.segment_bytes + run.offset +
+                          (begin - run.first_block) * kBlockSize;
+      PS_RETURN_IF_ERROR(device_.Read(at, blocks).WithContext("replay the index journal"));
+      const std::vector<uint32_t> crcs = BlockChecksums(blocks);
+      if (!std::equal(crcs.begin(), crcs.end(), r.block_crcs.begin() + static_cast<std::ptrdiff_t>(begin))) {
+        return false;
+      }
     }
-    AlignedBuffer data(r.allocated_bytes());
-    std::span<std::byte> blocks(data.data(), r.allocated_bytes());
-    PS_RETURN_IF_ERROR(device_.Read(header_.data_offset + r.segment * header_.segment_bytes + r.offset,
-                                    blocks).WithContext("replay the index journal"));
-    if (BlockChecksums(blocks) != r.block_crcs) return false;
   }
   return true;
 }

@@ -10,9 +10,10 @@
 // record is overwritten only once the index holds it durably.
 //
 // Replay (Open): from the index's position, read records seq+1, seq+2, ... while each is whole
-// (magic, device uuid, expected seq, crc32c) and every 4 KiB block of data its puts name matches
-// the put's checksum (data and record were flushed together: a record whose data did not make it
-// was never acknowledged, and ends the journal like a torn one); apply each to the index, sync
+// (magic, device uuid, expected seq, crc32c) and every 4 KiB block of data its puts wrote (for a
+// range write only the range's blocks: the rest were durable before) matches the put's checksum
+// (data and record were flushed together: a record whose data did not make it was never
+// acknowledged, and ends the journal like a torn one); apply each to the index, sync
 // the index once, then zero the block after the last record, so that a torn record there can
 // never pass for a whole one later. Replaying is safe only because space released by a record
 // is not reused before the index is durable through it (SegmentTable's journal gating): the
@@ -74,7 +75,7 @@ class Journal {
         position_(position) {}
   // Replays from position_; leaves position_ after the last whole record.
   Status Replay();
-  // True when every block of data the puts of `updates` name matches its checksum.
+  // True when every block of data the puts of `updates` wrote matches its checksum.
   Result<bool> DataIsWhole(const std::vector<IndexUpdate>& updates);
 
   Device& device_;

@@ -101,6 +101,9 @@ uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes,
         awaiting_sync_.contains(i)) {
       continue;
     }
+    // A segment with nothing live frees itself once unpinned (or once the index is synced):
+    // nothing for GC to move, and picking it would spin a GC pass on it while a reader holds it.
+    if (s.live == 0) continue;
     uint64_t dead = segment_bytes_ - s.live;
     if (dead == 0 || dead < min_dead_bytes) continue;
     if (best == kNoSegment || s.live < segments_[best].live) best = i;

@@ -37,7 +37,7 @@
 
 namespace penstock::engine {
 
-// A run of bytes inside one segment. segment == kNoSegment for a zero-length shard.
+// A run of bytes inside one segment. segment == kNoSegment for no space (a zero-length shard).
 struct Extent {
   uint32_t segment = kNoSegment;
   uint64_t offset = 0;  // inside the segment, multiple of kBlockSize
@@ -87,9 +87,9 @@ class SegmentTable {
   void Pin(uint32_t segment);
   void Unpin(uint32_t segment);
 
-  // The sealed segment with the fewest live bytes that holds at least `min_dead_bytes` of
-  // reclaimable space (and no pending extent), or kNoSegment. Open segments and those in
-  // `exclude` are never chosen.
+  // The sealed segment with the fewest live bytes (at least one) that holds at least
+  // `min_dead_bytes` of reclaimable space (and no pending extent), or kNoSegment. Open segments,
+  // empty ones (they free themselves) and those in `exclude` are never chosen.
   uint32_t PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {}) const;
 
   SegmentTableStats Stats() const;
@@ -127,6 +127,27 @@ class SegmentTable {
   const uint32_t reserve_;
   uint32_t open_ = kNoOpen;        // guarded by mu_; the user stream's open segment
   uint32_t gc_open_ = kNoOpen;     // guarded by mu_; the GC stream's open segment
+};
+
+// Pins segments for as long as it lives (a read of a shard whose runs lie in several segments).
+class SegmentPins {
+ public:
+  explicit SegmentPins(SegmentTable& table) : table_(table) {}
+  ~SegmentPins() { Clear(); }
+  SegmentPins(const SegmentPins&) = delete;
+  SegmentPins& operator=(const SegmentPins&) = delete;
+  void Add(uint32_t segment) {
+    table_.Pin(segment);
+    segments_.push_back(segment);
+  }
+  void Clear() {
+    for (uint32_t segment : segments_) table_.Unpin(segment);
+    segments_.clear();
+  }
+
+ private:
+  SegmentTable& table_;
+  std::vector<uint32_t> segments_;
 };
 
 }  // namespace penstock::engine

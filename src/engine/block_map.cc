@@ -1,0 +1,222 @@
+#include "engine/block_map.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+
+#include "common/crc32c.h"
+
+namespace penstock::engine {
+
+uint32_t ZeroBlockCrc() {
+  static const uint32_t crc = [] {
+    static const std::array<std::byte, kBlockSize> zeros{};
+    return Crc32c(std::span<const std::byte>(zeros));
+  }();
+  return crc;
+}
+
+void JoinRuns(std::vector<BlockRun>& runs) {
+  std::vector<BlockRun> out;
+  out.reserve(runs.size());
+  for (const BlockRun& run : runs) {
+    if (!out.empty()) {
+      BlockRun& last = out.back();
+      const bool joins = last.hole()
+                             ? run.hole()
+                             : run.segment == last.segment &&
+                                   last.offset + last.block_count * kBlockSize == run.offset;
+      if (joins && last.end_block() == run.first_block) {
+        last.block_count += run.block_count;
+        continue;
+      }
+    }
+    out.push_back(run);
+  }
+  runs = std::move(out);
+}
+
+namespace {
+
+// Blocks [begin, end) of `run` (which holds them) as a run of their own.
+BlockRun Piece(const BlockRun& run, uint64_t begin, uint64_t end) {
+  BlockRun piece = run;
+  piece.first_block = begin;
+  piece.block_count = end - begin;
+  if (!run.hole()) piece.offset = run.offset + (begin - run.first_block) * kBlockSize;
+  return piece;
+}
+
+}  // namespace
+
+ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t first_block,
+                            uint32_t segment, uint64_t offset, std::span<const uint32_t> crcs,
+                            uint64_t end, uint64_t version) {
+  ShardRecord r = old.value_or(ShardRecord{});
+  r.length = std::max(r.length, end);
+  r.version = version;
+  const uint64_t blocks = BlocksFor(r.length);
+  const uint64_t had = r.block_crcs.size();
+  if (blocks > had) {
+    r.block_crcs.resize(blocks, ZeroBlockCrc());
+    r.runs.push_back({.segment = kNoSegment, .offset = 0, .first_block = had, .block_count = blocks - had});
+  }
+  if (!crcs.empty()) {
+    const uint64_t last = first_block + crcs.size();
+    assert(last <= blocks);
+    const BlockRun written{.segment = segment, .offset = offset, .first_block = first_block,
+                      .block_count = crcs.size()};
+    std::vector<BlockRun> runs;
+    runs.reserve(r.runs.size() + 2);
+    bool placed = false;
+    for (const BlockRun& run : r.runs) {
+      if (run.end_block() <= first_block || run.first_block >= last) {
+        if (!placed && run.first_block >= last) {
+          runs.push_back(written);
+          placed = true;
+        }
+        runs.push_back(run);
+        continue;
+      }
+      if (run.first_block < first_block) runs.push_back(Piece(run, run.first_block, first_block));
+      if (!placed) {
+        runs.push_back(written);
+        placed = true;
+      }
+      if (run.end_block() > last) runs.push_back(Piece(run, last, run.end_block()));
+    }
+    if (!placed) runs.push_back(written);
+    r.runs = std::move(runs);
+    std::copy(crcs.begin(), crcs.end(), r.block_crcs.begin() + static_cast<std::ptrdiff_t>(first_block));
+  }
+  JoinRuns(r.runs);
+  return r;
+}
+
+std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next) {
+  std::vector<Extent> out;
+  for (const BlockRun& run : old.runs) {
+    if (run.hole()) continue;
+    // Blocks of `run` that `next` still maps to the same device place, in block order.
+    uint64_t at = run.first_block;  // the first block not yet classified
+    auto release_to = [&](uint64_t to) {
+      if (to > at) {
+        out.push_back({.segment = run.segment,
+                       .offset = run.offset + (at - run.first_block) * kBlockSize,
+                       .length = (to - at) * kBlockSize});
+      }
+    };
+    if (next) {
+      for (const BlockRun& keep : next->runs) {
+        if (keep.hole() || keep.segment != run.segment) continue;
+        const uint64_t begin = std::max(keep.first_block, run.first_block);
+        const uint64_t end = std::min(keep.end_block(), run.end_block());
+        if (begin >= end) continue;
+        // Same place for block `begin` means same place for the whole overlap.
+        if (keep.offset + (begin - keep.first_block) * kBlockSize !=
+            run.offset + (begin - run.first_block) * kBlockSize) {
+          continue;
+        }
+        release_to(begin);
+        at = end;
+      }
+    }
+    release_to(run.end_block());
+  }
+  return out;
+}
+
+std::vector<Extent> OwnedSpace(const ShardRecord& record) {
+  std::vector<Extent> out;
+  for (const BlockRun& run : record.runs) {
+    if (!run.hole()) out.push_back({run.segment, run.offset, run.block_count * kBlockSize});
+  }
+  return out;
+}
+
+ShardRecord Relocated(const ShardRecord& record, uint32_t from, uint32_t segment, uint64_t offset) {
+  ShardRecord r = record;
+  for (BlockRun& run : r.runs) {
+    if (run.hole() || run.segment != from) continue;
+    run.segment = segment;
+    run.offset = offset;
+    offset += run.block_count * kBlockSize;
+  }
+  JoinRuns(r.runs);
+  return r;
+}
+
+ShardRecord ApplyMove(const ShardRecord& current, const ShardRecord& read, const ShardRecord& moved,
+                      uint32_t from) {
+  ShardRecord r = current;
+  std::vector<BlockRun> runs;
+  for (const BlockRun& run : current.runs) {
+    if (run.segment != from) {
+      runs.push_back(run);
+      continue;
+    }
+    for (uint64_t b = run.first_block; b < run.end_block(); ++b) {
+      const uint64_t at = run.offset + (b - run.first_block) * kBlockSize;
+      BlockRun one{.segment = from, .offset = at, .first_block = b, .block_count = 1};
+      if (BlockPlace(read, b) == std::pair{from, at}) {
+        if (auto to = BlockPlace(moved, b)) {
+          one.segment = to->first;
+          one.offset = to->second;
+        }
+      }
+      runs.push_back(one);
+    }
+  }
+  JoinRuns(runs);
+  r.runs = std::move(runs);
+  return r;
+}
+
+std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record) {
+  std::vector<std::pair<uint64_t, uint64_t>> used;  // [begin, end) offsets inside the segment
+  if (record) {
+    for (const BlockRun& run : record->runs) {
+      if (run.segment != extent.segment) continue;
+      const uint64_t begin = std::max(run.offset, extent.offset);
+      const uint64_t end = std::min(run.offset + run.block_count * kBlockSize, extent.offset + extent.length);
+      if (begin < end) used.emplace_back(begin, end);
+    }
+  }
+  std::sort(used.begin(), used.end());
+  std::vector<Extent> out;
+  uint64_t at = extent.offset;
+  for (auto [begin, end] : used) {
+    if (begin > at) out.push_back({extent.segment, at, begin - at});
+    at = std::max(at, end);
+  }
+  if (extent.length > 0 && at < extent.offset + extent.length) {
+    out.push_back({extent.segment, at, extent.offset + extent.length - at});
+  }
+  return out;
+}
+
+uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment) {
+  uint64_t blocks = 0;
+  for (const BlockRun& run : record.runs) blocks += run.segment == segment ? run.block_count : 0;
+  return blocks * kBlockSize;
+}
+
+std::vector<uint32_t> SegmentsOf(const ShardRecord& record, uint64_t begin, uint64_t end) {
+  std::vector<uint32_t> out;
+  for (const BlockRun& run : record.runs) {
+    if (run.hole() || run.end_block() <= begin || run.first_block >= end) continue;
+    if (std::find(out.begin(), out.end(), run.segment) == out.end()) out.push_back(run.segment);
+  }
+  return out;
+}
+
+std::optional<std::pair<uint32_t, uint64_t>> BlockPlace(const ShardRecord& record, uint64_t block) {
+  for (const BlockRun& run : record.runs) {
+    if (block < run.first_block || block >= run.end_block()) continue;
+    if (run.hole()) return std::nullopt;
+    return std::pair{run.segment, run.offset + (block - run.first_block) * kBlockSize};
+  }
+  return std::nullopt;
+}
+
+}  // namespace penstock::engine
