@@ -295,10 +295,14 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
     skip = op->finished;  // cancelled or expired before this stripe's turn
   }
   if (skip) return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"));
-  // The stripe's write lease first: writers in other clients (other Objects) take turns, so the
-  // bytes a read-modify-write reads are the stripe's latest and no update is lost.
   const StripeGeometry geo = layout.geometry();
   const WireShardKey key = layout.key(stripe);
+  // An unprotected stripe is one shard and each write of it one atomic shard operation (whole
+  // or range), which reads nothing another writer could change: no lease.
+  if (!geo.red.protected_()) return WriteLeasedStripe(op, geo, key, begin, data, finish);
+  // A protected stripe's write lease first: writers in other clients (other Objects) take
+  // turns, so the versions and bytes a write reads are the stripe's latest, every copy or cell
+  // applies the writes in one order, and no update is lost.
   io_->LockStripe(geo, key, owner_, RetryFor({op}),
                   [self, op, geo, key, stripe, begin, data, finish](Result<TargetRef> holder) {
                     if (!holder.ok()) return finish(holder.status());
@@ -523,6 +527,13 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
       const WireShardKey key = layout.key(keep);
       PS_RETURN_IF_ERROR(WithLeaseSync(geo, key, [&]() -> Status {
         auto old = io_->ReadSync(geo, key, 0, HeldBytesToRead(geo));
+        if (old.ok() && old->data.size() > cut && geo.red.kind != Redundancy::Kind::kErasure) {
+          // Zeros over the cut part: the bytes before the cut are never rewritten, so a write
+          // of them racing the truncate (unprotected stripes take no lease) is never lost.
+          auto zeros = std::make_shared<AlignedBuffer>(old->data.size() - cut);
+          std::memset(zeros->data(), 0, zeros->size());
+          return Await<Status>([&](auto done) { io_->WriteRange(geo, key, cut, zeros, NextVersion(), std::move(done)); });
+        }
         if (old.ok() && old->data.size() > cut) {
           auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
           return io_->WriteSync(geo, key, kept, NextVersion());

@@ -78,7 +78,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // of the op's buffers when `lent` (returned with AsyncOp::Unlend when the write ended).
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
                    uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
-  // The part of WriteStripe that runs holding the stripe's write lease.
+  // The part of WriteStripe that runs holding the stripe's write lease (protected stripes).
   void WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
                          uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
   // Read-modify-write of the whole unit (an ec range StripeIo::WriteRange cannot patch).
