@@ -343,7 +343,9 @@ TEST_P(ObjectImplRedundancyTest, ConcurrentWritersFromTwoObjectsLoseNoUpdate) {
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, w.furthest);  // neither Object's size update shrank the other's
   EXPECT_EQ(testing::LostPieces(w, out, kPiece), 0u) << "pieces whose last write was lost";
-  EXPECT_GT(fake_.lease_conflicts(), 0);  // the writers did meet
+  // Protected stripes: the writers did meet at the lease (none stripes take none: each write is
+  // one atomic shard operation; only size updates lease the head).
+  if (GetParam() != "none") EXPECT_GT(fake_.lease_conflicts(), 0);
 }
 
 // A protected object keeps working with one target dead (writes degrade, reads decode) and
