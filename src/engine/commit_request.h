@@ -1,7 +1,8 @@
 // commit_request.h — one index mutation handed to the engine's committer (group commit).
 //
 // A writer (or GC) fills a CommitRequest on its own stack, queues it with Engine::Commit and
-// blocks until the committer has made it durable or failed it. The committer owns the request
+// blocks until the committer has made it durable or failed it (or, for
+// Engine::WriteRangeAsync, queues one on the heap with `on_done` and returns). The committer owns the request
 // between queueing and `done`; it sets `status` and `done` under `mu` and notifies while still
 // holding it, so the owner cannot return (and destroy the request) before the committer is
 // done touching it.
@@ -36,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,6 +72,10 @@ struct CommitRequest {
   // kWrite, kWriteRange: whole 4 KiB blocks for `extent`, owned by the caller until done. Empty
   // when the data is already on the device (unsynced), as for kRelocate.
   std::span<const std::byte> data;
+
+  // Set for a request nobody waits for (Engine::WriteRangeAsync): the committer or applier
+  // calls it instead of setting `done`, and it owns (and frees) the request from then on.
+  std::function<void(CommitRequest&, Status)> on_done;
 
   std::mutex mu;
   std::condition_variable cv;

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <compare>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -191,6 +192,16 @@ class Engine {
   // (kAborted only if it changed on every one of many attempts).
   Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                     uint64_t version);
+  // WriteRange without a thread waiting for it, for ranges of whole 4 KiB blocks (offset and
+  // size multiples of 4096, size > 0: nothing old is merged): queues the write with the group
+  // commit and returns. `done` runs exactly once: at once on the calling thread for an error
+  // found before queueing (kInvalidArgument: not whole blocks or past a segment;
+  // kResourceExhausted "no space"), otherwise on an engine thread when the write is durable or
+  // failed; there it must not call blocking Engine methods. kAborted: the shard has too many
+  // runs for a range write and must be rewritten whole; call WriteRange from another thread.
+  // `data` must stay valid until `done` runs. Ordered against other writes like WriteRange.
+  void WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
+                       std::function<void(Status)> done);
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);
@@ -258,6 +269,7 @@ class Engine {
 
   // Group commit (engine_commit.cc).
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
+  void Enqueue(engine::CommitRequest* request);  // queue one with on_done set; no wait
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from

@@ -60,6 +60,11 @@ using engine::ShardRecord;
 namespace {
 
 void Finish(CommitRequest& r, Status s) {
+  if (r.on_done) {  // nobody waits: the callback owns the request from here
+    auto on_done = std::move(r.on_done);
+    on_done(r, std::move(s));
+    return;
+  }
   std::lock_guard lock(r.mu);
   r.status = std::move(s);
   r.done = true;
@@ -67,6 +72,14 @@ void Finish(CommitRequest& r, Status s) {
 }
 
 }  // namespace
+
+void Engine::Enqueue(CommitRequest* request) {
+  {
+    std::lock_guard lock(commit_mu_);
+    commit_queue_.push_back(request);
+  }
+  commit_cv_.notify_one();
+}
 
 Status Engine::Commit(std::span<CommitRequest* const> requests) {
   {

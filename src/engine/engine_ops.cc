@@ -188,6 +188,58 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
                              kMaxRangeAttempts, offset, end, aborted.message()));
 }
 
+void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                             uint64_t version, std::function<void(Status)> done) {
+  if (data.empty() || offset % kBlockSize != 0 || data.size() % kBlockSize != 0) {
+    return done(InvalidArgument(fmt::format("asynchronous range write [{}, {}) of shard {} is not whole 4 KiB "
+                                            "blocks; use WriteRange", offset, offset + data.size(),
+                                            key.ToString())));
+  }
+  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
+    return done(InvalidArgument(fmt::format("range [{}, {}) of shard {} ends past the segment size {}, the "
+                                            "largest a shard can be; split it into smaller shards",
+                                            offset, offset + data.size(), key.ToString(), segment_bytes_)));
+  }
+  struct AsyncWrite {
+    engine::CommitRequest req;
+    AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned
+    std::function<void(Status)> done;
+  };
+  auto w = std::make_unique<AsyncWrite>();
+  w->req.kind = engine::CommitRequest::Kind::kWriteRange;
+  w->req.key = key;
+  w->req.first_block = offset / kBlockSize;
+  w->req.record.length = offset + data.size();
+  w->req.record.version = version;
+  std::span<const std::byte> blocks = data;
+  if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0) {
+    w->copy = AlignedBuffer::CopyOf(data);
+    blocks = std::span<const std::byte>(w->copy.data(), w->copy.size());
+  }
+  w->req.record.block_crcs = engine::BlockChecksums(blocks);
+  auto extent = AllocateForWrite(blocks.size());
+  if (!extent.ok()) return done(extent.status());
+  w->req.extent = *extent;
+  w->req.data = blocks;
+  w->done = std::move(done);
+  const uint64_t bytes = data.size();
+  AsyncWrite* raw = w.release();
+  raw->req.on_done = [this, raw, bytes](engine::CommitRequest& r, Status s) {
+    std::unique_ptr<AsyncWrite> owned(raw);
+    if (s.ok()) {
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+    } else if (r.fragmented) {
+      s = Aborted(fmt::format("shard {} has too many runs for a range write: rewrite it whole "
+                              "(WriteRange)", r.key.ToString()));
+    }
+    auto done = std::move(owned->done);
+    owned.reset();
+    done(std::move(s));
+  };
+  Enqueue(&raw->req);
+}
+
 Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
                                 std::span<const std::byte> data, uint64_t version) {
   const uint64_t end = offset + data.size();

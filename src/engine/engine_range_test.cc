@@ -1,12 +1,15 @@
 // Engine::WriteRange: partial-shard writes checked against a byte model (aligned and unaligned
 // ranges, extension with zeros, creation, overwrites across runs, the fragmentation bound),
 // space accounting of block maps, restarts, concurrent writers of one key, GC of shards whose
-// runs span segments, and scrub of a non-first run.
+// runs span segments, scrub of a non-first run, and WriteRangeAsync.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <future>
+#include <condition_variable>
 #include <random>
 #include <thread>
 
@@ -185,6 +188,87 @@ TEST(EngineRangeTest, TooManyRunsRewriteTheShardWhole) {
   EXPECT_LE(RecordOf(o, k).runs.size(), kMaxRuns);
   e = MustOpen(o);
   EXPECT_TRUE(SameBytes(*e->Read(k), model));
+}
+
+// WriteRangeAsync: many whole-block writes queued at once from one thread share group commits
+// and read back as the model says, in queue order for writes of one key; errors found before
+// queueing come at once; a shard with too many runs answers kAborted (rewrite it whole).
+TEST(EngineRangeTest, AsynchronousRangeWritesShareCommits) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir, 16, 1 << 20);
+  auto e = MustOpen(o);
+  const int kShards = 8, kWrites = 400;
+  std::vector<std::vector<std::byte>> model(kShards, Pattern(256 * 1024, 60));
+  for (int i = 0; i < kShards; ++i) ASSERT_TRUE(e->Write(Key(4, i), model[i], 1).ok());
+  std::vector<std::vector<std::byte>> payloads;
+  std::mt19937_64 rng(61);
+  struct Pending {
+    std::mutex mu;
+    std::condition_variable cv;
+    int left = 0, failed = 0;
+  } p;
+  p.left = kWrites;
+  const uint64_t batches = e->Stats().commit_batches;
+  for (int w = 0; w < kWrites; ++w) {  // all queued before the first is answered
+    const int shard = static_cast<int>(rng() % kShards);
+    const uint64_t block = rng() % 64, blocks = 1 + rng() % 3;
+    payloads.push_back(Pattern(blocks * kBlockSize, 1000 + w));
+    ModelWrite(model[shard], block * kBlockSize, payloads.back());
+  }
+  rng.seed(61);
+  for (int w = 0; w < kWrites; ++w) {
+    const int shard = static_cast<int>(rng() % kShards);
+    const uint64_t block = rng() % 64;
+    rng();
+    e->WriteRangeAsync(Key(4, shard), block * kBlockSize, payloads[w], 2 + w, [&p](Status s) {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (!s.ok()) ++p.failed;
+      if (--p.left == 0) p.cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(p.mu);
+    p.cv.wait(lock, [&] { return p.left == 0; });
+  }
+  EXPECT_EQ(p.failed, 0);
+  EXPECT_LT(e->Stats().commit_batches - batches, uint64_t{kWrites} / 2);  // writes shared flushes
+  for (int i = 0; i < kShards; ++i) EXPECT_TRUE(SameBytes(*e->Read(Key(4, i)), model[i])) << i;
+  e.reset();
+  e = MustOpen(o);
+  for (int i = 0; i < kShards; ++i) EXPECT_TRUE(SameBytes(*e->Read(Key(4, i)), model[i])) << i;
+
+  // Errors before queueing arrive at once, on this thread.
+  std::vector<std::byte> block = Pattern(kBlockSize, 62);
+  Status got = OkStatus();
+  e->WriteRangeAsync(Key(4, 0), 100, block, 9, [&](Status s) { got = s; });
+  EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
+  e->WriteRangeAsync(Key(4, 0), 1 << 20, block, 9, [&](Status s) { got = s; });
+  EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
+
+  // Every other block of a 1 MiB shard: the run bound is reached and the write comes back
+  // kAborted, changing nothing; WriteRange then rewrites the shard whole.
+  const ShardKey k = Key(4, 100);
+  std::vector<std::byte> whole = Pattern(1 << 20, 63);
+  ASSERT_TRUE(e->Write(k, whole, 1).ok());
+  Status aborted = OkStatus();
+  for (uint64_t b = 0; b < 256 && aborted.ok(); b += 2) {
+    std::promise<Status> done;
+    auto data = Pattern(kBlockSize, 70 + b);
+    e->WriteRangeAsync(k, b * kBlockSize, data, b + 2, [&](Status s) { done.set_value(s); });
+    Status s = done.get_future().get();
+    if (s.ok()) {
+      ModelWrite(whole, b * kBlockSize, data);
+      continue;
+    }
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    EXPECT_NE(s.message().find("rewrite it whole"), std::string::npos) << s.message();
+    EXPECT_TRUE(SameBytes(*e->Read(k), whole));
+    ASSERT_TRUE(e->WriteRange(k, b * kBlockSize, data, b + 2).ok());
+    ModelWrite(whole, b * kBlockSize, data);
+    aborted = s;
+  }
+  EXPECT_FALSE(aborted.ok()) << "the run bound was never reached";
+  EXPECT_TRUE(SameBytes(*e->Read(k), whole));
 }
 
 TEST(EngineRangeTest, DeletingAShardInManyRunsFreesAllItsSpace) {

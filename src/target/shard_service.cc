@@ -51,9 +51,38 @@ void ShardService::Handle(RpcRequest request, Responder respond) {
     return respond(Execute(request));
   }
   auto shared = std::make_shared<RpcRequest>(std::move(request));
-  pool_.Submit([this, shared, respond = std::move(respond)]() mutable {
+  Submit([this, shared, respond = std::move(respond)]() mutable {
+    // Range writes of whole blocks are queued with the engine's group commit and answered from
+    // its completion: no I/O thread waits for them, so as many as arrive can share a flush.
+    if (shared->opcode == static_cast<uint16_t>(ShardOp::kWriteRange) && StartWriteRange(shared, respond)) return;
     respond(Execute(*shared));
   });
+}
+
+void ShardService::Submit(std::function<void()> task) {
+  Hold();
+  pool_.Submit([this, task = std::move(task)] {
+    task();
+    Unhold();
+  });
+}
+
+void ShardService::Hold() {
+  std::lock_guard<std::mutex> lock(work_mu_);
+  ++outstanding_;
+}
+
+void ShardService::Unhold() {
+  std::lock_guard<std::mutex> lock(work_mu_);
+  if (--outstanding_ == 0) work_cv_.notify_all();
+}
+
+ShardService::~ShardService() {
+  // Queued requests and the engine's completions of asynchronous writes call into this service
+  // (and a completion may queue a request again): wait until none is left. The engine
+  // outlives the service.
+  std::unique_lock<std::mutex> lock(work_mu_);
+  work_cv_.wait(lock, [this] { return outstanding_ == 0; });
 }
 
 void ShardService::SetKeySet(CapabilityKeySet keys) {
@@ -121,21 +150,43 @@ Status ShardService::Authorize(const RpcRequest& request) const {
   return VerifyCapability(*token, *keys, container, right, now).status();
 }
 
-RpcReply ShardService::Execute(const RpcRequest& request) {
-  auto start = std::chrono::steady_clock::now();
-  RpcReply reply;
+Status ShardService::Admit(const RpcRequest& request) {
   if (Status auth = Authorize(request); !auth.ok()) {
     metrics_
         ->GetCounter("penstock_target_auth_refusals_total", "Shard requests refused by the capability check.",
                      {{"code", std::string(StatusCodeName(auth.code()))}})
         .Inc();
-    reply = ErrorReply(std::move(auth));
-  } else if (Status fresh = CheckEpoch(request); !fresh.ok()) {
+    return auth;
+  }
+  if (Status fresh = CheckEpoch(request); !fresh.ok()) {
     metrics_
         ->GetCounter("penstock_target_stale_map_refusals_total",
                      "Shard requests refused because the client's cluster map predates a placement change.")
         .Inc();
-    reply = ErrorReply(std::move(fresh));
+    return fresh;
+  }
+  return OkStatus();
+}
+
+void ShardService::Account(uint16_t opcode, std::chrono::steady_clock::time_point start, const Status& status) {
+  std::string op(ShardOpName(opcode));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", op}}).Inc();
+  metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", op}})
+      .Observe(secs);
+  if (!status.ok()) {
+    metrics_
+        ->GetCounter("penstock_target_op_errors_total", "Shard operations that failed.",
+                     {{"op", op}, {"code", std::string(StatusCodeName(status.code()))}})
+        .Inc();
+  }
+}
+
+RpcReply ShardService::Execute(const RpcRequest& request) {
+  auto start = std::chrono::steady_clock::now();
+  RpcReply reply;
+  if (Status admitted = Admit(request); !admitted.ok()) {
+    reply = ErrorReply(std::move(admitted));
   } else switch (static_cast<ShardOp>(request.opcode)) {
     case ShardOp::kWrite: reply = Write(request); break;
     case ShardOp::kRead: reply = Read(request); break;
@@ -150,18 +201,39 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
   }
-  std::string op(ShardOpName(request.opcode));
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", op}}).Inc();
-  metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", op}})
-      .Observe(secs);
-  if (!reply.status.ok()) {
-    metrics_
-        ->GetCounter("penstock_target_op_errors_total", "Shard operations that failed.",
-                     {{"op", op}, {"code", std::string(StatusCodeName(reply.status.code()))}})
-        .Inc();
-  }
+  Account(request.opcode, start, reply.status);
   return reply;
+}
+
+bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
+  auto h = DecodeHeader<RangeWriteHeader>(request->header, "write_range");
+  const uint64_t size = request->payload.size();
+  if (!h.ok() || (h->base.flags & kWriteIfVersion) || size == 0 || h->offset % kAsyncWriteBlock != 0 ||
+      size % kAsyncWriteBlock != 0) {
+    return false;  // conditional, partial blocks or malformed: Execute, blocking
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (Status admitted = Admit(*request); !admitted.ok()) {
+    Account(request->opcode, start, admitted);
+    respond(ErrorReply(std::move(admitted)));
+    return true;
+  }
+  Hold();
+  engine_->WriteRangeAsync(
+      FromWire(h->base.key), h->offset, request->payload.span(), h->base.shard_version,
+      [this, request, respond, start, size](Status s) {
+        if (s.code() == StatusCode::kAborted) {  // the shard must be rewritten whole: blocking
+          Submit([this, request, respond] { respond(Execute(*request)); });
+        } else {
+          if (s.ok()) {
+            metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.").Inc(size);
+          }
+          Account(request->opcode, start, s);
+          respond(ErrorReply(std::move(s)));
+        }
+        Unhold();
+      });
+  return true;
 }
 
 RpcReply ShardService::Write(const RpcRequest& request) {

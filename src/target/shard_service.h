@@ -1,6 +1,9 @@
 // shard_service.h — the target's data-plane request handler: decodes shard requests
 // (protocol/shard_protocol.h), runs them against the engine on a pool of I/O threads and
-// replies. The transport calls Handle() on its own thread; Handle() never blocks it.
+// replies. The transport calls Handle() on its own thread; Handle() never blocks it. Range
+// writes of whole 4 KiB blocks (unconditional) do not hold an I/O thread while the engine
+// commits them: the pool thread queues them (Engine::WriteRangeAsync) and the reply is sent from
+// the engine's completion, so every such write that arrives can join the next group commit.
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
 // from mgmt for the request's container and the op's right (read: read, read_range, stat,
@@ -16,6 +19,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,6 +35,8 @@ namespace penstock {
 class ShardService {
  public:
   ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads);
+  // Waits for the requests queued and the asynchronous writes in flight to be answered.
+  ~ShardService();
 
   // RpcHandler: queues the request for an I/O thread and returns at once (stripe leases, which
   // touch only memory, are answered on the calling thread).
@@ -49,6 +55,15 @@ class ShardService {
  private:
   // OK when the request may run (see the class comment).
   Status Authorize(const RpcRequest& request) const;
+  // Authorize and CheckEpoch, counting refusals in the metrics.
+  Status Admit(const RpcRequest& request);
+  // Counts a served request (ops, latency since `start`, errors) in the metrics.
+  void Account(uint16_t opcode, std::chrono::steady_clock::time_point start, const Status& status);
+  // A range write of whole 4 KiB blocks without kWriteIfVersion: admitted, queued with the
+  // engine (Engine::WriteRangeAsync) and answered from its completion; true when taken (else
+  // the caller runs Execute).
+  bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
+  static constexpr uint64_t kAsyncWriteBlock = 4096;
   // OK unless the request's map epoch is older than the placement epoch.
   Status CheckEpoch(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
@@ -79,6 +94,14 @@ class ShardService {
     std::chrono::steady_clock::time_point expiry;
   };
   using StripeId = std::array<uint64_t, 4>;  // container, object hi, object lo, stripe
+  // Work that may still call into the service: pool tasks queued or running, and
+  // WriteRangeAsync calls the engine has not finished. The destructor waits for none.
+  void Submit(std::function<void()> task);  // pool_.Submit, counted
+  void Hold();
+  void Unhold();
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  uint64_t outstanding_ = 0;  // guarded by work_mu_
   std::mutex leases_mu_;
   std::map<StripeId, StripeLease> leases_;  // guarded by leases_mu_; expired ones swept lazily
   mutable std::mutex keys_mu_;
