@@ -1,5 +1,6 @@
 #include "transport/ucx_worker.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "common/log.h"
 #include "transport/wire.h"
@@ -184,7 +186,12 @@ std::chrono::microseconds UcxWorker::PollAfterActivity() {
     if (const char* v = std::getenv("PENSTOCK_POLL_US"); v != nullptr && *v != '\0') {
       return std::chrono::microseconds(std::strtoul(v, nullptr, 10));
     }
-    return kPollAfterActivity;
+    // Polling trades a core for latency: with few cores it takes them from the threads doing
+    // the work (src/transport/README.md has the figures), so only hosts with cores to spare poll.
+    cpu_set_t cpus;
+    const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                                       : static_cast<int>(std::thread::hardware_concurrency());
+    return usable >= kPollMinCpus ? kPollAfterActivity : std::chrono::microseconds(0);
   }();
   return poll;
 }

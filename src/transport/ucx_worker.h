@@ -85,7 +85,9 @@ class UcxWorker {
   bool RunQueued();  // true when it ran anything
 
   static constexpr std::chrono::microseconds kPollAfterActivity{100};
-  // kPollAfterActivity, or PENSTOCK_POLL_US when set.
+  static constexpr int kPollMinCpus = 4;
+  // PENSTOCK_POLL_US when set; else kPollAfterActivity when this process may run on at least
+  // kPollMinCpus CPUs, and no polling with fewer.
   static std::chrono::microseconds PollAfterActivity();
 
   Tick tick_;
