@@ -270,6 +270,9 @@ class Engine {
   // Group commit (engine_commit.cc).
   Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
   void Enqueue(engine::CommitRequest* request);  // queue one with on_done set; no wait
+  // A range write's last step: checksums `blocks` (whole blocks for the request's range),
+  // reserves space for them, commits `req` and waits; counts `bytes` written when it succeeds.
+  Status CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes);
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from

@@ -167,18 +167,7 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
       }
       blocks = std::span<const std::byte>(buffer.data(), buffer.size());
     }
-    req.record.block_crcs = engine::BlockChecksums(blocks);
-    if (!blocks.empty()) {
-      PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
-      req.data = blocks;
-    }
-    engine::CommitRequest* one = &req;
-    Status s = Commit({&one, 1});
-    if (s.ok()) {
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
-      return OkStatus();
-    }
+    Status s = CommitRange(req, blocks, data.size());
     if (s.code() != StatusCode::kAborted) return s;
     if (req.fragmented) return RewriteWithRange(key, offset, data, version);
     aborted = s;
@@ -240,6 +229,19 @@ void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
   Enqueue(&raw->req);
 }
 
+Status Engine::CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes) {
+  req.record.block_crcs = engine::BlockChecksums(blocks);
+  if (!blocks.empty()) {
+    PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
+    req.data = blocks;
+  }
+  engine::CommitRequest* one = &req;
+  PS_RETURN_IF_ERROR(Commit({&one, 1}));
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+  return OkStatus();
+}
+
 Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
                                 std::span<const std::byte> data, uint64_t version) {
   const uint64_t end = offset + data.size();
@@ -273,19 +275,7 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
       req.range_end = end;
       req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
     }
-    std::span<const std::byte> blocks(buffer.data(), buffer.size());
-    req.record.block_crcs = engine::BlockChecksums(blocks);
-    if (!blocks.empty()) {
-      PS_ASSIGN_OR_RETURN(req.extent, AllocateForWrite(blocks.size()));
-      req.data = blocks;
-    }
-    engine::CommitRequest* one = &req;
-    Status s = Commit({&one, 1});
-    if (s.ok()) {
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
-      return OkStatus();
-    }
+    Status s = CommitRange(req, std::span<const std::byte>(buffer.data(), buffer.size()), data.size());
     if (s.code() != StatusCode::kAborted) return s;
     aborted = s;  // changed meanwhile, or (merged by the committer) longer than it was
   }
