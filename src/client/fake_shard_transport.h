@@ -48,7 +48,25 @@ class FakeShardTransport : public RpcCaller {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_[opcode];
-      queue_.push_back({std::move(reply), std::move(done), std::move(into), {}});
+      auto& to = stalled_.count(address) ? stalled_[address] : queue_;
+      to.push_back({std::move(reply), std::move(done), std::move(into), {}});
+    }
+    cv_.notify_all();
+  }
+
+  // Calls to `address` are served but their replies wait (a stopped target: a gray failure)
+  // until Unstall(address) delivers them.
+  void Stall(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled_[address];
+  }
+  void Unstall(const std::string& address) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = stalled_.find(address);
+      if (it == stalled_.end()) return;
+      for (auto& p : it->second) queue_.push_back(std::move(p));
+      stalled_.erase(it);
     }
     cv_.notify_all();
   }
@@ -328,6 +346,7 @@ class FakeShardTransport : public RpcCaller {
   bool stopping_ = false;
   bool delivering_ = false;
   std::deque<Pending> queue_;
+  std::map<std::string, std::deque<Pending>> stalled_;  // guarded by mu_: replies of stalled targets
   bool hold_placements_ = false;
   std::vector<Pending> lent_;
   uint64_t placed_bytes_ = 0;

@@ -318,8 +318,10 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   struct Versions {
     std::mutex mu;
     size_t pending = 0;
+    bool decided = false;  // after_stats ran (all answered, or the straggler timer fired)
     uint64_t newest = 0;
     Status error;
+    std::map<uint32_t, TargetRef> waiting;
   };
   auto v = std::make_shared<Versions>();
   std::vector<std::pair<uint32_t, TargetRef>> asks;
@@ -328,6 +330,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   }
   if (asks.empty()) return done(Unavailable("no target of " + Ordinal(key) + " is up"));
   v->pending = asks.size();
+  for (auto& [i, t] : asks) v->waiting[i] = t;
   auto after_stats = [this, g, key, begin, data, version, v, done = std::move(done)]() {
     if (!v->error.ok()) return done(v->error.WithContext("reading the versions of " + Ordinal(key)));
     auto st = std::make_shared<WriteState>();
@@ -339,9 +342,23 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
       shards_->StartWriteRangeTo(t, WithShard(key, i), begin, data->span(), version, expected, std::move(cb));
     });
   };
+  // A copy late by `straggler` (a stopped target) is suspected and the attempt fails retryable:
+  // the next one goes on without it, degraded, as a whole write would.
+  timer_.After(straggler_, [this, v, key, after_stats] {
+    std::unique_lock<std::mutex> lock(v->mu);
+    if (v->decided) return;
+    v->decided = true;
+    for (auto& [i, t] : v->waiting) Suspect(t);
+    v->error = Unavailable("a copy of " + Ordinal(key) + " did not tell its version within " +
+                           std::to_string(straggler_.count()) + " ms");
+    lock.unlock();
+    after_stats();
+  });
   for (auto& [i, t] : asks) {
-    shards_->StartStatTo(t, WithShard(key, i), [this, v, t = t, after_stats](Result<ShardData> r) {
+    shards_->StartStatTo(t, WithShard(key, i), [this, v, i = i, t = t, after_stats](Result<ShardData> r) {
       std::unique_lock<std::mutex> lock(v->mu);
+      if (v->decided) return;
+      v->waiting.erase(i);
       if (r.ok()) {
         v->newest = std::max(v->newest, r->version);
       } else if (r.status().code() != StatusCode::kNotFound && v->error.ok()) {
@@ -351,6 +368,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
         v->error = r.status();
       }
       if (--v->pending > 0) return;
+      v->decided = true;
       lock.unlock();
       after_stats();
     });
@@ -377,6 +395,7 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
   struct Old {
     std::mutex mu;
     size_t pending = 0;
+    bool decided = false;  // patch ran (all answered, or the straggler timer fired)
     std::vector<std::optional<ShardData>> cells;
     Status error;
   };
@@ -419,9 +438,24 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
       shards_->StartWriteRangeTo(t, WithShard(key, i), bytes.empty() ? 0 : lo, bytes, version, expected, std::move(cb));
     });
   };
+  // A cell late by `straggler` (a stopped target): its target is suspected and the unit is
+  // read and rewritten instead (degraded).
+  timer_.After(straggler_, [this, old, key, slots = *slots, patch] {
+    std::unique_lock<std::mutex> lock(old->mu);
+    if (old->decided) return;
+    old->decided = true;
+    for (uint32_t i = 0; i < old->cells.size(); ++i) {
+      if (!old->cells[i]) Suspect(slots[i]);
+    }
+    old->error = FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
+                                    ": a cell did not answer within " + std::to_string(straggler_.count()) + " ms");
+    lock.unlock();
+    patch();
+  });
   for (uint32_t i = 0; i < width; ++i) {
     auto got = [old, i, patch](Result<ShardData> r) {
       std::unique_lock<std::mutex> lock(old->mu);
+      if (old->decided) return;
       if (r.ok()) {
         old->cells[i] = std::move(*r);
       } else if (old->error.ok()) {
@@ -430,6 +464,7 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
                          : r.status();
       }
       if (--old->pending > 0) return;
+      old->decided = true;
       lock.unlock();
       patch();
     };

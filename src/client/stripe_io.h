@@ -136,7 +136,9 @@ class StripeIo {
   // the range of those cells, every other cell getting only the new version, each over the
   // version all had. Otherwise (several cells, a short or missing cell, versions differ, a
   // target not up) it fails kFailedPrecondition with kWholeUnitNeeded (NeedsWholeUnit): the
-  // caller reads and rewrites the unit instead.
+  // caller reads and rewrites the unit instead. A copy or cell that does not answer the first
+  // step within `straggler` is suspected: rep fails the attempt retryably (the next one goes
+  // on without it), ec answers kWholeUnitNeeded.
   void WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                   std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
                   std::optional<RetryPolicy> retry = std::nullopt);
