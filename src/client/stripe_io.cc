@@ -225,9 +225,29 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
       break;
     }
   }
+  // A protected stripe's lease target that does not answer within `straggler` (a stopped
+  // target) is suspected and the lease asked of the next up slot; a grant arriving after that
+  // is released.
+  auto decided = std::make_shared<std::atomic<bool>>(false);
+  if (g.red.protected_()) {
+    timer_.After(straggler_, [this, g, key, owner, retry, done, attempt, holder, decided]() mutable {
+      if (decided->exchange(true)) return;
+      Suspect(holder);
+      if (Clock::now() >= retry.until || (retry.wanted && !retry.wanted())) {
+        return done(Unavailable("target " + std::to_string(holder.id) + " (" + holder.address +
+                                ") did not grant the write lease of " + Ordinal(key) + " within " +
+                                std::to_string(straggler_.count()) + " ms"));
+      }
+      LockStripe(g, key, owner, std::move(retry), std::move(done), attempt + 1);
+    });
+  }
   shards_->StartLockTo(holder, k, owner, kStripeLeaseTtl,
                        [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt,
-                        holder](Status s) mutable {
+                        holder, decided, k](Status s) mutable {
+    if (decided->exchange(true)) {  // the straggler timer went on without this target
+      if (s.ok()) shards_->StartUnlockTo(holder, k, owner, [](Status) {});
+      return;
+    }
     if (s.ok()) return done(holder);
     const bool held = s.code() == StatusCode::kAborted;
     const bool stale = IsStaleMap(s);

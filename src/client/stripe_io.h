@@ -155,9 +155,9 @@ class StripeIo {
   // the target of its first up slot, retrying while another owner holds it (5 ms doubling to
   // 100 ms), after a stale map, and after transient failures, while `retry` allows; `done` gets
   // the target that granted it. An unprotected stripe whose target is down fails at once; a
-  // protected stripe's lease target that fails is suspected, so the next up slot grants it
-  // (writers that disagree about which target is up may then hold leases on different ones:
-  // a window as long as failure detection).
+  // protected stripe's lease target that fails, or does not answer within `straggler`, is
+  // suspected, so the next up slot grants it (writers that disagree about which target is up
+  // may then hold leases on different ones: a window as long as failure detection).
   void LockStripe(const StripeGeometry& g, const WireShardKey& key, uint64_t owner, RetryPolicy retry,
                   std::function<void(Result<TargetRef>)> done, int attempt = 0);
   // Releases the lease (in the background; it also expires after kStripeLeaseTtl).
