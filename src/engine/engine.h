@@ -202,6 +202,9 @@ class Engine {
   // `data` must stay valid until `done` runs. Ordered against other writes like WriteRange.
   void WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
                        std::function<void(Status)> done);
+  // True when [offset, offset + size) is whole 4 KiB blocks and not empty (what
+  // WriteRangeAsync takes).
+  static bool WholeBlocks(uint64_t offset, uint64_t size);
   // Returns exactly the bytes last written. Errors: kNotFound; kDataLoss when a 4 KiB block
   // fails its crc32c (the message names the key and the block offset) — never wrong bytes.
   Result<AlignedBuffer> Read(const ShardKey& key);
@@ -273,6 +276,9 @@ class Engine {
   // A range write's last step: checksums `blocks` (whole blocks for the request's range),
   // reserves space for them, commits `req` and waits; counts `bytes` written when it succeeds.
   Status CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes);
+  // kInvalidArgument (naming the key) when [offset, offset + size) ends past a segment.
+  Status CheckRange(const ShardKey& key, uint64_t offset, uint64_t size) const;
+  void CountWrite(uint64_t bytes);  // a write or range write of `bytes` succeeded
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from

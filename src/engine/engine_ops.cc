@@ -82,8 +82,7 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
   }
   engine::CommitRequest* one = &req;
   PS_RETURN_IF_ERROR(Commit({&one, 1}));
-  writes_.fetch_add(1, std::memory_order_relaxed);
-  bytes_written_.fetch_add(data.size(), std::memory_order_relaxed);
+  CountWrite(data.size());
   return OkStatus();
 }
 
@@ -104,12 +103,7 @@ Result<AlignedBuffer> Engine::ReadRange(const ShardKey& key, uint64_t offset, ui
 
 Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                           uint64_t version) {
-  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
-    return InvalidArgument(fmt::format("range [{}, {}) of shard {} ends past the segment size {}, "
-                                       "the largest a shard can be; split it into smaller shards",
-                                       offset, offset + data.size(), key.ToString(),
-                                       segment_bytes_));
-  }
+  PS_RETURN_IF_ERROR(CheckRange(key, offset, data.size()));
   const uint64_t end = offset + data.size();
   const uint64_t first_block = offset / kBlockSize;
   const uint64_t end_block = data.empty() ? first_block : engine::BlocksFor(end);
@@ -177,18 +171,18 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
                              kMaxRangeAttempts, offset, end, aborted.message()));
 }
 
+bool Engine::WholeBlocks(uint64_t offset, uint64_t size) {
+  return size > 0 && offset % kBlockSize == 0 && size % kBlockSize == 0;
+}
+
 void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                              uint64_t version, std::function<void(Status)> done) {
-  if (data.empty() || offset % kBlockSize != 0 || data.size() % kBlockSize != 0) {
+  if (!WholeBlocks(offset, data.size())) {
     return done(InvalidArgument(fmt::format("asynchronous range write [{}, {}) of shard {} is not whole 4 KiB "
                                             "blocks; use WriteRange", offset, offset + data.size(),
                                             key.ToString())));
   }
-  if (offset > segment_bytes_ || data.size() > segment_bytes_ - offset) {
-    return done(InvalidArgument(fmt::format("range [{}, {}) of shard {} ends past the segment size {}, the "
-                                            "largest a shard can be; split it into smaller shards",
-                                            offset, offset + data.size(), key.ToString(), segment_bytes_)));
-  }
+  if (Status range = CheckRange(key, offset, data.size()); !range.ok()) return done(std::move(range));
   struct AsyncWrite {
     engine::CommitRequest req;
     AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned
@@ -216,8 +210,7 @@ void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
   raw->req.on_done = [this, raw, bytes](engine::CommitRequest& r, Status s) {
     std::unique_ptr<AsyncWrite> owned(raw);
     if (s.ok()) {
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
+      CountWrite(bytes);
     } else if (r.fragmented) {
       s = Aborted(fmt::format("shard {} has too many runs for a range write: rewrite it whole "
                               "(WriteRange)", r.key.ToString()));
@@ -237,9 +230,20 @@ Status Engine::CommitRange(engine::CommitRequest& req, std::span<const std::byte
   }
   engine::CommitRequest* one = &req;
   PS_RETURN_IF_ERROR(Commit({&one, 1}));
+  CountWrite(bytes);
+  return OkStatus();
+}
+
+Status Engine::CheckRange(const ShardKey& key, uint64_t offset, uint64_t size) const {
+  if (offset <= segment_bytes_ && size <= segment_bytes_ - offset) return OkStatus();
+  return InvalidArgument(fmt::format("range [{}, {}) of shard {} ends past the segment size {}, the largest a "
+                                     "shard can be; split it into smaller shards",
+                                     offset, offset + size, key.ToString(), segment_bytes_));
+}
+
+void Engine::CountWrite(uint64_t bytes) {
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
-  return OkStatus();
 }
 
 Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
