@@ -40,7 +40,7 @@ ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io
     metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
     metrics_->GetHistogram("penstock_target_op_seconds", "Shard operation latency.", {{"op", name}});
   }
-  metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.");
+  CountWritten(0);
   metrics_->GetCounter("penstock_target_bytes_read_total", "Shard bytes read.");
 }
 
@@ -208,8 +208,7 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
 bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   auto h = DecodeHeader<RangeWriteHeader>(request->header, "write_range");
   const uint64_t size = request->payload.size();
-  if (!h.ok() || (h->base.flags & kWriteIfVersion) || size == 0 || h->offset % kAsyncWriteBlock != 0 ||
-      size % kAsyncWriteBlock != 0) {
+  if (!h.ok() || (h->base.flags & kWriteIfVersion) || !Engine::WholeBlocks(h->offset, size)) {
     return false;  // conditional, partial blocks or malformed: Execute, blocking
   }
   const auto start = std::chrono::steady_clock::now();
@@ -225,9 +224,7 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
         if (s.code() == StatusCode::kAborted) {  // the shard must be rewritten whole: blocking
           Submit([this, request, respond] { respond(Execute(*request)); });
         } else {
-          if (s.ok()) {
-            metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.").Inc(size);
-          }
+          if (s.ok()) CountWritten(size);
           Account(request->opcode, start, s);
           respond(ErrorReply(std::move(s)));
         }
@@ -240,22 +237,17 @@ RpcReply ShardService::Write(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
   if (!h.ok()) return ErrorReply(h.status());
   const ShardKey key = FromWire(h->key);
-  Status s;
+  std::unique_lock<std::mutex> lock;  // conditional: check and write under the key's lock
   if (h->flags & kWriteIfNotOlder) {
-    std::lock_guard<std::mutex> lock(WriteLock(key));
+    lock = std::unique_lock<std::mutex>(WriteLock(key));
     auto info = engine_->Stat(key);
     if (info.ok() && info->version > h->shard_version) {
       return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(info->version) +
                                 ", newer than " + std::to_string(h->shard_version) + "; a later write won"));
     }
-    s = engine_->Write(key, request.payload.span(), h->shard_version);
-  } else {
-    s = engine_->Write(key, request.payload.span(), h->shard_version);
   }
-  if (s.ok()) {
-    metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")
-        .Inc(request.payload.size());
-  }
+  Status s = engine_->Write(key, request.payload.span(), h->shard_version);
+  if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
 }
 
@@ -263,16 +255,9 @@ RpcReply ShardService::WriteRange(const RpcRequest& request) {
   auto h = DecodeHeader<RangeWriteHeader>(request.header, "write_range");
   if (!h.ok()) return ErrorReply(h.status());
   const ShardKey key = FromWire(h->base.key);
-  if (h->offset > engine_->segment_bytes() || request.payload.size() > engine_->segment_bytes() - h->offset) {
-    return ErrorReply(InvalidArgument("range write of " + std::to_string(request.payload.size()) + " bytes at " +
-                                      std::to_string(h->offset) + " of shard " + key.ToString() +
-                                      " ends past the largest shard (" + std::to_string(engine_->segment_bytes()) +
-                                      " bytes)"));
-  }
-  Status s;
+  std::unique_lock<std::mutex> lock;  // conditional: check and write under the key's lock
   if (h->base.flags & kWriteIfVersion) {
-    // Stat and write under the key's lock: no other conditional write of the key in between.
-    std::lock_guard<std::mutex> lock(WriteLock(key));
+    lock = std::unique_lock<std::mutex>(WriteLock(key));
     auto info = engine_->Stat(key);
     if (!info.ok() && info.status().code() != StatusCode::kNotFound) return ErrorReply(info.status());
     const uint64_t stored = info.ok() ? info->version : 0;
@@ -287,15 +272,15 @@ RpcReply ShardService::WriteRange(const RpcRequest& request) {
           ", older than the " + std::to_string(h->expected_version) +
           " this range write patches: this copy missed a write and must be repaired whole"));
     }
-    s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
-  } else {
-    s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
   }
-  if (s.ok()) {
-    metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.")
-        .Inc(request.payload.size());
-  }
+  // The engine refuses a range past the largest shard (kInvalidArgument, naming it).
+  Status s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
+  if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
+}
+
+void ShardService::CountWritten(uint64_t bytes) {
+  metrics_->GetCounter("penstock_target_bytes_written_total", "Shard bytes written.").Inc(bytes);
 }
 
 RpcReply ShardService::Lease(const RpcRequest& request, bool lock) {

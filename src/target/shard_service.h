@@ -63,7 +63,7 @@ class ShardService {
   // engine (Engine::WriteRangeAsync) and answered from its completion; true when taken (else
   // the caller runs Execute).
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
-  static constexpr uint64_t kAsyncWriteBlock = 4096;
+  void CountWritten(uint64_t bytes);  // penstock_target_bytes_written_total
   // OK unless the request's map epoch is older than the placement epoch.
   Status CheckEpoch(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
