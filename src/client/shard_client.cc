@@ -1,6 +1,5 @@
 #include "client/shard_client.h"
 
-#include <cstring>
 #include <thread>
 
 #include "common/await.h"
@@ -17,21 +16,24 @@ std::string ShardClient::Describe(const WireShardKey& key) const {
   return "target " + std::to_string(t->id) + " (" + t->address + (t->up ? ")" : ", down)");
 }
 
-std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint64_t version,
-                                                 uint8_t flags) const {
+ShardRequestHeader ShardClient::BaseHeader(const WireShardKey& key, uint64_t version, uint8_t flags) const {
   ShardRequestHeader h{};
   h.version = kShardProtocolVersion;
   h.flags = flags;
   h.map_epoch = view_->epoch();
   h.shard_version = version;
   h.key = key;
-  return EncodeHeader(h);
+  return h;
+}
+
+std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint64_t version,
+                                                 uint8_t flags) const {
+  return EncodeHeader(BaseHeader(key, version, flags));
 }
 
 std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const {
   RangeReadHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.base = BaseHeader(key, 0);
   h.offset = offset;
   h.length = length;
   return EncodeHeader(h);
@@ -40,8 +42,7 @@ std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_
 std::vector<std::byte> ShardClient::RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
                                                         std::optional<uint64_t> expected) const {
   RangeWriteHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, version, expected ? kWriteIfVersion : 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.base = BaseHeader(key, version, expected ? kWriteIfVersion : 0);
   h.offset = offset;
   h.expected_version = expected.value_or(0);
   return EncodeHeader(h);
@@ -49,8 +50,7 @@ std::vector<std::byte> ShardClient::RangeWriteHeaderFor(const WireShardKey& key,
 
 std::vector<std::byte> ShardClient::LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const {
   LockRequestHeader h{};
-  std::vector<std::byte> base = RequestHeader(key, 0);
-  std::memcpy(&h.base, base.data(), sizeof(h.base));
+  h.base = BaseHeader(key, 0);
   h.owner = owner;
   h.ttl_ms = ttl_ms;
   return EncodeHeader(h);

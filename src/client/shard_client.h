@@ -129,6 +129,9 @@ class ShardClient {
   // False when `s` is not retryable or the retry budget is spent; else sleeps a backoff step,
   // refreshes the map and returns true.
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
+  // The common request header (protocol version, flags, the view's map epoch, version, key);
+  // the other headers start with it.
+  ShardRequestHeader BaseHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   std::vector<std::byte> RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const;
   std::vector<std::byte> RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
