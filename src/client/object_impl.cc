@@ -527,19 +527,17 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
       const WireShardKey key = layout.key(keep);
       PS_RETURN_IF_ERROR(WithLeaseSync(geo, key, [&]() -> Status {
         auto old = io_->ReadSync(geo, key, 0, HeldBytesToRead(geo));
-        if (old.ok() && old->data.size() > cut && geo.red.kind != Redundancy::Kind::kErasure) {
+        if (!old.ok()) return old.status().code() == StatusCode::kNotFound ? OkStatus() : old.status();
+        if (old->data.size() <= cut) return OkStatus();
+        if (geo.red.kind != Redundancy::Kind::kErasure) {
           // Zeros over the cut part: the bytes before the cut are never rewritten, so a write
           // of them racing the truncate (unprotected stripes take no lease) is never lost.
           auto zeros = std::make_shared<AlignedBuffer>(old->data.size() - cut);
           std::memset(zeros->data(), 0, zeros->size());
           return Await<Status>([&](auto done) { io_->WriteRange(geo, key, cut, zeros, NextVersion(), std::move(done)); });
         }
-        if (old.ok() && old->data.size() > cut) {
-          auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
-          return io_->WriteSync(geo, key, kept, NextVersion());
-        }
-        if (!old.ok() && old.status().code() != StatusCode::kNotFound) return old.status();
-        return OkStatus();
+        auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
+        return io_->WriteSync(geo, key, kept, NextVersion());
       }));
       ++keep;
     }
