@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 namespace penstock::engine {
@@ -88,10 +89,18 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
 Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPosition> journal,
                     bool sync) {
   if (updates.empty() && !journal) return OkStatus();
-  rocksdb::WriteBatch batch;
+  // The batch's entries go in key order (stable: two of one key keep theirs): RocksDB's
+  // memtable keeps the skip-list position of the previous insert, so sorted inserts reuse most
+  // of each search. Random keys in batch order cost a full search each, the leading cost of a
+  // small-write workload in a profile.
+  struct Entry {
+    std::string key;
+    std::optional<std::string> value;  // nullopt: a delete
+  };
+  std::vector<Entry> entries;
+  entries.reserve(updates.size() * 3);
   for (const Update& u : updates) {
-    const std::string key = EncodeShardKey(u.key);
-    rocksdb::Status s = u.record ? batch.Put(key, EncodeShardRecord(*u.record)) : batch.Delete(key);
+    std::string key = EncodeShardKey(u.key);
     // The entries of the old record's runs go and the new one's are put; a run start both have
     // keeps its entry (a range write changes a few runs of a shard that may have many).
     const std::vector<BlockRun> none;
@@ -103,16 +112,20 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
       });
     };
     for (const BlockRun& run : old_runs) {
-      if (s.ok() && !run.hole() && !starts_in(new_runs, run)) {
-        s = batch.Delete(EncodeSegmentKey(run.segment, run.offset));
-      }
+      if (!run.hole() && !starts_in(new_runs, run)) entries.push_back({EncodeSegmentKey(run.segment, run.offset), {}});
     }
     for (const BlockRun& run : new_runs) {
-      if (s.ok() && !run.hole() && !starts_in(old_runs, run)) {
-        s = batch.Put(EncodeSegmentKey(run.segment, run.offset), key);
-      }
+      if (!run.hole() && !starts_in(old_runs, run)) entries.push_back({EncodeSegmentKey(run.segment, run.offset), key});
     }
-    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch {}", dir_, u.key.ToString())));
+    std::optional<std::string> value;
+    if (u.record) value = EncodeShardRecord(*u.record);
+    entries.push_back({std::move(key), std::move(value)});
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  rocksdb::WriteBatch batch;
+  for (const Entry& e : entries) {
+    rocksdb::Status s = e.value ? batch.Put(e.key, *e.value) : batch.Delete(e.key);
+    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch of {} updates", dir_, updates.size())));
   }
   if (journal) {
     PS_RETURN_IF_ERROR(ToStatus(batch.Put(rocksdb::Slice(kMetaJournalKey.data(), kMetaJournalKey.size()),
