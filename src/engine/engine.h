@@ -202,6 +202,12 @@ class Engine {
   // `data` must stay valid until `done` runs. Ordered against other writes like WriteRange.
   void WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
                        std::function<void(Status)> done);
+  // WriteRangeAsync for a thread that must never block (a transport thread): returns false,
+  // without calling `done` (left as it was), when the write would first wait for space (a GC
+  // pass or an index sync); call WriteRangeAsync from a thread that may block then. Otherwise
+  // as WriteRangeAsync (`done` taken, and run exactly once), and true.
+  bool TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                          uint64_t version, std::function<void(Status)>& done);
   // True when [offset, offset + size) is whole 4 KiB blocks and not empty (what
   // WriteRangeAsync takes).
   static bool WholeBlocks(uint64_t offset, uint64_t size);
@@ -258,6 +264,10 @@ class Engine {
   // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
   Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,
                     std::span<std::byte> out);
+  // WriteRangeAsync and TryWriteRangeAsync: with !may_wait, false (done untouched) when space
+  // is not at hand.
+  bool StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                       uint64_t version, std::function<void(Status)>& done, bool may_wait);
   // WriteRange by rewriting the shard whole, in one run (a record with too many runs).
   Status RewriteWithRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                           uint64_t version);

@@ -177,12 +177,25 @@ bool Engine::WholeBlocks(uint64_t offset, uint64_t size) {
 
 void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                              uint64_t version, std::function<void(Status)> done) {
+  StartRangeAsync(key, offset, data, version, done, /*may_wait=*/true);
+}
+
+bool Engine::TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                                uint64_t version, std::function<void(Status)>& done) {
+  return StartRangeAsync(key, offset, data, version, done, /*may_wait=*/false);
+}
+
+bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
+                             uint64_t version, std::function<void(Status)>& done, bool may_wait) {
   if (!WholeBlocks(offset, data.size())) {
-    return done(InvalidArgument(fmt::format("asynchronous range write [{}, {}) of shard {} is not whole 4 KiB "
-                                            "blocks; use WriteRange", offset, offset + data.size(),
-                                            key.ToString())));
+    done(InvalidArgument(fmt::format("asynchronous range write [{}, {}) of shard {} is not whole 4 KiB "
+                                     "blocks; use WriteRange", offset, offset + data.size(), key.ToString())));
+    return true;
   }
-  if (Status range = CheckRange(key, offset, data.size()); !range.ok()) return done(std::move(range));
+  if (Status range = CheckRange(key, offset, data.size()); !range.ok()) {
+    done(std::move(range));
+    return true;
+  }
   struct AsyncWrite {
     engine::CommitRequest req;
     AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned
@@ -200,8 +213,13 @@ void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     blocks = std::span<const std::byte>(w->copy.data(), w->copy.size());
   }
   w->req.record.block_crcs = engine::BlockChecksums(blocks);
-  auto extent = AllocateForWrite(blocks.size());
-  if (!extent.ok()) return done(extent.status());
+  // Without waiting: only space at hand (no GC pass, no index sync first).
+  auto extent = may_wait ? AllocateForWrite(blocks.size()) : table_->Allocate(blocks.size());
+  if (!extent.ok()) {
+    if (!may_wait && extent.status().code() == StatusCode::kResourceExhausted) return false;
+    done(extent.status());
+    return true;
+  }
   w->req.extent = *extent;
   w->req.data = blocks;
   w->done = std::move(done);
@@ -220,6 +238,7 @@ void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     done(std::move(s));
   };
   Enqueue(&raw->req);
+  return true;
 }
 
 Status Engine::CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes) {

@@ -271,6 +271,44 @@ TEST(EngineRangeTest, AsynchronousRangeWritesShareCommits) {
   EXPECT_TRUE(SameBytes(*e->Read(k), whole));
 }
 
+TEST(EngineRangeTest, TryWriteRangeAsyncNeverWaitsForSpace) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir, 4, 256 * 1024);
+  o.gc_background = false;  // space comes back only by an inline GC pass or an index sync
+  auto e = MustOpen(o);
+  const ShardKey k = Key(4, 7);
+  // Overwriting one shard fills the segments with dead space, which needs an index sync (or
+  // GC) before it is reused: TryWriteRangeAsync declines then, leaving `done` alone.
+  std::vector<std::byte> last;
+  bool declined = false;
+  for (uint64_t v = 1; v < 1000 && !declined; ++v) {
+    std::vector<std::byte> data = Pattern(64 * 1024, v);
+    std::promise<Status> result;
+    bool called = false;
+    std::function<void(Status)> done = [&](Status s) {
+      called = true;
+      result.set_value(std::move(s));
+    };
+    if (!e->TryWriteRangeAsync(k, 0, data, v, done)) {
+      EXPECT_FALSE(called);
+      ASSERT_TRUE(done) << "a declined write must leave `done` to the caller";
+      declined = true;
+      // A thread that may wait: the engine makes space first and the write succeeds.
+      e->WriteRangeAsync(k, 0, data, v, std::move(done));
+    }
+    Status s = result.get_future().get();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    last = std::move(data);
+  }
+  EXPECT_TRUE(declined) << "space never ran short";
+  EXPECT_TRUE(SameBytes(*e->Read(k), last));
+  // Errors found before queueing still come at once.
+  Status got = OkStatus();
+  std::function<void(Status)> done = [&](Status s) { got = s; };
+  EXPECT_TRUE(e->TryWriteRangeAsync(k, 100, last, 5000, done));
+  EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
+}
+
 TEST(EngineRangeTest, DeletingAShardInManyRunsFreesAllItsSpace) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 8, 256 * 1024);

@@ -1,8 +1,8 @@
 // shard_service.h — the target's data-plane request handler: decodes shard requests
 // (protocol/shard_protocol.h), runs them against the engine on a pool of I/O threads and
 // replies. The transport calls Handle() on its own thread; Handle() never blocks it. Range
-// writes of whole 4 KiB blocks (unconditional) do not hold an I/O thread while the engine
-// commits them: the pool thread queues them (Engine::WriteRangeAsync) and the reply is sent from
+// writes of whole 4 KiB blocks (unconditional) take no I/O thread: Handle queues them with the
+// engine itself when space is at hand (Engine::TryWriteRangeAsync) and the reply is sent from
 // the engine's completion, so every such write that arrives can join the next group commit.
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
@@ -59,9 +59,10 @@ class ShardService {
   Status Admit(const RpcRequest& request);
   // Counts a served request (ops, latency since `start`, errors) in the metrics.
   void Account(uint16_t opcode, std::chrono::steady_clock::time_point start, const Status& status);
-  // A range write of whole 4 KiB blocks without kWriteIfVersion: admitted, queued with the
-  // engine (Engine::WriteRangeAsync) and answered from its completion; true when taken (else
-  // the caller runs Execute).
+  // A range write of whole 4 KiB blocks without kWriteIfVersion, on the transport's thread:
+  // admitted, queued with the engine (Engine::TryWriteRangeAsync) and answered from its
+  // completion; true when taken. False (the caller runs Execute on an I/O thread) for any other
+  // request and when the engine would have to make space first.
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
   void CountWritten(uint64_t bytes);  // penstock_target_bytes_written_total
   // OK unless the request's map epoch is older than the placement epoch.
@@ -83,6 +84,14 @@ class ShardService {
 
   Engine* engine_;
   MetricsRegistry* metrics_;
+  // Per opcode (index: ShardOp), the series every served request updates; null for unknown ones.
+  struct OpMetrics {
+    Counter* ops = nullptr;
+    Histogram* seconds = nullptr;
+  };
+  std::array<OpMetrics, 16> op_metrics_{};
+  Counter* bytes_written_ = nullptr;  // penstock_target_bytes_written_total
+  Counter* bytes_read_ = nullptr;     // penstock_target_bytes_read_total
   // Conditional writes (kWriteIfNotOlder, kWriteIfVersion) check and write under the lock
   // their key hashes to.
   std::array<std::mutex, 64> write_locks_;
