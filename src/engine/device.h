@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -56,6 +57,15 @@ class Device {
   virtual Status WriteAll(std::span<DeviceWrite> writes, bool sync);
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
+  // Read for a thread that must not wait: starts the read and returns true at once; `done`
+  // (taken) runs once with Read's result, on the device's completion thread (or on the caller's
+  // thread, at once, for an error found before the read starts). False, with nothing started
+  // and `done` left to the caller, when the device cannot take an asynchronous read now (the
+  // default: a device without them). `out` must stay valid until `done` runs.
+  virtual bool ReadAsync(uint64_t offset, std::span<std::byte> out, std::function<void(Status)>& done) {
+    (void)offset, (void)out, (void)done;
+    return false;
+  }
   // Makes every completed Write durable (a no-op for devices whose writes already are).
   virtual Status Sync() = 0;
   // False for a device that keeps no data (the null device): the engine then neither checks

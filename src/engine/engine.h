@@ -219,6 +219,16 @@ class Engine {
   // `info` (optional) receives the shard's length and version. Errors as Read().
   Result<AlignedBuffer> ReadRange(const ShardKey& key, uint64_t offset, uint64_t length,
                                   ShardInfo* info = nullptr);
+  // ReadRange for a thread that must never block (a target's transport thread). Looks the
+  // shard up in the index's memory and starts the device read, and returns true; `done`
+  // (taken) then runs once with ReadRange's result and the shard's length and version, on the
+  // device's completion thread, or at once on the calling thread when no device read is needed
+  // (absent shard, empty range) or one could not start (an error). Returns false, leaving
+  // `done` to the caller, when the read would have to wait or take several device reads (the
+  // record is not in memory, the range spans several runs or holes, the device takes no
+  // asynchronous read now): call ReadRange from a thread that may block then.
+  using ReadDone = std::function<void(Result<AlignedBuffer> data, ShardInfo info)>;
+  bool TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t length, ReadDone& done);
   Status Delete(const ShardKey& key);           // kNotFound if absent
   Result<ShardInfo> Stat(const ShardKey& key);  // kNotFound if absent
   // Shards of `container` (all objects, or one `object`) in key order, at most `limit`,
@@ -256,10 +266,15 @@ class Engine {
                       std::span<const std::byte> padded, size_t first_block = 0);
   // Under the key's lock: its record (nullopt: absent), with the segments holding the blocks of
   // bytes [offset, offset + length) pinned in `pins`, so they stay intact while read.
+  // With `memory_only`, kUnavailable when the record is not in the index's memory.
   Result<std::optional<engine::ShardRecord>> LookUpAndPin(const ShardKey& key,
                                                           engine::SegmentPins& pins,
                                                           uint64_t offset = 0,
-                                                          uint64_t length = UINT64_MAX);
+                                                          uint64_t length = UINT64_MAX,
+                                                          bool memory_only = false);
+  // The bytes [skip, skip + size) of `blocks` (read whole 4 KiB blocks), moved to its start;
+  // counts the read.
+  AlignedBuffer CountedRange(AlignedBuffer blocks, uint64_t skip, uint64_t size);
   // Reads blocks [first_block, first_block + out.size() / 4 KiB) of `record` (within its
   // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
   Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,

@@ -309,9 +309,10 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
 
 Result<std::optional<ShardRecord>> Engine::LookUpAndPin(const ShardKey& key,
                                                         engine::SegmentPins& pins,
-                                                        uint64_t offset, uint64_t length) {
+                                                        uint64_t offset, uint64_t length,
+                                                        bool memory_only) {
   std::shared_lock lock(KeyLock(key));
-  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key));
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key, memory_only));
   if (record && length > 0 && offset < record->length) {
     const uint64_t end = length >= record->length - offset ? record->length : offset + length;
     for (uint32_t segment : engine::SegmentsOf(*record, offset / kBlockSize, engine::BlocksFor(end))) {
@@ -360,6 +361,68 @@ Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key, uint64_t offset, ui
   if (skip) std::memmove(out.data(), out.data() + skip, end - begin);
   out.resize_within_capacity(end - begin);
   return out;
+}
+
+AlignedBuffer Engine::CountedRange(AlignedBuffer blocks, uint64_t skip, uint64_t size) {
+  if (skip) std::memmove(blocks.data(), blocks.data() + skip, size);
+  blocks.resize_within_capacity(size);
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(size, std::memory_order_relaxed);
+  return blocks;
+}
+
+bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t length, ReadDone& done) {
+  struct AsyncRead {
+    explicit AsyncRead(engine::SegmentTable& table) : pins(table) {}
+    engine::SegmentPins pins;  // the segments stay intact until the read is checked
+    ShardRecord record;
+    ShardInfo info;
+    uint64_t first_block = 0, skip = 0, size = 0;
+    AlignedBuffer blocks;
+    ReadDone done;
+  };
+  auto op = std::make_shared<AsyncRead>(*table_);
+  auto looked = LookUpAndPin(key, op->pins, offset, length, /*memory_only=*/true);
+  if (!looked.ok()) return false;  // not in memory (or failing: ReadRange reports it)
+  if (!*looked) {
+    done(NotFoundStatus(key), ShardInfo{});
+    return true;
+  }
+  op->record = std::move(**looked);
+  const ShardRecord& record = op->record;
+  op->info = ShardInfo{record.length, record.version};
+  const uint64_t begin = std::min(offset, record.length);
+  const uint64_t end = length >= record.length - begin ? record.length : begin + length;
+  if (begin == end) {
+    done(CountedRange(AlignedBuffer(0), 0, 0), op->info);
+    return true;
+  }
+  op->first_block = begin / kBlockSize;
+  const uint64_t end_block = engine::BlocksFor(end);
+  op->skip = begin - op->first_block * kBlockSize;
+  op->size = end - begin;
+  // One device read: the blocks lie in one run that holds data.
+  auto run = std::find_if(record.runs.begin(), record.runs.end(), [&](const engine::BlockRun& r) {
+    return r.first_block <= op->first_block && op->first_block < r.end_block();
+  });
+  if (run == record.runs.end() || run->hole() || run->end_block() < end_block) return false;
+  const uint64_t device_offset = DeviceOffset(run->segment, run->offset + (op->first_block - run->first_block) * kBlockSize);
+  op->blocks = AlignedBuffer((end_block - op->first_block) * kBlockSize);
+  op->done = std::move(done);
+  std::function<void(Status)> read_done = [this, key, op](Status s) {
+    if (s.ok() && device_->persistent()) {
+      s = VerifyBlocks(key, op->record, op->blocks.span(), op->first_block);
+    } else if (!s.ok()) {
+      s = s.WithContext(fmt::format("read shard {}", key.ToString()));
+    }
+    op->pins.Clear();
+    auto finish = std::move(op->done);
+    if (!s.ok()) return finish(std::move(s), op->info);
+    finish(CountedRange(std::move(op->blocks), op->skip, op->size), op->info);
+  };
+  if (device_->ReadAsync(device_offset, op->blocks.span(), read_done)) return true;
+  done = std::move(op->done);
+  return false;
 }
 
 Status Engine::VerifyBlocks(const ShardKey& key, const ShardRecord& record,

@@ -309,6 +309,64 @@ TEST(EngineRangeTest, TryWriteRangeAsyncNeverWaitsForSpace) {
   EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
 }
 
+TEST(EngineRangeTest, AsynchronousReadsMatchReadRange) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir, 16, 1 << 20);
+  auto e = MustOpen(o);
+  const ShardKey whole = Key(5, 1), ranged = Key(5, 2);
+  const std::vector<std::byte> data = Pattern(300000, 80);
+  ASSERT_TRUE(e->Write(whole, data, 3).ok());
+  ASSERT_TRUE(e->Write(ranged, data, 4).ok());
+  const std::vector<std::byte> patch = Pattern(8192, 81);
+  ASSERT_TRUE(e->WriteRange(ranged, 40960, patch, 5).ok());  // ranged: three runs
+  // Runs `done` to completion; nullopt when declined.
+  auto read = [&](const ShardKey& k, uint64_t offset, uint64_t length)
+      -> std::optional<std::pair<Result<AlignedBuffer>, ShardInfo>> {
+    std::promise<std::pair<Result<AlignedBuffer>, ShardInfo>> result;
+    Engine::ReadDone done = [&](Result<AlignedBuffer> got, ShardInfo info) {
+      result.set_value({std::move(got), info});
+    };
+    if (!e->TryReadRangeAsync(k, offset, length, done)) {
+      EXPECT_TRUE(done) << "a declined read must leave `done` to the caller";
+      return std::nullopt;
+    }
+    return result.get_future().get();
+  };
+  const uint64_t reads = e->Stats().reads;
+  // Within one run: the bytes ReadRange gives, and the shard's length and version.
+  for (auto [offset, length] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 4096}, {5, 100}, {4000, 9000}, {299990, 100}, {0, UINT64_MAX}, {300000, 10}, {500000, 1}}) {
+    auto got = read(whole, offset, length);
+    ASSERT_TRUE(got) << offset;
+    ASSERT_TRUE(got->first.ok()) << got->first.status().ToString();
+    EXPECT_EQ(got->second, (ShardInfo{300000, 3}));
+    auto want = e->ReadRange(whole, offset, length);
+    ASSERT_TRUE(want.ok());
+    EXPECT_TRUE(SameBytes(*got->first, std::vector<std::byte>(want->data(), want->data() + want->size()))) << offset;
+  }
+  EXPECT_EQ(e->Stats().reads - reads, 14u);  // counted like ReadRange
+  // The ranged shard: a range inside one run is read; one across runs is declined.
+  auto inside = read(ranged, 40960 + 100, 1000);
+  ASSERT_TRUE(inside && inside->first.ok());
+  EXPECT_TRUE(SameBytes(*inside->first, std::vector<std::byte>(patch.begin() + 100, patch.begin() + 1100)));
+  EXPECT_EQ(inside->second, (ShardInfo{300000, 5}));
+  EXPECT_FALSE(read(ranged, 40000, 4000));
+  // Absent: kNotFound at once.
+  auto absent = read(Key(5, 99), 0, 10);
+  ASSERT_TRUE(absent);
+  EXPECT_EQ(absent->first.status().code(), StatusCode::kNotFound);
+  // A corrupt block: kDataLoss, and the shard is recorded corrupt.
+  e.reset();
+  ASSERT_TRUE(FlipByteOf(o.data_path, data, 8192 + 10));
+  e = MustOpen(o);
+  ASSERT_TRUE(e->Stat(whole).ok());  // the record is in the index's memory (block cache) now
+  auto bad = read(whole, 8192, 100);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->first.status().code(), StatusCode::kDataLoss) << bad->first.status().ToString();
+  EXPECT_EQ(e->CorruptShards(), std::vector<ShardKey>{whole});
+  EXPECT_EQ(e->ReadRange(whole, 8192, 100).status().code(), StatusCode::kDataLoss);
+}
+
 TEST(EngineRangeTest, DeletingAShardInManyRunsFreesAllItsSpace) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 8, 256 * 1024);

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -248,6 +249,30 @@ Status FileDevice::Read(uint64_t offset, std::span<std::byte> out) {
     done += static_cast<size_t>(rc);
   }
   return OkStatus();
+}
+
+bool FileDevice::ReadAsync(uint64_t offset, std::span<std::byte> out, std::function<void(Status)>& done) {
+  if (Status bad = CheckDeviceRange(*this, offset, out.size(), out.data()); !bad.ok()) {
+    done(std::move(bad));
+    return true;
+  }
+  if (out.size() > kMaxIoBytes) return false;
+  // The callback owns `done` once the ring took the read; until then it stays the caller's.
+  auto finish = std::make_shared<std::function<void(Status)>>();
+  IoRing::ReadDone reaped = [this, offset, out, finish](int64_t rc) {
+    Status s;
+    if (rc < 0) {
+      s = ErrnoStatus(static_cast<int>(-rc), fmt::format("read {} bytes at offset {} of '{}'", out.size(), offset, path_));
+    } else if (static_cast<size_t>(rc) < out.size()) {  // short: read the rest here
+      const size_t got = static_cast<size_t>(rc);
+      s = Read(offset + got, out.subspan(got));
+    }
+    (*finish)(std::move(s));
+  };
+  *finish = std::move(done);
+  if (ring_->ReadAsync(fd_, offset, out.data(), out.size(), reaped)) return true;
+  done = std::move(*finish);
+  return false;
 }
 
 Status FileDevice::Sync() {

@@ -4,7 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -15,6 +19,57 @@ namespace penstock::engine {
 namespace {
 
 using testing::ScratchDir;
+
+TEST(FileDeviceTest, AsynchronousReadsCompleteOnceEachWithTheirBytes) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 8 << 20, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  constexpr int kBlocks = 1024;  // more than the ring keeps in flight: some are declined
+  AlignedBuffer w(kBlocks * 4096);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<std::byte>(i / 4096 * 7 + i % 251);
+  ASSERT_TRUE((*dev)->Write(0, w.span()).ok());
+  std::vector<AlignedBuffer> out;
+  for (int i = 0; i < kBlocks; ++i) out.emplace_back(4096);
+  std::mutex mu;
+  std::condition_variable cv;
+  int left = kBlocks, failed = 0, declined = 0;
+  std::vector<int> calls(kBlocks, 0);
+  for (int i = 0; i < kBlocks; ++i) {
+    std::function<void(Status)> done = [&, i](Status s) {
+      std::lock_guard lock(mu);
+      ++calls[i];
+      if (!s.ok()) ++failed;
+      if (--left == 0) cv.notify_all();
+    };
+    if (!(*dev)->ReadAsync(uint64_t(i) * 4096, out[i].span(), done)) {
+      ++declined;
+      ASSERT_TRUE(done);  // still the caller's
+      done((*dev)->Read(uint64_t(i) * 4096, out[i].span()));
+    }
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return left == 0; }));
+  }
+  EXPECT_EQ(failed, 0);
+  for (int i = 0; i < kBlocks; ++i) {
+    EXPECT_EQ(calls[i], 1) << i;
+    EXPECT_EQ(std::memcmp(out[i].data(), w.data() + uint64_t(i) * 4096, 4096), 0) << i;
+  }
+  // Checked before it starts: the error comes at once, on this thread.
+  Status got;
+  std::function<void(Status)> done = [&](Status s) { got = s; };
+  EXPECT_TRUE((*dev)->ReadAsync(100, out[0].span(), done));
+  EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
+  // Reads still in flight when the device goes are completed first.
+  std::atomic<int> late{0};
+  for (int i = 0; i < 64; ++i) {
+    std::function<void(Status)> count = [&](Status s) { late += s.ok() ? 1 : 1000; };
+    if (!(*dev)->ReadAsync(uint64_t(i) * 4096, out[i].span(), count)) late += 1;
+  }
+  dev->reset();
+  EXPECT_EQ(late.load(), 64);
+}
 
 TEST(FileDeviceTest, CreatesPreallocatedFileAndRoundTrips) {
   ScratchDir dir;

@@ -76,10 +76,15 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync) {
   return std::unique_ptr<Index>(new Index(dir, std::unique_ptr<rocksdb::DB>(raw), sync));
 }
 
-Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key) const {
+Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_only) const {
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), EncodeShardKey(key), &value);
+  rocksdb::ReadOptions read;
+  if (memory_only) read.read_tier = rocksdb::kBlockCacheTier;
+  rocksdb::Status s = db_->Get(read, EncodeShardKey(key), &value);
   if (s.IsNotFound()) return std::optional<ShardRecord>();
+  if (memory_only && s.IsIncomplete()) {
+    return Unavailable(fmt::format("index '{}': the record of {} is not in memory", dir_, key.ToString()));
+  }
   PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get {}", dir_, key.ToString())));
   PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(key, value));
   return std::optional<ShardRecord>(std::move(record));

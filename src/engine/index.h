@@ -40,7 +40,9 @@ class Index {
   Index& operator=(const Index&) = delete;
 
   // nullopt when the key has no record. Errors: kDataLoss (corrupt record), RocksDB errors.
-  Result<std::optional<ShardRecord>> Get(const ShardKey& key) const;
+  // With `memory_only`, RocksDB reads nothing from disk: kUnavailable when the answer is not in
+  // its memtables and block cache (for a caller that must not wait; retry without).
+  Result<std::optional<ShardRecord>> Get(const ShardKey& key, bool memory_only = false) const;
   using Update = IndexUpdate;
   // Applies `updates` in order, and sets the journal position to `journal` when given, as one
   // atomic RocksDB WriteBatch (the engine's group commit); all or nothing. Durable on return

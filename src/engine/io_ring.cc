@@ -9,6 +9,10 @@ namespace penstock::engine {
 namespace {
 
 constexpr unsigned kLaneEntries = 2;  // one I/O at a time per lane
+// user_data of asynchronous ring entries that carry no callback: the destructor's stop
+// request, and entries whose submission failed (turned into no-ops, ignored when reaped).
+int stop_tag_storage;
+void* const kStopTag = &stop_tag_storage;
 
 }  // namespace
 
@@ -35,6 +39,28 @@ Result<std::unique_ptr<IoRing>> IoRing::Create(unsigned entries) {
 }
 
 IoRing::~IoRing() {
+  if (reaper_.joinable()) {
+    std::unique_lock lock(async_mu_);
+    async_idle_cv_.wait(lock, [&] { return async_in_flight_ == 0; });
+    // Every read is reaped: a no-op tagged kStopTag tells the completion thread to return.
+    io_uring_sqe* sqe = io_uring_get_sqe(&async_lane_->ring);
+    if (sqe == nullptr) {  // prepared entries of failed submissions fill the ring: send them
+      io_uring_submit(&async_lane_->ring);
+      sqe = io_uring_get_sqe(&async_lane_->ring);
+    }
+    if (sqe != nullptr) {
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data(sqe, kStopTag);
+    }
+    if (sqe == nullptr || io_uring_submit(&async_lane_->ring) < 0) {
+      reaper_.detach();  // cannot happen short of a broken ring; never block the destructor
+      async_lane_.release();  // the thread may still wait on it
+    } else {
+      lock.unlock();
+      reaper_.join();
+    }
+  }
+  if (async_lane_) io_uring_queue_exit(&async_lane_->ring);
   for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
   if (batch_lane_) io_uring_queue_exit(&batch_lane_->ring);
 }
@@ -173,6 +199,56 @@ int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
   io_uring_queue_exit(ring);
   batch_lane_.reset();
   return failure;
+}
+
+bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
+  std::lock_guard lock(async_mu_);
+  if (async_failed_ || async_in_flight_ >= kAsyncEntries) return false;
+  if (!async_lane_) {
+    auto lane = std::make_unique<Lane>();
+    // Twice the entries, so a stop request always finds room.
+    if (io_uring_queue_init(2 * kAsyncEntries, &lane->ring, 0) < 0) {
+      async_failed_ = true;
+      return false;
+    }
+    async_lane_ = std::move(lane);
+    reaper_ = std::thread([this] { ReapLoop(); });
+  }
+  io_uring_sqe* sqe = io_uring_get_sqe(&async_lane_->ring);
+  if (sqe == nullptr) return false;
+  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  auto* callback = new ReadDone(std::move(done));
+  io_uring_sqe_set_data(sqe, callback);
+  if (io_uring_submit(&async_lane_->ring) < 0) {
+    // Not taken by the kernel: the entry stays queued and goes with the next submission, as a
+    // no-op whose completion is ignored.
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, nullptr);
+    done = std::move(*callback);
+    delete callback;
+    return false;
+  }
+  ++async_in_flight_;
+  return true;
+}
+
+void IoRing::ReapLoop() {
+  io_uring* ring = &async_lane_->ring;
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
+    int rc = io_uring_wait_cqe(ring, &cqe);
+    if (rc < 0) continue;  // interrupted (EINTR, EAGAIN): wait again
+    void* data = io_uring_cqe_get_data(cqe);
+    const int64_t result = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    if (data == kStopTag) return;  // the destructor's, after every read was reaped
+    if (data == nullptr) continue;  // a failed submission's entry
+    auto* callback = static_cast<ReadDone*>(data);
+    (*callback)(result);
+    delete callback;
+    std::lock_guard lock(async_mu_);
+    if (--async_in_flight_ == 0) async_idle_cv_.notify_all();
+  }
 }
 
 }  // namespace penstock::engine

@@ -11,8 +11,14 @@
 // kBatchEntries, on which it submits them all, and an fdatasync ordered after them, in one
 // system call, so they cost one wait and the device is notified once rather than per write.
 //
-// Thread safety: ReadAt/WriteAt/WriteAll may be called from any thread (WriteAll calls take
-// turns). Destroy the ring only when no call is in flight.
+// ReadAsync is for a thread that must not wait (a target's transport thread): it queues the
+// read on one more ring, shared by every caller, and returns; a completion thread (started on
+// first use) reaps that ring and runs each read's callback. One system call per read for the
+// submitter, one wake-up of the completion thread per batch of completions.
+//
+// Thread safety: ReadAt/WriteAt/WriteAll/ReadAsync may be called from any thread (WriteAll
+// calls take turns). Destroy the ring only when no call is in flight; the destructor waits for
+// the asynchronous reads still queued and stops the completion thread.
 #pragma once
 
 #include <liburing.h>
@@ -20,9 +26,11 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "penstock/status.h"
@@ -58,6 +66,13 @@ class IoRing {
   // not run have that result too).
   int WriteAll(int fd, std::span<Write> writes, bool datasync);
 
+  // Starts a pread of `length` bytes at `offset` into `buf` and returns at once; `done` (taken)
+  // runs once on the completion thread with the bytes read (maybe short) or -errno. Returns
+  // false, leaving `done` to the caller and starting nothing, when kAsyncEntries reads are
+  // already in flight or the asynchronous ring cannot be used (the caller reads another way).
+  using ReadDone = std::function<void(int64_t result)>;
+  bool ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
+
  private:
   struct Lane {
     io_uring ring{};
@@ -73,6 +88,9 @@ class IoRing {
   int64_t Execute(Prepare prepare);
 
   static constexpr unsigned kBatchEntries = 256;
+  static constexpr unsigned kAsyncEntries = 256;
+
+  void ReapLoop();  // the completion thread of the asynchronous ring
 
   const unsigned max_lanes_;
   std::mutex batch_mu_;                  // one WriteAll at a time
@@ -81,6 +99,13 @@ class IoRing {
   std::condition_variable idle_cv_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mu_; every lane ever created
   std::vector<Lane*> idle_;                   // guarded by mu_
+
+  std::mutex async_mu_;               // submissions to the asynchronous ring
+  std::unique_ptr<Lane> async_lane_;  // guarded by async_mu_ (the reaper only reaps it)
+  std::condition_variable async_idle_cv_;  // async_in_flight_ fell to 0
+  unsigned async_in_flight_ = 0;      // guarded by async_mu_
+  bool async_failed_ = false;         // guarded by async_mu_: the ring could not be made
+  std::thread reaper_;
 };
 
 }  // namespace penstock::engine

@@ -57,6 +57,13 @@ void ShardService::Handle(RpcRequest request, Responder respond) {
   // and answered from its completion: no I/O thread takes part, so as many as arrive can share
   // a flush, and each costs no hand-off to the pool.
   if (shared->opcode == static_cast<uint16_t>(ShardOp::kWriteRange) && StartWriteRange(shared, respond)) return;
+  // So are reads whose shard record is in memory and whose bytes are one device read: the
+  // reply is sent from the device's completion.
+  if ((shared->opcode == static_cast<uint16_t>(ShardOp::kRead) ||
+       shared->opcode == static_cast<uint16_t>(ShardOp::kReadRange)) &&
+      StartRead(shared, respond)) {
+    return;
+  }
   Submit([this, shared, respond = std::move(respond)]() mutable { respond(Execute(*shared)); });
 }
 
@@ -241,6 +248,39 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
   return false;
 }
 
+bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
+  ShardKey key;
+  uint64_t offset = 0, length = UINT64_MAX;
+  if (request->opcode == static_cast<uint16_t>(ShardOp::kRead)) {
+    auto h = DecodeHeader<ShardRequestHeader>(request->header, "read");
+    if (!h.ok()) return false;  // malformed: Execute answers
+    key = FromWire(h->key);
+  } else {
+    auto h = DecodeHeader<RangeReadHeader>(request->header, "read_range");
+    if (!h.ok()) return false;
+    key = FromWire(h->base.key);
+    offset = h->offset;
+    length = h->length;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (Status admitted = Admit(*request); !admitted.ok()) {
+    Account(request->opcode, start, admitted);
+    respond(ErrorReply(std::move(admitted)));
+    return true;
+  }
+  Hold();
+  Engine::ReadDone done = [this, opcode = request->opcode, respond, start](Result<AlignedBuffer> data,
+                                                                           ShardInfo info) {
+    RpcReply reply = ReadReply(std::move(data), info);
+    Account(opcode, start, reply.status);
+    respond(std::move(reply));
+    Unhold();
+  };
+  if (engine_->TryReadRangeAsync(key, offset, length, done)) return true;
+  Unhold();  // it would wait: Execute, on an I/O thread
+  return false;
+}
+
 RpcReply ShardService::Write(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
   if (!h.ok()) return ErrorReply(h.status());
@@ -331,6 +371,10 @@ RpcReply ShardService::ReadRange(const RpcRequest& request) {
 RpcReply ShardService::ServeRead(const ShardKey& key, uint64_t offset, uint64_t length) {
   ShardInfo info;
   auto data = engine_->ReadRange(key, offset, length, &info);
+  return ReadReply(std::move(data), info);
+}
+
+RpcReply ShardService::ReadReply(Result<AlignedBuffer> data, const ShardInfo& info) {
   if (!data.ok()) {
     if (data.status().code() == StatusCode::kDataLoss) {
       PS_LOG_ERROR("checksum failure serving read: {}", data.status().message());

@@ -4,6 +4,9 @@
 // writes of whole 4 KiB blocks (unconditional) take no I/O thread: Handle queues them with the
 // engine itself when space is at hand (Engine::TryWriteRangeAsync) and the reply is sent from
 // the engine's completion, so every such write that arrives can join the next group commit.
+// Reads take no I/O thread either when the shard's record is in the index's memory and the
+// bytes are one device read (Engine::TryReadRangeAsync): the reply is sent from the device's
+// completion thread. Everything else runs on the pool.
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
 // from mgmt for the request's container and the op's right (read: read, read_range, stat,
@@ -38,8 +41,9 @@ class ShardService {
   // Waits for the requests queued and the asynchronous writes in flight to be answered.
   ~ShardService();
 
-  // RpcHandler: queues the request for an I/O thread and returns at once (stripe leases, which
-  // touch only memory, are answered on the calling thread).
+  // RpcHandler: starts the request and returns at once: on the engine (whole-block range
+  // writes, reads, above), on the calling thread (stripe leases, which touch only memory), or
+  // queued for an I/O thread.
   void Handle(RpcRequest request, Responder respond);
 
   // Installs the key set from mgmt (registration and every heartbeat).
@@ -64,6 +68,10 @@ class ShardService {
   // completion; true when taken. False (the caller runs Execute on an I/O thread) for any other
   // request and when the engine would have to make space first.
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
+  // kRead or kReadRange, on the transport's thread: admitted and started with the engine
+  // (Engine::TryReadRangeAsync), answered from the device's completion; true when taken. False
+  // (the caller runs Execute on an I/O thread) when malformed or when the read would wait.
+  bool StartRead(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
   void CountWritten(uint64_t bytes);  // penstock_target_bytes_written_total
   // OK unless the request's map epoch is older than the placement epoch.
   Status CheckEpoch(const RpcRequest& request) const;
@@ -76,6 +84,8 @@ class ShardService {
   // Reads [offset, offset + length) of `key` (the whole shard with 0, UINT64_MAX) and builds
   // the reply: ShardReplyHeader with the shard's full length and version, the bytes as payload.
   RpcReply ServeRead(const ShardKey& key, uint64_t offset, uint64_t length);
+  // The reply to a read: that header and the bytes, or the error (a checksum failure logged).
+  RpcReply ReadReply(Result<AlignedBuffer> data, const ShardInfo& info);
   RpcReply Delete(const RpcRequest& request);
   RpcReply Stat(const RpcRequest& request);
   RpcReply List(const RpcRequest& request);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "common/temp_dir.h"
 #include "protocol/shard_protocol.h"
@@ -214,6 +215,62 @@ TEST_F(ShardServiceTest, StripeLeasesGrantOneOwnerAtATime) {
 // Range writes of whole 4 KiB blocks are answered from the engine's completion (no I/O thread
 // waits for them): many at once all succeed and read back; the service's destructor waits for
 // those still in flight, so every one is answered.
+TEST_F(ShardServiceTest, ReadsHandledAsynchronouslyAnswerAsExecuteDoes) {
+  const std::string big(100000, 'q');
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 1, big)).status.ok());
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 2, "small shard")).status.ok());
+  auto range = [](uint64_t stripe, uint64_t offset, uint64_t length) {
+    RpcRequest r = Request(ShardOp::kReadRange, stripe);
+    RangeReadHeader h{};
+    std::memcpy(&h.base, r.header.data(), sizeof(h.base));
+    h.offset = offset;
+    h.length = length;
+    r.header = EncodeHeader(h);
+    return r;
+  };
+  auto copy = [](const RpcRequest& r) {
+    RpcRequest c;
+    c.opcode = r.opcode;
+    c.header = r.header;
+    c.payload = AlignedBuffer::CopyOf(r.payload.span());
+    return c;
+  };
+  std::vector<RpcRequest> requests;
+  for (int i = 0; i < 40; ++i) requests.push_back(range(1, i * 2500, 3000));
+  requests.push_back(Request(ShardOp::kRead, 1));
+  requests.push_back(Request(ShardOp::kRead, 2));
+  requests.push_back(range(2, 5, 100));
+  requests.push_back(range(3, 0, 10));  // absent
+  RpcRequest truncated = Request(ShardOp::kReadRange, 1);  // a read_range header cut short
+  requests.push_back(copy(truncated));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<RpcReply>> replies(requests.size());
+  size_t answered = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    service_->Handle(copy(requests[i]), [&, i](RpcReply r) {
+      std::lock_guard<std::mutex> lock(mu);
+      replies[i] = std::move(r);
+      ++answered;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return answered == requests.size(); }));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RpcReply want = service_->Execute(requests[i]);
+    const RpcReply& got = *replies[i];
+    EXPECT_EQ(got.status.code(), want.status.code()) << i << ": " << got.status.ToString();
+    EXPECT_EQ(Text(got.payload), Text(want.payload)) << i;
+    EXPECT_EQ(got.header, want.header) << i;
+  }
+  EXPECT_EQ(replies[43]->status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(replies[44]->status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Text(replies[40]->payload), big);
+}
+
 TEST_F(ShardServiceTest, WholeBlockRangeWritesAreAnsweredFromTheEngine) {
   auto range = [](uint64_t stripe, uint64_t offset, const std::string& bytes) {
     RpcRequest r = Request(ShardOp::kWriteRange, stripe, bytes);
