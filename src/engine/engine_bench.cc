@@ -1,6 +1,7 @@
 // engine_bench — engine-level throughput (no network), for bench/engine_vs_fio.sh.
 //
-// Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread|randwrite-range
+// Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread|randwrite-range|
+//                     randwrite-async|randread-async
 //                     --bs BYTES --qd N --size BYTES [--seconds S] [--device file|null]
 //                     [--zero-fill 0|1] [--shard BYTES]
 // Opens (creating) an engine in DIR (data file DIR/engine.dat, index DIR/engine.idx) with room
@@ -15,6 +16,11 @@
 //   randwrite-range  WriteRange of --bs bytes at a random --bs-aligned offset of a random shard
 //              of a --size set of --shard-byte shards (default 1 MiB; prefilled first) for
 //              --seconds: a small write into a large shard without reading it back.
+//   randwrite-async, randread-async  as randwrite and randread, but one thread keeps --qd
+//              operations in flight through the engine's asynchronous calls, as a target's
+//              transport thread does (WriteRangeAsync of whole --bs shards, a multiple of
+//              4 KiB; TryReadRangeAsync, falling back to ReadRange when it declines), like fio's
+//              one thread with an io_uring queue of --qd.
 // Prints one JSON line: {"mode":..,"bs":..,"qd":..,"ops":..,"seconds":..,"mb_s":..,"iops":..},
 // with the commit batches and write amplification (device bytes / logical bytes) of the timed
 // phase only.
@@ -24,10 +30,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -100,7 +108,7 @@ int main(int argc, char** argv) {
   }
   if (a.dir.empty() || a.mode.empty()) {
     std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
-                 "randwrite-range --bs BYTES --qd N --size BYTES [--seconds S] "
+                 "randwrite-range|randwrite-async|randread-async --bs BYTES --qd N --size BYTES [--seconds S] "
                  "[--device file|null] [--zero-fill 0|1] [--shard BYTES]\n", argv[0]);
     return 2;
   }
@@ -132,6 +140,38 @@ int main(int argc, char** argv) {
     if (e.Stat(KeyOf(keys - 1)).ok() && e.Stat(KeyOf(0)).ok()) return;
     Run(static_cast<unsigned>(a.qd), keys, 0, write);
   };
+  // One thread keeps `qd` asynchronous operations in flight for `seconds`; `start(i, done)`
+  // starts operation i and arranges for done(status) to run once.
+  auto run_async = [&](auto start) {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t in_flight = 0, done_ops = 0, issued = 0;
+    Status failed;
+    auto t0 = Clock::now();
+    auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return in_flight < a.qd || !failed.ok(); });
+      if (!failed.ok() || Clock::now() >= deadline) break;
+      ++in_flight;
+      const uint64_t i = issued++;
+      lock.unlock();
+      start(i, [&](Status st) {
+        std::lock_guard g(mu);
+        --in_flight;
+        if (st.ok()) ++done_ops;
+        else if (failed.ok()) failed = st;
+        cv.notify_one();
+      });
+      lock.lock();
+    }
+    cv.wait(lock, [&] { return in_flight == 0; });
+    if (!failed.ok()) {
+      std::fprintf(stderr, "%s\n", failed.ToString().c_str());
+      std::exit(1);
+    }
+    return std::pair<uint64_t, double>{done_ops, std::chrono::duration<double>(Clock::now() - t0).count()};
+  };
   std::pair<uint64_t, double> r;
   EngineStats before = e.Stats();
   if (a.mode == "randwrite-range") {
@@ -150,6 +190,24 @@ int main(int argc, char** argv) {
     const uint64_t slots = a.shard / a.bs;
     r = Run(static_cast<unsigned>(a.qd), 0, a.seconds, [&](std::mt19937_64& rng, uint64_t i) {
       return e.WriteRange(KeyOf(rng() % shards), (rng() % slots) * a.bs, data.span(), i);
+    });
+  } else if (a.mode == "randwrite-async") {
+    if (a.bs % 4096 != 0) {
+      std::fprintf(stderr, "randwrite-async needs --bs a multiple of 4096\n");
+      return 2;
+    }
+    std::mt19937_64 rng(1);
+    r = run_async([&](uint64_t i, auto done) {
+      e.WriteRangeAsync(KeyOf(rng() % keys), 0, data.span(), i + 1, done);
+    });
+  } else if (a.mode == "randread-async") {
+    prefill();
+    before = e.Stats();
+    std::mt19937_64 rng(1);
+    r = run_async([&](uint64_t, auto done) {
+      const ShardKey k = KeyOf(rng() % keys);
+      Engine::ReadDone read_done = [done](Result<AlignedBuffer> got, ShardInfo) { done(got.status()); };
+      if (!e.TryReadRangeAsync(k, 0, a.bs, read_done)) done(e.ReadRange(k, 0, a.bs).status());
     });
   } else if (a.mode == "seqwrite") {
     r = Run(static_cast<unsigned>(a.qd), keys, 0, write);
