@@ -6,13 +6,20 @@
 #          write-like (1 MiB request, empty reply), 8 calls in flight.
 #   4 KiB: ops/s (write-like, 32 in flight; perftest ucp_am_bw msg rate) and latency
 #          (1 in flight, p50/p99 round trip; perftest ucp_am_lat reports half a round trip).
-# Last line: "penstock/ucx_perftest tcp_read=R tcp_write=R shm_read=R shm_write=R" (1 MiB ratios).
+# Settings: ucx_perftest runs with UCX's own defaults and busy-polls its worker. Penstock's 1 MiB
+# figures are taken twice: with the same settings (its progress threads polling,
+# PENSTOCK_POLL_US=1000, and UCX_TCP_PUT_ENABLE=y, UCX's default, which Penstock turns off by
+# default) — the like-for-like comparison the ratios use — and with Penstock's own defaults on
+# this host (no polling below 4 CPUs, no tcp put-zcopy; see src/transport/README.md), printed
+# on their own line.
+# Last line: "penstock/ucx_perftest tcp_read=R tcp_write=R shm_read=R shm_write=R" (1 MiB ratios,
+# like-for-like settings).
 # Needs ucx_perftest (package ucx-utils) and a built transport_bench (TRANSPORT_BENCH=path).
 set -euo pipefail
 RUNS=${1:-3}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=${TRANSPORT_BENCH:-$ROOT/build/src/transport/transport_bench}
-BIG=1048576 SMALL=4096 BIG_CALLS=${BIG_CALLS:-2000} SMALL_CALLS=${SMALL_CALLS:-20000}
+BIG=1048576 SMALL=4096 BIG_CALLS=${BIG_CALLS:-10000} SMALL_CALLS=${SMALL_CALLS:-20000}
 [ -x "$BENCH" ] || { echo "no transport_bench at $BENCH (build first or set TRANSPORT_BENCH)"; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get install ucx-utils)"; exit 1; }
 
@@ -30,12 +37,17 @@ perftest() {
   echo "$out" | awk -v f="$5" '{print $f}'
 }
 # penstock TLS MODE SIZE IN_FLIGHT CALLS KEY -> value of KEY= in transport_bench's result line
+# Settings of the like-for-like run (env assignments), and of the defaults run (none).
+MATCHED="PENSTOCK_POLL_US=1000 UCX_TCP_PUT_ENABLE=y"
+SETTINGS=$MATCHED
 penstock() {
-  coproc SRV { UCX_TLS=$1 "$BENCH" serve 2>/dev/null; }
+  # shellcheck disable=SC2086
+  coproc SRV { env $SETTINGS UCX_TLS=$1 "$BENCH" serve 2>/dev/null; }
   local line=""
   while read -r line <&"${SRV[0]}"; do [[ $line == PORT* ]] && break; done
   local out
-  out=$(UCX_TLS=$1 "$BENCH" run "127.0.0.1:${line#PORT }" "$2" "$3" "$4" "$5" 2>/dev/null | grep '^mode=')
+  # shellcheck disable=SC2086
+  out=$(env $SETTINGS UCX_TLS=$1 "$BENCH" run "127.0.0.1:${line#PORT }" "$2" "$3" "$4" "$5" 2>/dev/null | grep '^mode=')
   exec {SRV[1]}>&-
   wait "$SRV_PID" || true
   [[ $out == *" failed=0 "* ]] || { echo "transport_bench run failed: $out" >&2; exit 1; }
@@ -49,12 +61,19 @@ for kind in tcp shm; do
   ucx_bw=$(repeat perftest $tls ucp_am_bw $BIG $BIG_CALLS 6)
   ucx_rate=$(repeat perftest $tls ucp_am_bw $SMALL $SMALL_CALLS 8)
   ucx_lat=$(repeat perftest $tls ucp_am_lat $SMALL $SMALL_CALLS 3)
+  SETTINGS=""
+  def_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
+  def_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
+  SETTINGS=$MATCHED
   ps_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
   ps_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
+  SETTINGS=""
   ps_rate=$(repeat penstock $tls write $SMALL 32 $SMALL_CALLS ops_s)
   ps_p50=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p50_us)
   ps_p99=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p99_us)
-  echo "$kind (UCX_TLS=$tls): 1 MiB ucx_perftest am_bw ${ucx_bw} MiB/s; penstock read ${ps_read} MiB/s, write ${ps_write} MiB/s"
+  echo "$kind (UCX_TLS=$tls): 1 MiB ucx_perftest am_bw ${ucx_bw} MiB/s; penstock read ${ps_read} MiB/s, write ${ps_write} MiB/s (${MATCHED})"
+  echo "$kind: 1 MiB penstock with its defaults on this host: read ${def_read} MiB/s, write ${def_write} MiB/s" \
+       "($(awk -v a="$def_read" -v c="$def_write" -v b="$ucx_bw" 'BEGIN {printf "%.2f / %.2f", a / b, c / b}') of ucx_perftest)"
   echo "$kind: 4 KiB ucx_perftest ${ucx_rate} msg/s, am_lat p50 ${ucx_lat} us (half round trip); penstock ${ps_rate} ops/s, p50 ${ps_p50} us, p99 ${ps_p99} us (round trip)"
   R[${kind}_read]=$(awk -v a="$ps_read" -v b="$ucx_bw" 'BEGIN {printf "%.2f", a / b}')
   R[${kind}_write]=$(awk -v a="$ps_write" -v b="$ucx_bw" 'BEGIN {printf "%.2f", a / b}')
