@@ -85,7 +85,7 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_o
   if (memory_only && s.IsIncomplete()) {
     return Unavailable(fmt::format("index '{}': the record of {} is not in memory", dir_, key.ToString()));
   }
-  PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get {}", dir_, key.ToString())));
+  if (!s.ok()) return ToStatus(s, fmt::format("index '{}': get {}", dir_, key.ToString()));
   PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(key, value));
   return std::optional<ShardRecord>(std::move(record));
 }
@@ -130,15 +130,17 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
   rocksdb::WriteBatch batch;
   for (const Entry& e : entries) {
     rocksdb::Status s = e.value ? batch.Put(e.key, *e.value) : batch.Delete(e.key);
-    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': batch of {} updates", dir_, updates.size())));
+    if (!s.ok()) return ToStatus(s, fmt::format("index '{}': batch of {} updates", dir_, updates.size()));
   }
   if (journal) {
-    PS_RETURN_IF_ERROR(ToStatus(batch.Put(rocksdb::Slice(kMetaJournalKey.data(), kMetaJournalKey.size()),
-                                          EncodeJournalPosition(*journal)),
-                                fmt::format("index '{}': batch journal position", dir_)));
+    rocksdb::Status s = batch.Put(rocksdb::Slice(kMetaJournalKey.data(), kMetaJournalKey.size()),
+                                  EncodeJournalPosition(*journal));
+    if (!s.ok()) return ToStatus(s, fmt::format("index '{}': batch journal position", dir_));
   }
-  return ToStatus(db_->Write(SyncedWrite(sync && sync_), &batch),
-                  fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
+  // (Messages are formatted only on failure: this runs once per group commit.)
+  rocksdb::Status s = db_->Write(SyncedWrite(sync && sync_), &batch);
+  if (!s.ok()) return ToStatus(s, fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
+  return OkStatus();
 }
 
 Status Index::Scan(std::string_view prefix, const std::optional<ShardKey>& start_after,
@@ -195,7 +197,7 @@ Status Index::ScanSegment(uint32_t segment, const Visitor& visit) const {
     std::string value;
     rocksdb::Status s = db_->Get(read, EncodeShardKey(*shard), &value);
     if (s.IsNotFound()) continue;  // cannot happen (one batch writes both); nothing to move
-    PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get {}", dir_, shard->ToString())));
+    if (!s.ok()) return ToStatus(s, fmt::format("index '{}': get {}", dir_, shard->ToString()));
     PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(*shard, value));
     const uint64_t offset = GetBigEndian64(key.substr(kSegmentKeyBytes - 8));
     if (std::none_of(record.runs.begin(), record.runs.end(), [&](const BlockRun& run) {
