@@ -234,20 +234,32 @@ bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDo
 
 void IoRing::ReapLoop() {
   io_uring* ring = &async_lane_->ring;
+  std::vector<std::pair<ReadDone*, int64_t>> reaped;
   for (;;) {
     io_uring_cqe* cqe = nullptr;
-    int rc = io_uring_wait_cqe(ring, &cqe);
-    if (rc < 0) continue;  // interrupted (EINTR, EAGAIN): wait again
-    void* data = io_uring_cqe_get_data(cqe);
-    const int64_t result = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    if (data == kStopTag) return;  // the destructor's, after every read was reaped
-    if (data == nullptr) continue;  // a failed submission's entry
-    auto* callback = static_cast<ReadDone*>(data);
-    (*callback)(result);
-    delete callback;
-    std::lock_guard lock(async_mu_);
-    if (--async_in_flight_ == 0) async_idle_cv_.notify_all();
+    if (io_uring_wait_cqe(ring, &cqe) < 0) continue;  // interrupted (EINTR, EAGAIN): wait again
+    // Everything completed by now, in one pass: one lock for the batch.
+    bool stop = false;
+    unsigned head = 0, seen = 0;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      void* data = io_uring_cqe_get_data(cqe);
+      ++seen;
+      if (data == kStopTag) stop = true;  // the destructor's, after every read was reaped
+      else if (data != nullptr) reaped.emplace_back(static_cast<ReadDone*>(data), cqe->res);
+      // (nullptr: a failed submission's entry)
+    }
+    io_uring_cq_advance(ring, seen);
+    for (auto& [callback, result] : reaped) {
+      (*callback)(result);
+      delete callback;
+    }
+    if (!reaped.empty()) {
+      std::lock_guard lock(async_mu_);
+      async_in_flight_ -= static_cast<unsigned>(reaped.size());
+      if (async_in_flight_ == 0) async_idle_cv_.notify_all();
+    }
+    reaped.clear();
+    if (stop) return;
   }
 }
 
