@@ -217,6 +217,15 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
   return reply;
 }
 
+bool ShardService::Refused(const RpcRequest& request, const Responder& respond,
+                           std::chrono::steady_clock::time_point start) {
+  Status admitted = Admit(request);
+  if (admitted.ok()) return false;
+  Account(request.opcode, start, admitted);
+  respond(ErrorReply(std::move(admitted)));
+  return true;
+}
+
 bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   auto h = DecodeHeader<RangeWriteHeader>(request->header, "write_range");
   const uint64_t size = request->payload.size();
@@ -224,11 +233,7 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
     return false;  // conditional, partial blocks or malformed: Execute, blocking
   }
   const auto start = std::chrono::steady_clock::now();
-  if (Status admitted = Admit(*request); !admitted.ok()) {
-    Account(request->opcode, start, admitted);
-    respond(ErrorReply(std::move(admitted)));
-    return true;
-  }
+  if (Refused(*request, respond, start)) return true;
   Hold();
   std::function<void(Status)> done = [this, request, respond, start, size](Status s) {
     if (s.code() == StatusCode::kAborted) {  // the shard must be rewritten whole: blocking
@@ -263,11 +268,7 @@ bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const R
     length = h->length;
   }
   const auto start = std::chrono::steady_clock::now();
-  if (Status admitted = Admit(*request); !admitted.ok()) {
-    Account(request->opcode, start, admitted);
-    respond(ErrorReply(std::move(admitted)));
-    return true;
-  }
+  if (Refused(*request, respond, start)) return true;
   Hold();
   Engine::ReadDone done = [this, opcode = request->opcode, respond, start](Result<AlignedBuffer> data,
                                                                            ShardInfo info) {

@@ -61,6 +61,9 @@ class ShardService {
   Status Authorize(const RpcRequest& request) const;
   // Authorize and CheckEpoch, counting refusals in the metrics.
   Status Admit(const RpcRequest& request);
+  // Admit for a request started on the transport thread: when refused, counts it and answers
+  // it with the refusal, and returns true.
+  bool Refused(const RpcRequest& request, const Responder& respond, std::chrono::steady_clock::time_point start);
   // Counts a served request (ops, latency since `start`, errors) in the metrics.
   void Account(uint16_t opcode, std::chrono::steady_clock::time_point start, const Status& status);
   // A range write of whole 4 KiB blocks without kWriteIfVersion, on the transport's thread:

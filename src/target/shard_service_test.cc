@@ -180,6 +180,23 @@ TEST_F(ShardServiceTest, StaleMapEpochIsRefused) {
   EXPECT_EQ(Text(r.payload), "old");
   EXPECT_TRUE(service_->Execute(at(Request(ShardOp::kWrite, 0, "new"), 9)).status.ok());
   EXPECT_NE(metrics_.RenderText().find("penstock_target_stale_map_refusals_total 5"), std::string::npos);
+  // Requests the transport thread starts on the engine itself (a read, a whole-block range
+  // write) are refused the same way, before the engine is touched.
+  RpcRequest range_write = Request(ShardOp::kWriteRange, 0, std::string(4096, 'x'));
+  RangeWriteHeader wh{};
+  std::memcpy(&wh.base, range_write.header.data(), sizeof(wh.base));
+  range_write.header = EncodeHeader(wh);
+  std::vector<RpcRequest> stale;
+  stale.push_back(at(Request(ShardOp::kRead, 0), 6));
+  stale.push_back(at(std::move(range_write), 6));
+  for (RpcRequest& req : stale) {
+    std::promise<RpcReply> answered;
+    service_->Handle(std::move(req), [&](RpcReply reply) { answered.set_value(std::move(reply)); });
+    RpcReply reply = answered.get_future().get();
+    EXPECT_TRUE(IsStaleMap(reply.status)) << reply.status.ToString();
+    EXPECT_EQ(reply.payload.size(), 0u);
+  }
+  EXPECT_EQ(Text(service_->Execute(at(Request(ShardOp::kRead, 0), 9)).payload), "new");
 }
 
 // Stripe write leases: one owner at a time per stripe (any shard index), renewable by the
