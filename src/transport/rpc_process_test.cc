@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <string>
@@ -152,11 +153,19 @@ TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
     void Return(bool) override { ++returns; }
   };
   std::vector<std::shared_ptr<Lent>> lent;
+  // Over UCX's shared-memory transports (posix, sysv) a peer that dies while it writes an
+  // active message into our receive FIFO leaves that element reserved and never marked written,
+  // and UCX 1.13 stops reading the FIFO there: every other peer's messages stall behind it
+  // (src/transport/README.md, open issues). Only over tcp can the doomed peer die in the middle
+  // of its replies; over shared memory it is killed while it receives (opcode 1: empty reply).
+  const char* tls = std::getenv("UCX_TLS");
+  const bool mm = tls != nullptr && (std::strstr(tls, "posix") != nullptr || std::strstr(tls, "sysv") != nullptr);
+  const uint16_t doomed_opcode = mm ? 1 : 2;
   auto call = [&](const std::string& address) {
     auto p = std::make_shared<std::promise<RpcReply>>();
     std::shared_ptr<Lent> into;
     if (address == doomed_address) into = lent.emplace_back(std::make_shared<Lent>());
-    client->Call(address, 2, {}, payload, [p, into](RpcReply r) {
+    client->Call(address, address == doomed_address ? doomed_opcode : uint16_t{2}, {}, payload, [p, into](RpcReply r) {
       if (into != nullptr) {
         EXPECT_EQ(into->borrows.load(), into->returns.load());  // returned before the call completes
       }
