@@ -232,7 +232,13 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
       pipeline_(std::make_unique<engine::CommitPipeline>()),
       last_index_sync_(std::chrono::steady_clock::now()) {}
 
-Engine::~Engine() { StopThreads(); }
+Engine::~Engine() {
+  StopThreads();
+  // Before the members an asynchronous read's completion uses (the segment table): the device
+  // waits for reads still in flight (there should be none: see Ownership in engine.h).
+  journal_.reset();  // holds a reference to the device
+  device_.reset();
+}
 
 void Engine::StartThreads() {
   committer_ = std::thread([this] { CommitLoop(); });
