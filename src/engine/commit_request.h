@@ -65,6 +65,12 @@ struct CommitRequest {
   bool conditional = false;
   std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
   std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)
+  // kWriteRange: the key's stored shard version must be exactly this (absent: 0). A newer one
+  // fails the request kAborted, an older one (or none) kFailedPrecondition.
+  std::optional<uint64_t> expected_version;
+  // kWrite: a stored shard version newer than record.version fails the request kAborted.
+  bool not_older = false;
+  bool version_refused = false;  // set by the committer: a version condition failed (final)
   bool fragmented = false;  // kWriteRange: set by the committer (see above)
   bool merge_edges = false;  // kWriteRange (see above)
   uint64_t range_begin = 0, range_end = 0;

@@ -177,8 +177,10 @@ class Engine {
   // Stores `data` (any length up to segment_bytes, 0 allowed) under `key`, replacing any
   // previous version. Durable when it returns OK (survives kill -9 and power loss).
   // Errors: kInvalidArgument (larger than a segment), kResourceExhausted "no space" (delete
-  // shards, then retry), I/O errors from the device or index.
-  Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version);
+  // shards, then retry), I/O errors from the device or index. With `not_older`, kAborted (and
+  // nothing changes) when the stored shard's version is newer than `version`, decided in queue
+  // order with every other write of the key.
+  Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older = false);
   // Writes `data` at byte `offset` of shard `key`, leaving its other bytes as they were; creates
   // the shard when absent. Bytes between the shard's old end and `offset` read as zeros. The
   // shard's length becomes max(old length, offset + data.size()) and its version `version`.
@@ -190,24 +192,33 @@ class Engine {
   // offset <= length just sets the version.) Ordered against other writes of the key like Write;
   // a range with unaligned edges that hold old bytes is retried when the key changes meanwhile
   // (kAborted only if it changed on every one of many attempts).
+  // With `expected_version`: only over that stored shard version, as WriteRangeAsync's.
   Status WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                    uint64_t version);
+                    uint64_t version, std::optional<uint64_t> expected_version = std::nullopt);
   // WriteRange without a thread waiting for it, for ranges of whole 4 KiB blocks (offset and
   // size multiples of 4096, size > 0: nothing old is merged): queues the write with the group
   // commit and returns. `done` runs exactly once: at once on the calling thread for an error
   // found before queueing (kInvalidArgument: not whole blocks or past a segment;
   // kResourceExhausted "no space"), otherwise on an engine thread when the write is durable or
   // failed; there it must not call blocking Engine methods. kAborted: the shard has too many
-  // runs for a range write and must be rewritten whole; call WriteRange from another thread.
+  // runs for a range write and must be rewritten whole (MustRewriteWhole); call WriteRange
+  // from another thread.
   // `data` must stay valid until `done` runs. Ordered against other writes like WriteRange.
+  // With `expected_version`, the write applies only over that stored shard version (decided
+  // in queue order with every other write of the key): a newer one fails it kAborted, an older
+  // one or none kFailedPrecondition (the copy missed a write), and nothing changes.
   void WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
-                       std::function<void(Status)> done);
+                       std::function<void(Status)> done, std::optional<uint64_t> expected_version = std::nullopt);
   // WriteRangeAsync for a thread that must never block (a transport thread): returns false,
   // without calling `done` (left as it was), when the write would first wait for space (a GC
   // pass or an index sync); call WriteRangeAsync from a thread that may block then. Otherwise
   // as WriteRangeAsync (`done` taken, and run exactly once), and true.
   bool TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                          uint64_t version, std::function<void(Status)>& done);
+                          uint64_t version, std::function<void(Status)>& done,
+                          std::optional<uint64_t> expected_version = std::nullopt);
+  // True for WriteRangeAsync's "too many runs" kAborted (rewrite the shard with WriteRange),
+  // as opposed to a version condition's kAborted (a newer version is stored).
+  static bool MustRewriteWhole(const Status& status);
   // True when [offset, offset + size) is whole 4 KiB blocks and not empty (what
   // WriteRangeAsync takes).
   static bool WholeBlocks(uint64_t offset, uint64_t size);
@@ -282,10 +293,11 @@ class Engine {
   // WriteRangeAsync and TryWriteRangeAsync: with !may_wait, false (done untouched) when space
   // is not at hand.
   bool StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                       uint64_t version, std::function<void(Status)>& done, bool may_wait);
+                       uint64_t version, std::function<void(Status)>& done, bool may_wait,
+                       std::optional<uint64_t> expected_version);
   // WriteRange by rewriting the shard whole, in one run (a record with too many runs).
   Status RewriteWithRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                          uint64_t version);
+                          uint64_t version, std::optional<uint64_t> expected_version);
   std::shared_mutex& KeyLock(const ShardKey& key);
   void StartThreads();
   void StopThreads();

@@ -59,6 +59,21 @@ using engine::ShardRecord;
 
 namespace {
 
+// kWriteRange with expected_version: OK when the stored shard version is `expected`.
+Status VersionVerdict(const ShardKey& key, const std::optional<ShardRecord>& old, uint64_t expected) {
+  const uint64_t stored = old ? old->version : 0;
+  if (stored > expected) {
+    return Aborted(fmt::format("shard {} holds version {}, newer than the {} this range write patches; a "
+                               "later write won", key.ToString(), stored, expected));
+  }
+  if (stored < expected) {
+    return FailedPrecondition(fmt::format("shard {} {}, older than the {} this range write patches: this copy "
+                                          "missed a write and must be repaired whole", key.ToString(),
+                                          old ? fmt::format("holds version {}", stored) : "is missing", expected));
+  }
+  return OkStatus();
+}
+
 void Finish(CommitRequest& r, Status s) {
   if (r.on_done) {  // nobody waits: the callback owns the request from here
     auto on_done = std::move(r.on_done);
@@ -177,6 +192,12 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
       uint64_t written_begin = 0, written_end = UINT64_MAX;
       switch (r.kind) {
         case CommitRequest::Kind::kWrite:
+          if (r.not_older && old && old->version > r.record.version) {
+            r.version_refused = true;
+            d->verdict[i] = Aborted(fmt::format("shard {} holds version {}, newer than {}; a later write won",
+                                                r.key.ToString(), old->version, r.record.version));
+            continue;
+          }
           next = r.record;
           break;
         case CommitRequest::Kind::kDelete:
@@ -194,6 +215,13 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
           }
           break;
         case CommitRequest::Kind::kWriteRange:
+          if (r.expected_version) {
+            if (Status v = VersionVerdict(r.key, old, *r.expected_version); !v.ok()) {
+              r.version_refused = true;
+              d->verdict[i] = std::move(v);
+              continue;
+            }
+          }
           if (!unchanged) {
             d->verdict[i] = Aborted(fmt::format("shard {} changed while a range write merged its "
                                                 "edge blocks; retry the write", r.key.ToString()));

@@ -54,9 +54,12 @@ Status NotFoundStatus(const ShardKey& key) {
 constexpr int kOptimisticAttempts = 4;
 constexpr int kMaxRangeAttempts = 100;
 
+// WriteRangeAsync's verdict for a shard past kMaxRuns (MustRewriteWhole looks for it).
+constexpr std::string_view kTooManyRuns = "has too many runs for a range write: rewrite it whole (WriteRange)";
+
 }  // namespace
 
-Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version) {
+Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older) {
   if (data.size() > segment_bytes_) {
     return InvalidArgument(fmt::format("shard {} is {} bytes, larger than the segment size {}; "
                                        "split it into smaller shards", key.ToString(),
@@ -67,6 +70,7 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
   req.key = key;
   req.record.length = data.size();
   req.record.version = version;
+  req.not_older = not_older;
   AlignedBuffer padded;  // lives until the committer has written it
   if (!data.empty()) {
     std::span<const std::byte> blocks = data;
@@ -102,7 +106,7 @@ Result<AlignedBuffer> Engine::ReadRange(const ShardKey& key, uint64_t offset, ui
 }
 
 Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                          uint64_t version) {
+                          uint64_t version, std::optional<uint64_t> expected_version) {
   PS_RETURN_IF_ERROR(CheckRange(key, offset, data.size()));
   const uint64_t end = offset + data.size();
   const uint64_t first_block = offset / kBlockSize;
@@ -117,6 +121,7 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
     req.first_block = first_block;
     req.record.length = end;
     req.record.version = version;
+    req.expected_version = expected_version;
     AlignedBuffer buffer;  // lives until the committer has written it
     std::span<const std::byte> blocks = data;
     if (!head_partial && !tail_partial) {
@@ -162,8 +167,8 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
       blocks = std::span<const std::byte>(buffer.data(), buffer.size());
     }
     Status s = CommitRange(req, blocks, data.size());
-    if (s.code() != StatusCode::kAborted) return s;
-    if (req.fragmented) return RewriteWithRange(key, offset, data, version);
+    if (s.code() != StatusCode::kAborted || req.version_refused) return s;
+    if (req.fragmented) return RewriteWithRange(key, offset, data, version, expected_version);
     aborted = s;
   }
   return Aborted(fmt::format("shard {} changed during each of {} attempts to merge a write of "
@@ -171,22 +176,29 @@ Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const 
                              kMaxRangeAttempts, offset, end, aborted.message()));
 }
 
+bool Engine::MustRewriteWhole(const Status& status) {
+  return status.code() == StatusCode::kAborted && status.message().find(kTooManyRuns) != std::string::npos;
+}
+
 bool Engine::WholeBlocks(uint64_t offset, uint64_t size) {
   return size > 0 && offset % kBlockSize == 0 && size % kBlockSize == 0;
 }
 
 void Engine::WriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                             uint64_t version, std::function<void(Status)> done) {
-  StartRangeAsync(key, offset, data, version, done, /*may_wait=*/true);
+                             uint64_t version, std::function<void(Status)> done,
+                             std::optional<uint64_t> expected_version) {
+  StartRangeAsync(key, offset, data, version, done, /*may_wait=*/true, expected_version);
 }
 
 bool Engine::TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                                uint64_t version, std::function<void(Status)>& done) {
-  return StartRangeAsync(key, offset, data, version, done, /*may_wait=*/false);
+                                uint64_t version, std::function<void(Status)>& done,
+                                std::optional<uint64_t> expected_version) {
+  return StartRangeAsync(key, offset, data, version, done, /*may_wait=*/false, expected_version);
 }
 
 bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                             uint64_t version, std::function<void(Status)>& done, bool may_wait) {
+                             uint64_t version, std::function<void(Status)>& done, bool may_wait,
+                             std::optional<uint64_t> expected_version) {
   if (!WholeBlocks(offset, data.size())) {
     done(InvalidArgument(fmt::format("asynchronous range write [{}, {}) of shard {} is not whole 4 KiB "
                                      "blocks; use WriteRange", offset, offset + data.size(), key.ToString())));
@@ -207,6 +219,7 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
   w->req.first_block = offset / kBlockSize;
   w->req.record.length = offset + data.size();
   w->req.record.version = version;
+  w->req.expected_version = expected_version;
   std::span<const std::byte> blocks = data;
   if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0) {
     w->copy = AlignedBuffer::CopyOf(data);
@@ -230,8 +243,7 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     if (s.ok()) {
       CountWrite(bytes);
     } else if (r.fragmented) {
-      s = Aborted(fmt::format("shard {} has too many runs for a range write: rewrite it whole "
-                              "(WriteRange)", r.key.ToString()));
+      s = Aborted(fmt::format("shard {} {}", r.key.ToString(), kTooManyRuns));
     }
     auto done = std::move(owned->done);
     owned.reset();
@@ -266,7 +278,8 @@ void Engine::CountWrite(uint64_t bytes) {
 }
 
 Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
-                                std::span<const std::byte> data, uint64_t version) {
+                                std::span<const std::byte> data, uint64_t version,
+                                std::optional<uint64_t> expected_version) {
   const uint64_t end = offset + data.size();
   Status aborted;
   for (int attempt = 0; attempt < kMaxRangeAttempts; ++attempt) {
@@ -289,6 +302,7 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
     req.first_block = 0;
     req.record.length = length;
     req.record.version = version;
+    req.expected_version = expected_version;
     if (optimistic) {
       req.conditional = true;
       req.expected = std::move(seen);
@@ -299,7 +313,7 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
       req.merge_blocks = std::span<std::byte>(buffer.data(), buffer.size());
     }
     Status s = CommitRange(req, std::span<const std::byte>(buffer.data(), buffer.size()), data.size());
-    if (s.code() != StatusCode::kAborted) return s;
+    if (s.code() != StatusCode::kAborted || req.version_refused) return s;
     aborted = s;  // changed meanwhile, or (merged by the committer) longer than it was
   }
   return Aborted(fmt::format("shard {} changed during each of {} attempts to rewrite it with "

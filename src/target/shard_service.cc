@@ -229,14 +229,18 @@ bool ShardService::Refused(const RpcRequest& request, const Responder& respond,
 bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   auto h = DecodeHeader<RangeWriteHeader>(request->header, "write_range");
   const uint64_t size = request->payload.size();
-  if (!h.ok() || (h->base.flags & kWriteIfVersion) || !Engine::WholeBlocks(h->offset, size)) {
-    return false;  // conditional, partial blocks or malformed: Execute, blocking
+  if (!h.ok() || !Engine::WholeBlocks(h->offset, size)) {
+    return false;  // partial blocks or malformed: Execute, blocking
   }
+  std::optional<uint64_t> expected;
+  if (h->base.flags & kWriteIfVersion) expected = h->expected_version;
   const auto start = std::chrono::steady_clock::now();
   if (Refused(*request, respond, start)) return true;
   Hold();
   std::function<void(Status)> done = [this, request, respond, start, size](Status s) {
-    if (s.code() == StatusCode::kAborted) {  // the shard must be rewritten whole: blocking
+    if (Engine::MustRewriteWhole(s)) {
+      // Too many runs: the shard must be rewritten whole, blocking (the condition is checked
+      // again there).
       Submit([this, request, respond] { respond(Execute(*request)); });
     } else {
       if (s.ok()) CountWritten(size);
@@ -246,7 +250,7 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
     Unhold();
   };
   if (engine_->TryWriteRangeAsync(FromWire(h->base.key), h->offset, request->payload.span(), h->base.shard_version,
-                                  done)) {
+                                  done, expected)) {
     return true;
   }
   Unhold();  // space must be made first (GC, an index sync): Execute, blocking, on an I/O thread
@@ -285,17 +289,10 @@ bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const R
 RpcReply ShardService::Write(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
   if (!h.ok()) return ErrorReply(h.status());
-  const ShardKey key = FromWire(h->key);
-  std::unique_lock<std::mutex> lock;  // conditional: check and write under the key's lock
-  if (h->flags & kWriteIfNotOlder) {
-    lock = std::unique_lock<std::mutex>(WriteLock(key));
-    auto info = engine_->Stat(key);
-    if (info.ok() && info->version > h->shard_version) {
-      return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(info->version) +
-                                ", newer than " + std::to_string(h->shard_version) + "; a later write won"));
-    }
-  }
-  Status s = engine_->Write(key, request.payload.span(), h->shard_version);
+  // kWriteIfNotOlder: the engine's committer refuses it over a newer stored version (kAborted),
+  // in order with every other write of the key.
+  Status s = engine_->Write(FromWire(h->key), request.payload.span(), h->shard_version,
+                            (h->flags & kWriteIfNotOlder) != 0);
   if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
 }
@@ -303,27 +300,13 @@ RpcReply ShardService::Write(const RpcRequest& request) {
 RpcReply ShardService::WriteRange(const RpcRequest& request) {
   auto h = DecodeHeader<RangeWriteHeader>(request.header, "write_range");
   if (!h.ok()) return ErrorReply(h.status());
-  const ShardKey key = FromWire(h->base.key);
-  std::unique_lock<std::mutex> lock;  // conditional: check and write under the key's lock
-  if (h->base.flags & kWriteIfVersion) {
-    lock = std::unique_lock<std::mutex>(WriteLock(key));
-    auto info = engine_->Stat(key);
-    if (!info.ok() && info.status().code() != StatusCode::kNotFound) return ErrorReply(info.status());
-    const uint64_t stored = info.ok() ? info->version : 0;
-    if (stored > h->expected_version) {
-      return ErrorReply(Aborted("shard " + key.ToString() + " holds version " + std::to_string(stored) +
-                                ", newer than the " + std::to_string(h->expected_version) +
-                                " this range write patches; a later write won"));
-    }
-    if (stored < h->expected_version) {
-      return ErrorReply(FailedPrecondition(
-          "shard " + key.ToString() + (info.ok() ? " holds version " + std::to_string(stored) : " is missing") +
-          ", older than the " + std::to_string(h->expected_version) +
-          " this range write patches: this copy missed a write and must be repaired whole"));
-    }
-  }
-  // The engine refuses a range past the largest shard (kInvalidArgument, naming it).
-  Status s = engine_->WriteRange(key, h->offset, request.payload.span(), h->base.shard_version);
+  // kWriteIfVersion: the engine's committer applies it only over expected_version (newer:
+  // kAborted; older or missing: kFailedPrecondition, the copy must be repaired whole). The
+  // engine refuses a range past the largest shard (kInvalidArgument, naming it).
+  std::optional<uint64_t> expected;
+  if (h->base.flags & kWriteIfVersion) expected = h->expected_version;
+  Status s = engine_->WriteRange(FromWire(h->base.key), h->offset, request.payload.span(), h->base.shard_version,
+                                 expected);
   if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
 }

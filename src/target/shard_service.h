@@ -1,7 +1,7 @@
 // shard_service.h — the target's data-plane request handler: decodes shard requests
 // (protocol/shard_protocol.h), runs them against the engine on a pool of I/O threads and
 // replies. The transport calls Handle() on its own thread; Handle() never blocks it. Range
-// writes of whole 4 KiB blocks (unconditional) take no I/O thread: Handle queues them with the
+// writes of whole 4 KiB blocks take no I/O thread: Handle queues them with the
 // engine itself when space is at hand (Engine::TryWriteRangeAsync) and the reply is sent from
 // the engine's completion, so every such write that arrives can join the next group commit.
 // Reads take no I/O thread either when the shard's record is in the index's memory and the
@@ -66,7 +66,7 @@ class ShardService {
   bool Refused(const RpcRequest& request, const Responder& respond, std::chrono::steady_clock::time_point start);
   // Counts a served request (ops, latency since `start`, errors) in the metrics.
   void Account(uint16_t opcode, std::chrono::steady_clock::time_point start, const Status& status);
-  // A range write of whole 4 KiB blocks without kWriteIfVersion, on the transport's thread:
+  // A range write of whole 4 KiB blocks (with kWriteIfVersion or not), on the transport's thread:
   // admitted, queued with the engine (Engine::TryWriteRangeAsync) and answered from its
   // completion; true when taken. False (the caller runs Execute on an I/O thread) for any other
   // request and when the engine would have to make space first.
@@ -105,12 +105,6 @@ class ShardService {
   std::array<OpMetrics, 16> op_metrics_{};
   Counter* bytes_written_ = nullptr;  // penstock_target_bytes_written_total
   Counter* bytes_read_ = nullptr;     // penstock_target_bytes_read_total
-  // Conditional writes (kWriteIfNotOlder, kWriteIfVersion) check and write under the lock
-  // their key hashes to.
-  std::array<std::mutex, 64> write_locks_;
-  std::mutex& WriteLock(const ShardKey& key) {
-    return write_locks_[(key.object.lo ^ key.stripe * 0x9e3779b97f4a7c15ull ^ key.shard) % write_locks_.size()];
-  }
   struct StripeLease {
     uint64_t owner = 0;
     std::chrono::steady_clock::time_point expiry;

@@ -97,8 +97,8 @@ TEST_F(ShardServiceTest, ListHeadsWithData) {
 // Range writes patch a shard in place; with kWriteIfVersion only a copy holding the expected
 // version is patched: a newer one answers kAborted, an older or missing one kFailedPrecondition.
 TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
-  auto range = [&](uint64_t stripe, uint64_t offset, std::string_view bytes, uint64_t version,
-                   std::optional<uint64_t> expected) {
+  auto make = [&](uint64_t stripe, uint64_t offset, std::string_view bytes, uint64_t version,
+                  std::optional<uint64_t> expected) {
     RpcRequest r = Request(ShardOp::kWriteRange, stripe, bytes);
     RangeWriteHeader h{};
     std::memcpy(&h.base, r.header.data(), sizeof(h.base));
@@ -107,7 +107,19 @@ TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
     h.offset = offset;
     h.expected_version = expected.value_or(0);
     r.header = EncodeHeader(h);
-    return service_->Execute(r).status;
+    return r;
+  };
+  auto range = [&](uint64_t stripe, uint64_t offset, std::string_view bytes, uint64_t version,
+                   std::optional<uint64_t> expected) {
+    return service_->Execute(make(stripe, offset, bytes, version, expected)).status;
+  };
+  // Through Handle: whole blocks go from the transport thread to the engine's committer.
+  auto handled = [&](uint64_t stripe, uint64_t offset, std::string_view bytes, uint64_t version,
+                     std::optional<uint64_t> expected) {
+    std::promise<RpcReply> answered;
+    service_->Handle(make(stripe, offset, bytes, version, expected),
+                     [&](RpcReply reply) { answered.set_value(std::move(reply)); });
+    return answered.get_future().get().status;
   };
   auto read = [&](uint64_t stripe) {
     RpcReply r = service_->Execute(Request(ShardOp::kRead, stripe));
@@ -129,6 +141,18 @@ TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
   EXPECT_EQ(range(1, 0, "x", 8, 3).code(), StatusCode::kFailedPrecondition);  // missing copy
   ASSERT_TRUE(range(1, 4, "new", 8, 0).ok());                                  // absent = version 0
   EXPECT_EQ(read(1), std::make_pair(std::string("\0\0\0\0new", 7), uint64_t{8}));
+
+  const std::string a(4096, 'a'), b(4096, 'b');
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 3, a + a)).status.ok());  // version 5
+  ASSERT_TRUE(handled(3, 4096, b, 6, 5).ok());
+  Status stale = handled(3, 0, b, 7, 5);
+  EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.ToString();
+  Status ahead = handled(3, 0, b, 7, 9);
+  EXPECT_EQ(ahead.code(), StatusCode::kFailedPrecondition) << ahead.ToString();
+  EXPECT_NE(ahead.message().find("repaired whole"), std::string::npos) << ahead.message();
+  EXPECT_EQ(handled(4, 0, b, 2, 1).code(), StatusCode::kFailedPrecondition);  // missing copy
+  EXPECT_EQ(read(3), std::make_pair(a + b, uint64_t{6}));
+  EXPECT_EQ(service_->Execute(Request(ShardOp::kStat, 4)).status.code(), StatusCode::kNotFound);
 
   Status too_far = range(2, 4u << 20, "x", 1, std::nullopt);  // segments are 4 MiB here
   EXPECT_EQ(too_far.code(), StatusCode::kInvalidArgument) << too_far.ToString();
