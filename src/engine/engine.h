@@ -283,9 +283,6 @@ class Engine {
                                                           uint64_t offset = 0,
                                                           uint64_t length = UINT64_MAX,
                                                           bool memory_only = false);
-  // The bytes [skip, skip + size) of `blocks` (read whole 4 KiB blocks), moved to its start;
-  // counts the read.
-  AlignedBuffer CountedRange(AlignedBuffer blocks, uint64_t skip, uint64_t size);
   // Reads blocks [first_block, first_block + out.size() / 4 KiB) of `record` (within its
   // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
   Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,
@@ -316,6 +313,7 @@ class Engine {
   // kInvalidArgument (naming the key) when [offset, offset + size) ends past a segment.
   Status CheckRange(const ShardKey& key, uint64_t offset, uint64_t size) const;
   void CountWrite(uint64_t bytes);  // a write or range write of `bytes` succeeded
+  void CountRead(uint64_t bytes);   // a client read (Read, ReadRange, async) of `bytes` succeeded
   void CommitLoop();
   void CommitBatch(std::vector<engine::CommitRequest*>& batch);
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from

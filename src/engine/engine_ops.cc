@@ -47,6 +47,31 @@ Status NotFoundStatus(const ShardKey& key) {
   return NotFound(fmt::format("shard {} not found on this target", key.ToString()));
 }
 
+// What a read of [offset, offset + length) of a shard touches: bytes [begin, end) (clipped to
+// the shard's length) and the whole 4 KiB blocks [first_block, end_block) holding them, the
+// unit of I/O alignment and of checksums.
+struct ReadSpan {
+  uint64_t begin = 0, end = 0, first_block = 0, end_block = 0;
+  uint64_t block_bytes() const { return (end_block - first_block) * kBlockSize; }
+};
+
+ReadSpan SpanOf(const ShardRecord& record, uint64_t offset, uint64_t length) {
+  ReadSpan s;
+  s.begin = std::min(offset, record.length);
+  s.end = length >= record.length - s.begin ? record.length : s.begin + length;
+  s.first_block = s.begin / kBlockSize;
+  s.end_block = engine::BlocksFor(s.end);
+  return s;
+}
+
+// `blocks` (the span's whole blocks, read) cut down to the span's bytes.
+AlignedBuffer Trimmed(AlignedBuffer blocks, const ReadSpan& s) {
+  const uint64_t skip = s.begin - s.first_block * kBlockSize;
+  if (skip) std::memmove(blocks.data(), blocks.data() + skip, s.end - s.begin);
+  blocks.resize_within_capacity(s.end - s.begin);
+  return blocks;
+}
+
 // A range write that must merge old bytes reads them itself this many times; when its key
 // changed every time, it has the committer merge them (a device read on the committer thread,
 // so only then). It gives up with kAborted after kMaxRangeAttempts in all (a rewrite whole that
@@ -92,17 +117,20 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
 
 Result<AlignedBuffer> Engine::Read(const ShardKey& key) {
   PS_ASSIGN_OR_RETURN(AlignedBuffer out, ReadShard(key));
-  reads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(out.size(), std::memory_order_relaxed);
+  CountRead(out.size());
   return out;
 }
 
 Result<AlignedBuffer> Engine::ReadRange(const ShardKey& key, uint64_t offset, uint64_t length,
                                         ShardInfo* info) {
   PS_ASSIGN_OR_RETURN(AlignedBuffer out, ReadShard(key, offset, length, info));
-  reads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(out.size(), std::memory_order_relaxed);
+  CountRead(out.size());
   return out;
+}
+
+void Engine::CountRead(uint64_t bytes) {
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 Status Engine::WriteRange(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
@@ -362,27 +390,12 @@ Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key, uint64_t offset, ui
   PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, LookUpAndPin(key, pins, offset, length));
   if (!record) return NotFoundStatus(key);
   if (info) *info = ShardInfo{record->length, record->version};
-  const uint64_t begin = std::min(offset, record->length);
-  const uint64_t end = length >= record->length - begin ? record->length : begin + length;
-  if (begin == end) return AlignedBuffer(0);
-  // Whole 4 KiB blocks covering [begin, end): the unit of I/O alignment and of checksums.
-  const uint64_t first_block = begin / kBlockSize;
-  const uint64_t block_bytes = engine::BlocksFor(end) * kBlockSize - first_block * kBlockSize;
-  AlignedBuffer out(block_bytes);
-  PS_RETURN_IF_ERROR(ReadBlocks(key, *record, first_block, {out.data(), block_bytes}));
+  const ReadSpan span = SpanOf(*record, offset, length);
+  if (span.begin == span.end) return AlignedBuffer(0);
+  AlignedBuffer out(span.block_bytes());
+  PS_RETURN_IF_ERROR(ReadBlocks(key, *record, span.first_block, out.span()));
   pins.Clear();
-  const uint64_t skip = begin - first_block * kBlockSize;
-  if (skip) std::memmove(out.data(), out.data() + skip, end - begin);
-  out.resize_within_capacity(end - begin);
-  return out;
-}
-
-AlignedBuffer Engine::CountedRange(AlignedBuffer blocks, uint64_t skip, uint64_t size) {
-  if (skip) std::memmove(blocks.data(), blocks.data() + skip, size);
-  blocks.resize_within_capacity(size);
-  reads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(size, std::memory_order_relaxed);
-  return blocks;
+  return Trimmed(std::move(out), span);
 }
 
 bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t length, ReadDone& done) {
@@ -391,7 +404,7 @@ bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t le
     engine::SegmentPins pins;  // the segments stay intact until the read is checked
     ShardRecord record;
     ShardInfo info;
-    uint64_t first_block = 0, skip = 0, size = 0;
+    ReadSpan span;
     AlignedBuffer blocks;
     ReadDone done;
   };
@@ -405,34 +418,31 @@ bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t le
   op->record = std::move(**looked);
   const ShardRecord& record = op->record;
   op->info = ShardInfo{record.length, record.version};
-  const uint64_t begin = std::min(offset, record.length);
-  const uint64_t end = length >= record.length - begin ? record.length : begin + length;
-  if (begin == end) {
-    done(CountedRange(AlignedBuffer(0), 0, 0), op->info);
+  const ReadSpan& span = op->span = SpanOf(record, offset, length);
+  if (span.begin == span.end) {
+    CountRead(0);
+    done(AlignedBuffer(0), op->info);
     return true;
   }
-  op->first_block = begin / kBlockSize;
-  const uint64_t end_block = engine::BlocksFor(end);
-  op->skip = begin - op->first_block * kBlockSize;
-  op->size = end - begin;
   // One device read: the blocks lie in one run that holds data.
   auto run = std::find_if(record.runs.begin(), record.runs.end(), [&](const engine::BlockRun& r) {
-    return r.first_block <= op->first_block && op->first_block < r.end_block();
+    return r.first_block <= span.first_block && span.first_block < r.end_block();
   });
-  if (run == record.runs.end() || run->hole() || run->end_block() < end_block) return false;
-  const uint64_t device_offset = DeviceOffset(run->segment, run->offset + (op->first_block - run->first_block) * kBlockSize);
-  op->blocks = AlignedBuffer((end_block - op->first_block) * kBlockSize);
+  if (run == record.runs.end() || run->hole() || run->end_block() < span.end_block) return false;
+  const uint64_t device_offset = DeviceOffset(run->segment, run->offset + (span.first_block - run->first_block) * kBlockSize);
+  op->blocks = AlignedBuffer(span.block_bytes());
   op->done = std::move(done);
   std::function<void(Status)> read_done = [this, key, op](Status s) {
     if (s.ok() && device_->persistent()) {
-      s = VerifyBlocks(key, op->record, op->blocks.span(), op->first_block);
+      s = VerifyBlocks(key, op->record, op->blocks.span(), op->span.first_block);
     } else if (!s.ok()) {
       s = s.WithContext(fmt::format("read shard {}", key.ToString()));
     }
     op->pins.Clear();
     auto finish = std::move(op->done);
     if (!s.ok()) return finish(std::move(s), op->info);
-    finish(CountedRange(std::move(op->blocks), op->skip, op->size), op->info);
+    CountRead(op->span.end - op->span.begin);
+    finish(Trimmed(std::move(op->blocks), op->span), op->info);
   };
   if (device_->ReadAsync(device_offset, op->blocks.span(), read_done)) return true;
   done = std::move(op->done);
