@@ -14,8 +14,8 @@
 // absorbs: the write is acknowledged degraded and mgmt's repair service rewrites the shard
 // later. Writes carry kWriteIfNotOlder, so a delayed or repeated write never replaces newer data.
 // Range writes (none, rep) patch part of each shard; rep's carry kWriteIfVersion, so only a
-// copy holding the newest version is patched. The stripe's bytes are held (shared) until every shard request has ended, even after the
-// acknowledgement.
+// copy holding the newest version is patched. The stripe's bytes are held (shared) until every
+// shard request has ended, even after the acknowledgement.
 //
 // Reads (protected) read the touched data cells (rep: one replica, the first up slot) and ask
 // every other up slot for its shard's version (kStat, no data), so a shard that missed a
@@ -228,11 +228,12 @@ class StripeIo {
                  uint64_t version, std::function<void(Status)> done);
   void WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                       std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
-  // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
-  // the write as the class comment says (st: data, owned and done set).
+  // WriteRange of an ec stripe (see WriteRange).
   void WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                     std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
   using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
+  // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
+  // the write as the class comment says (st: data, owned and done set).
   void WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
                   const ShardSender& send);
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,

@@ -2,10 +2,10 @@
 //
 // A writer (or GC) fills a CommitRequest on its own stack, queues it with Engine::Commit and
 // blocks until the committer has made it durable or failed it (or, for
-// Engine::WriteRangeAsync, queues one on the heap with `on_done` and returns). The committer owns the request
-// between queueing and `done`; it sets `status` and `done` under `mu` and notifies while still
-// holding it, so the owner cannot return (and destroy the request) before the committer is
-// done touching it.
+// Engine::WriteRangeAsync, queues one on the heap with `on_done` and returns). The committer
+// owns the request between queueing and `done`; it sets `status` and `done` under `mu` and
+// notifies while still holding it, so the owner cannot return (and destroy the request) before
+// the committer is done touching it.
 //
 // Kinds:
 //   kWrite       put `record`, whose bytes `data` the committer writes to pending `extent` (with

@@ -2,9 +2,10 @@
 //
 // A pass walks the index in key order, a page of keys at a time (no iterator is held across
 // device reads), and reads each shard through ReadShard (key lock, segment pins, every 4 KiB
-// block's crc32c verified, in every run). A shard that fails is recorded in the corrupt set (CorruptShards;
-// it leaves the set when it is rewritten or deleted) and counted in scrub_corrupt_shards when it
-// was not already there. Shards deleted during the pass are skipped. The scrub thread paces
+// block's crc32c verified, in every run). A shard that fails is recorded in the corrupt set
+// (CorruptShards; it leaves the set when it is rewritten or deleted) and counted in
+// scrub_corrupt_shards when it was not already there. Shards deleted during the pass are
+// skipped. The scrub thread paces
 // passes to scrub_rate_bytes_per_sec and rests a second between passes; Scrub() runs one pass
 // now, unpaced. The null device has nothing to verify (its reads are not checked).
 #include <fmt/format.h>

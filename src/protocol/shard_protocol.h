@@ -82,9 +82,10 @@ struct RangeWriteHeader {
 };
 static_assert(sizeof(RangeWriteHeader) == 80);
 
-// Stripe write leases. Writers of an Object stripe (a whole write or a read-modify-write) first
-// take the stripe's lease from the target of its first up slot, so writers in different
-// clients take turns and none overwrites another's update with bytes it read before it. The
+// Stripe write leases. Writers of a protected (rep, ec) Object stripe first take the stripe's
+// lease from the target of its first up slot, so writers in different clients take turns and
+// none overwrites another's update with bytes or versions it read before it (an unprotected
+// stripe is one shard, each write of it one atomic shard operation: no lease). The
 // lease is per (container, object, stripe) (base.key.shard ignored), held by `owner` (a random
 // token per writer) for `ttl_ms` (1..60000) or until kUnlockStripe by the same owner.
 // kLockStripe answers OK (granted, or renewed for the same owner) or kAborted naming the
