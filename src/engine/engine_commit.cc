@@ -10,7 +10,8 @@
 //      relocation moves only the blocks still where GC read them, and is aborted when none
 //      are; a range write's record is composed here from the key's record as it stands then,
 //      block_map.h, and a conditional one whose key changed since its writer read it is
-//      aborted);
+//      aborted; version conditions, a write's not_older and a range write's expected_version,
+//      are decided here too, so no other lock orders them);
 //   2. writes the batch's data and its updates, as the next index journal record (journal.h),
 //      in one submission followed by one flush (Device::WriteAll): data and record durable
 //      together. A batch too large for one record writes and flushes its data only, and is
