@@ -46,6 +46,7 @@ struct TargetFlags {
   std::string fault_domain;
   unsigned io_threads = 4;
   unsigned data_workers = 1;
+  std::string rails;
   std::string gc_rate = "64M";
   std::string scrub_rate = "16M";
   int heartbeat_ms = 1000;
@@ -147,6 +148,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   o.fault_domain = f.fault_domain;
   o.io_threads = f.io_threads;
   o.data_workers = f.data_workers;
+  o.rails = f.rails;
   o.heartbeat_ms = f.heartbeat_ms;
   o.tls = f.tls;
   auto admin_key = AdminKey(f.admin_key, f.admin_key_file);
@@ -209,6 +211,10 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
   AddSetting(*t, "data-workers", &tf->data_workers, "data-plane workers (threads, one UCX worker each) serving connections")
       ->check(CLI::Range(1, 64));
+  AddSetting(*t, "rails", &tf->rails,
+             "multi-rail data plane: HOST[@DEVICES];... one listener per network, each on its own "
+             "UCX_NET_DEVICES (e.g. 10.0.1.2@eth1;10.0.2.2@eth2); clients' workers use them in turn "
+             "(--listen-host then serves only /metrics)");
   AddSetting(*t, "gc-rate", &tf->gc_rate, "background garbage collection, bytes relocated per second (0: unlimited)");
   AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));

@@ -57,6 +57,17 @@ bool IsHostPort(const std::string& a) {
   return p >= 1 && p <= 65535;
 }
 
+// A data-plane address: "host:port", or one per rail joined by ',' (a multi-rail target).
+bool IsDataAddress(const std::string& a) {
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = std::min(a.find(',', begin), a.size());
+    if (!IsHostPort(a.substr(begin, end - begin))) return false;
+    if (end == a.size()) return true;
+    begin = end + 1;
+  }
+}
+
 bool SameMapFields(const v1::Target& a, const v1::Target& b) {
   return a.address() == b.address() && a.metrics_address() == b.metrics_address() &&
          a.fault_domain() == b.fault_domain() && a.capacity_bytes() == b.capacity_bytes() &&
@@ -146,9 +157,10 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
     return InvalidArgument("target registration has an empty uuid; the target must send the "
                            "uuid stored in its data dir");
   }
-  if (!IsHostPort(req.address())) {
+  if (!IsDataAddress(req.address())) {
     return InvalidArgument("target " + req.uuid() + " registered data address '" +
-                           req.address() + "', which is not host:port; check its --listen");
+                           req.address() + "', which is not host:port (or host:port,host:port,... "
+                           "for several rails); check its --listen-host and --rails");
   }
   if (!req.metrics_address().empty() && !IsHostPort(req.metrics_address())) {
     return InvalidArgument("target " + req.uuid() + " registered metrics address '" +

@@ -65,6 +65,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   if (options.mgmt.empty()) {
     return InvalidArgument("no mgmt address; pass --mgmt HOST:PORT (or set PENSTOCK_MGMT)");
   }
+  std::vector<RpcRail> rails;
+  if (!options.rails.empty()) {
+    PS_ASSIGN_OR_RETURN(rails, ParseRails(options.rails));
+  }
   std::unique_ptr<TargetServer> t(new TargetServer());
   t->options_ = options;
   PS_ASSIGN_OR_RETURN(t->uuid_, LoadOrCreateTargetUuid(options.data_dir));
@@ -131,6 +135,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   ro.port = options.port;
   ro.metrics = &t->metrics_;
   ro.workers = options.data_workers;
+  ro.rails = std::move(rails);
   ShardService* service = t->service_.get();
   PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
                         service->Handle(std::move(req), std::move(respond));

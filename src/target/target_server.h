@@ -32,8 +32,12 @@ struct TargetOptions {
   std::string data_dir;
   std::string device;           // block device or file to use instead of <data_dir>/data.img
   std::string mgmt;             // mgmt address host:port
-  std::string listen_host = "127.0.0.1";
-  uint16_t port = 0;            // data-plane (UCX) port; 0 picks a free one
+  std::string listen_host = "127.0.0.1";  // data plane (without rails) and /metrics
+  // Multi-rail data plane: "HOST[@DEVICES];..." (ParseRails, rpc_server.h), one listener per
+  // network, each with its own UCX context on its devices and data_workers workers; the
+  // address registered with mgmt lists them all. "": one listener on listen_host.
+  std::string rails;
+  uint16_t port = 0;            // data-plane (UCX) port (every rail's); 0 picks free ones
   uint16_t metrics_port = 0;    // /metrics port; 0 picks a free one
   uint64_t capacity_bytes = 1ull << 30;
   uint64_t segment_bytes = 64ull << 20;

@@ -517,6 +517,10 @@ void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
   const size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % impls_.size();
   calls_[i].fetch_add(1, std::memory_order_relaxed);
+  if (address.find(',') != std::string::npos) {  // a multi-rail server: this worker's rail
+    impls_[i]->Call(std::string(RailFor(address, i)), opcode, header, payload, std::move(done), std::move(into));
+    return;
+  }
   impls_[i]->Call(address, opcode, header, payload, std::move(done), std::move(into));
 }
 
@@ -574,8 +578,8 @@ RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,
 
 std::string RpcClient::TransportName(const std::string& address) {
   std::string names;  // each worker's, distinct ones joined with '+'
-  for (const auto& impl : impls_) {
-    std::string n = impl->TransportName(address);
+  for (size_t i = 0; i < impls_.size(); ++i) {
+    std::string n = impls_[i]->TransportName(std::string(RailFor(address, i)));
     if (n.empty() || ("+" + names + "+").find("+" + n + "+") != std::string::npos) continue;
     names += names.empty() ? n : "+" + n;
   }

@@ -2,7 +2,10 @@
 //
 // `workers` UCX workers, each with its own transport thread (ucx_worker.h) and, optionally, its
 // own network devices (UCX_NET_DEVICES); calls go to the workers in turn, so one client spreads
-// its traffic over all of them (threads, and rails when the devices differ). Each worker has one
+// its traffic over all of them (threads, and rails when the devices differ). A multi-rail
+// server's address lists its rails ("h1:p1,h2:p2", RpcServer::address): worker i calls rail
+// i % rails, so with workers pinned to networks in the rails' order each worker reaches the
+// server on its own network. Each worker has one
 // endpoint per server address, created on the first call and cached; when a connection fails
 // (refused, peer died, server stopped) its outstanding calls fail with kUnavailable and the
 // endpoint is dropped, so the next call reconnects. Timeouts are enforced on the transport

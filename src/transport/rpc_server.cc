@@ -1,5 +1,6 @@
 #include "transport/rpc_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -42,53 +43,15 @@ class RpcServer::Impl {
   }
 
   Status Start() {
-    if (options_.workers == 0 || options_.workers > 64) {
-      return InvalidArgument("data-plane server workers must be 1..64, not " + std::to_string(options_.workers));
+    std::vector<RpcRail> rails = options_.rails;
+    if (rails.empty()) rails.push_back({options_.host, ""});
+    if (options_.workers == 0 || options_.workers * rails.size() > 64) {
+      return InvalidArgument("data-plane server workers must be 1..64 in all, not " +
+                             std::to_string(options_.workers) + " on each of " +
+                             std::to_string(rails.size()) + " rail(s)");
     }
-    PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(options_.host, options_.port));
-    // Worker 0 owns the context and the listener; the others share its context, so a
-    // connection request from the listener can be accepted on any of them.
-    for (unsigned i = 0; i < options_.workers; ++i) {
-      auto lane = std::make_unique<Lane>();
-      lane->impl = this;
-      lane->index = i;
-      UcxWorker::Options wo{.name = "penstock-server", .shared_context = options_.workers > 1,
-                            .context = i == 0 ? nullptr : lanes_[0]->worker->context()};
-      PS_ASSIGN_OR_RETURN(lane->worker, UcxWorker::Create(wo));
-      ucp_am_handler_param_t hp{};
-      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      hp.id = static_cast<unsigned>(wire::AmId::kRequest);
-      hp.cb = &Impl::OnRequest;
-      hp.arg = lane.get();
-      ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
-      if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
-      lanes_.push_back(std::move(lane));
-    }
-
-    ucp_listener_params_t lp{};
-    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = addr.get();
-    lp.sockaddr.addrlen = addr.length;
-    lp.conn_handler.cb = &Impl::OnConnection;
-    lp.conn_handler.arg = this;
-    ucs_status_t st = ucp_listener_create(lanes_[0]->worker->worker(), &lp, &listener_);
-    if (st == UCS_ERR_BUSY) {
-      return Unavailable("data port " + addr.ToString() +
-                         " is in use; choose another with --port (or stop the daemon using it)");
-    }
-    if (st != UCS_OK) {
-      return Unavailable("cannot listen on data address " + addr.ToString() + ": " +
-                         ucs_status_string(st) + "; check the host is a local address");
-    }
-    ucp_listener_attr_t la{};
-    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    st = ucp_listener_query(listener_, &la);
-    if (st != UCS_OK) return UcxStatus(st, "listener query");
-    std::memcpy(&addr.storage, &la.sockaddr, sizeof la.sockaddr);
-    port_ = addr.port();
-    address_ = options_.host + ":" + std::to_string(port_);
-
+    for (const RpcRail& r : rails) PS_RETURN_IF_ERROR(StartRail(r));
+    for (const auto& rail : rails_) address_ += (address_.empty() ? "" : ",") + rail->address;
     gate_ = std::make_shared<ResponderGate>();
     gate_->impl = this;
     for (auto& lane : lanes_) lane->worker->Start(nullptr);
@@ -102,13 +65,14 @@ class RpcServer::Impl {
       std::lock_guard lock(gate_->mu);
       gate_->impl = nullptr;
     }
-    // Worker 0 first: its listener goes, so no connection is handed to another worker after.
+    // A rail's first worker first: its listener goes, so no connection is handed to the
+    // rail's other workers after.
     for (auto& lane : lanes_) {
       Lane* l = lane.get();
-      l->worker->Stop([this, l] {
-        if (l->index == 0 && listener_ != nullptr) {
-          ucp_listener_destroy(listener_);
-          listener_ = nullptr;
+      l->worker->Stop([l] {
+        if (l->rail->lanes[0] == l && l->rail->listener != nullptr) {
+          ucp_listener_destroy(l->rail->listener);
+          l->rail->listener = nullptr;
         }
         for (DeferredReceive& d : l->deferred) ucp_am_data_release(l->worker->worker(), d.desc);
         l->deferred.clear();
@@ -123,8 +87,10 @@ class RpcServer::Impl {
 
   ~Impl() {
     Stop();
-    if (listener_ != nullptr) ucp_listener_destroy(listener_);  // never started
-    while (!lanes_.empty()) lanes_.pop_back();  // worker 0, which owns the context, last
+    for (auto& rail : rails_) {
+      if (rail->listener != nullptr) ucp_listener_destroy(rail->listener);  // never started
+    }
+    while (!lanes_.empty()) lanes_.pop_back();  // a rail's first worker, which owns its context, last
   }
 
   uint16_t port() const { return port_; }
@@ -136,6 +102,77 @@ class RpcServer::Impl {
   }
 
  private:
+  // One network path: its workers (the first owns the rail's context, limited to its devices;
+  // the others share it, so a connection request from the rail's listener can be accepted on
+  // any of them) and its listener, on the first worker.
+  struct Lane;
+  struct Rail {
+    Impl* impl = nullptr;
+    std::vector<Lane*> lanes;
+    std::atomic<size_t> next_lane{0};
+    ucp_listener_h listener = nullptr;  // the first lane's thread
+    std::string address;                // "host:port"
+  };
+
+  Status StartRail(const RpcRail& spec) {
+    PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(spec.host, options_.port));
+    auto rail = std::make_unique<Rail>();
+    rail->impl = this;
+    for (unsigned i = 0; i < options_.workers; ++i) {
+      auto lane = std::make_unique<Lane>();
+      lane->impl = this;
+      lane->rail = rail.get();
+      lane->index = lanes_.size();
+      UcxWorker::Options wo{.name = "penstock-server", .net_devices = spec.net_devices,
+                            .shared_context = options_.workers > 1,
+                            .context = i == 0 ? nullptr : rail->lanes[0]->worker->context()};
+      auto worker = UcxWorker::Create(wo);
+      if (!worker.ok()) {
+        return spec.net_devices.empty() ? worker.status()
+                                        : worker.status().WithContext("data-plane rail " + spec.host +
+                                                                      " on network devices '" +
+                                                                      spec.net_devices + "'");
+      }
+      lane->worker = std::move(worker).value();
+      ucp_am_handler_param_t hp{};
+      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
+      hp.id = static_cast<unsigned>(wire::AmId::kRequest);
+      hp.cb = &Impl::OnRequest;
+      hp.arg = lane.get();
+      ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
+      if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+      rail->lanes.push_back(lane.get());
+      lanes_.push_back(std::move(lane));
+    }
+
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = addr.get();
+    lp.sockaddr.addrlen = addr.length;
+    lp.conn_handler.cb = &Impl::OnConnection;
+    lp.conn_handler.arg = rail.get();
+    Rail* r = rail.get();
+    rails_.push_back(std::move(rail));  // destroyed with the server, after the lanes stop
+    ucs_status_t st = ucp_listener_create(r->lanes[0]->worker->worker(), &lp, &r->listener);
+    if (st == UCS_ERR_BUSY) {
+      return Unavailable("data port " + addr.ToString() +
+                         " is in use; choose another with --port (or stop the daemon using it)");
+    }
+    if (st != UCS_OK) {
+      return Unavailable("cannot listen on data address " + addr.ToString() + ": " +
+                         ucs_status_string(st) + "; check the host is a local address");
+    }
+    ucp_listener_attr_t la{};
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    st = ucp_listener_query(r->listener, &la);
+    if (st != UCS_OK) return UcxStatus(st, "listener query");
+    std::memcpy(&addr.storage, &la.sockaddr, sizeof la.sockaddr);
+    if (port_ == 0) port_ = addr.port();
+    r->address = spec.host + ":" + std::to_string(addr.port());
+    return OkStatus();
+  }
+
   // What an over-budget rendezvous request waits with.
   struct DeferredReceive {
     ucp_ep_h ep;
@@ -150,7 +187,8 @@ class RpcServer::Impl {
   // budget (FIFO).
   struct Lane {
     Impl* impl = nullptr;
-    size_t index = 0;
+    Rail* rail = nullptr;
+    size_t index = 0;  // in lanes_
     std::unique_ptr<UcxWorker> worker;
     std::unordered_map<ucp_ep_h, uint64_t> conns;  // its thread only
     std::deque<DeferredReceive> deferred;           // its thread only
@@ -158,13 +196,14 @@ class RpcServer::Impl {
     std::atomic<uint64_t> accepted{0};
   };
 
-  // Listener callback (worker 0's thread): the connection goes to the workers in turn.
+  // Listener callback (the rail's first worker's thread): the connection goes to the rail's
+  // workers in turn.
   static void OnConnection(ucp_conn_request_h request, void* arg) {
-    auto* self = static_cast<Impl*>(arg);
-    Lane* lane = self->lanes_[self->next_lane_++ % self->lanes_.size()].get();
-    if (lane->index == 0) return Accept(lane, request);
+    auto* rail = static_cast<Rail*>(arg);
+    Lane* lane = rail->lanes[rail->next_lane++ % rail->lanes.size()];
+    if (lane == rail->lanes[0]) return Accept(lane, request);
     if (!lane->worker->Post([lane, request] { Accept(lane, request); })) {
-      ucp_listener_reject(self->listener_, request);  // stopping
+      ucp_listener_reject(rail->listener, request);  // stopping
     }
   }
 
@@ -370,10 +409,9 @@ class RpcServer::Impl {
 
   RpcServerOptions options_;
   RpcHandler handler_;
-  std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Start
-  std::atomic<size_t> next_lane_{0};
-  ucp_listener_h listener_ = nullptr;  // worker 0's thread
-  uint16_t port_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // fixed after Start; each rail's in a row
+  std::vector<std::unique_ptr<Rail>> rails_;  // fixed after Start
+  uint16_t port_ = 0;  // the first rail's
   std::string address_;
   std::shared_ptr<ResponderGate> gate_;
   std::atomic<uint64_t> next_conn_id_{0};
@@ -384,6 +422,25 @@ class RpcServer::Impl {
   Counter* rx_bytes_ = nullptr;
   Counter* tx_bytes_ = nullptr;
 };
+
+Result<std::vector<RpcRail>> ParseRails(const std::string& spec) {
+  std::vector<RpcRail> rails;
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    const size_t end = std::min(spec.find(';', begin), spec.size());
+    const std::string piece = spec.substr(begin, end - begin);
+    const size_t at = piece.find('@');
+    RpcRail rail{piece.substr(0, at), at == std::string::npos ? "" : piece.substr(at + 1)};
+    if (rail.host.empty() || (at != std::string::npos && rail.net_devices.empty()) ||
+        rail.host.find_first_of(", ") != std::string::npos) {
+      return InvalidArgument("rails '" + spec + "': '" + piece + "' is not HOST[@DEVICES]; write "
+                             "one per network, separated by ';', e.g. 10.0.1.2@eth1;10.0.2.2@eth2");
+    }
+    rails.push_back(std::move(rail));
+    begin = end + 1;
+  }
+  return rails;
+}
 
 Result<std::unique_ptr<RpcServer>> RpcServer::Start(const RpcServerOptions& options,
                                                     RpcHandler handler) {

@@ -16,6 +16,7 @@
 
 #include "transport/rpc_client.h"
 #include "transport/rpc_server.h"
+#include "transport/socket_address.h"
 
 namespace penstock {
 namespace {
@@ -40,9 +41,10 @@ std::span<const std::byte> Span(const std::vector<std::byte>& v) { return {v.dat
 // A server whose handler echoes, fails, stalls or defers, by opcode.
 class TestServer {
  public:
-  explicit TestServer(uint16_t port = 0, unsigned workers = 1) {
-    auto s = RpcServer::Start({.host = "127.0.0.1", .port = port, .workers = workers},
-                              [this](RpcRequest r, Responder respond) { Handle(std::move(r), respond); });
+  explicit TestServer(uint16_t port = 0, unsigned workers = 1)
+      : TestServer(RpcServerOptions{.host = "127.0.0.1", .port = port, .workers = workers}) {}
+  explicit TestServer(const RpcServerOptions& options) {
+    auto s = RpcServer::Start(options, [this](RpcRequest r, Responder respond) { Handle(std::move(r), respond); });
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (s.ok()) server = std::move(s).value();
   }
@@ -380,6 +382,52 @@ TEST(RpcTest, SeveralWorkersShareTheCalls) {
   EXPECT_EQ(ts.server->ConnectionsPerWorker(), (std::vector<uint64_t>{2, 1}));
 }
 
+// A multi-rail server: one listener per rail, each on a UCX context of its own limited to the
+// rail's devices. Its address lists the rails; each client worker calls the rail of its own
+// index, and a rail's connections are accepted by that rail's workers only. (Both rails are on
+// loopback here, on ports of their own: UCX accepts connections only on an address some
+// interface has, and loopback has only 127.0.0.1. tests/e2e/test_rails.py runs rails on two
+// networks.)
+TEST(RpcTest, RailsEachHaveTheirOwnListenerAndWorkers) {
+  TestServer ts(RpcServerOptions{.workers = 2, .rails = {{"127.0.0.1", "lo"}, {"127.0.0.1", ""}}});
+  ASSERT_TRUE(ts.server);
+  const std::string address = ts.server->address();
+  const size_t comma = address.find(',');
+  ASSERT_NE(comma, std::string::npos) << address;
+  EXPECT_EQ(address.substr(0, comma), "127.0.0.1:" + std::to_string(ts.server->port()));
+  EXPECT_EQ(address.substr(comma + 1).rfind("127.0.0.1:", 0), 0u) << address;
+  EXPECT_NE(address.substr(0, comma), address.substr(comma + 1));
+  EXPECT_EQ(RailFor(address, 0), address.substr(0, comma));
+  EXPECT_EQ(RailFor(address, 3), address.substr(comma + 1));
+  EXPECT_EQ(RailFor("10.0.0.1:7", 5), "10.0.0.1:7");
+
+  auto c = RpcClient::Create({.timeout = 10s, .workers = 4});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  constexpr int kCalls = 200;
+  std::atomic<int> bad{0}, left{kCalls};
+  std::promise<void> all;
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < kCalls; ++i) payloads.push_back(RandomBytes(static_cast<size_t>(i) * 7919 % 300000, i));
+  for (int i = 0; i < kCalls; ++i) {
+    (*c)->Call(address, kEcho, {}, Span(payloads[i]), [&, i](RpcReply r) {
+      if (!r.status.ok() || r.payload.size() != payloads[i].size() ||
+          (r.payload.size() && std::memcmp(r.payload.data(), payloads[i].data(), r.payload.size()) != 0)) {
+        ++bad;
+      }
+      if (--left == 0) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  EXPECT_EQ(bad.load(), 0);
+  // Workers 0 and 2 connected to the first rail, 1 and 3 to the second; each rail handed its
+  // two connections to its two workers.
+  EXPECT_EQ(ts.server->ConnectionsPerWorker(), (std::vector<uint64_t>{1, 1, 1, 1}));
+  EXPECT_FALSE((*c)->TransportName(address).empty());
+  // One rail alone is an address too.
+  RpcReply alone = (*c)->CallSync(address.substr(comma + 1), kEcho, {}, {});
+  EXPECT_TRUE(alone.status.ok()) << address << ": " << alone.status.ToString();
+}
+
 TEST(RpcTest, BadWorkerSettingsAreRefusedByName) {
   auto zero = RpcClient::Create({.workers = 0});
   EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
@@ -393,6 +441,15 @@ TEST(RpcTest, BadWorkerSettingsAreRefusedByName) {
   } else {
     EXPECT_EQ((*c)->CallSync(ts.server->address(), kEcho, {}, {}).status.code(), StatusCode::kUnavailable);
   }
+  // The same for a server rail (over tcp the server does not start, naming rail and device).
+  auto s = RpcServer::Start({.rails = {{"127.0.0.1", "nosuchdev9"}}}, [](RpcRequest, Responder) {});
+  if (!s.ok()) {
+    EXPECT_NE(s.status().message().find("nosuchdev9"), std::string::npos) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("rail 127.0.0.1"), std::string::npos) << s.status().ToString();
+  }
+  auto many = RpcServer::Start({.workers = 40, .rails = {{"127.0.0.2", ""}, {"127.0.0.1", ""}}},
+                               [](RpcRequest, Responder) {});
+  EXPECT_EQ(many.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

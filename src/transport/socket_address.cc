@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace penstock {
@@ -63,6 +64,14 @@ Result<SocketAddress> ResolveSocketAddress(const std::string& address) {
   }
   if (host.empty() || port == 0) return bad();
   return ResolveSocketAddress(host, static_cast<uint16_t>(port));
+}
+
+std::string_view RailFor(std::string_view address, size_t worker) {
+  const size_t rails = static_cast<size_t>(std::count(address.begin(), address.end(), ',')) + 1;
+  if (rails == 1) return address;
+  size_t begin = 0;
+  for (size_t skip = worker % rails; skip > 0; --skip) begin = address.find(',', begin) + 1;
+  return address.substr(begin, address.find(',', begin) - begin);
 }
 
 }  // namespace penstock

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "penstock/status.h"
 
@@ -26,5 +27,11 @@ struct SocketAddress {
 // string when it is not host:port; kUnavailable when the name does not resolve.
 Result<SocketAddress> ResolveSocketAddress(const std::string& address);
 Result<SocketAddress> ResolveSocketAddress(const std::string& host, uint16_t port);
+
+// A multi-rail server's address lists one "host:port" per rail, joined by ','
+// (RpcServer::address). The rail client worker `worker` uses: piece worker % pieces (the whole
+// string when it has no ','), so worker i of a client whose workers are pinned to networks in
+// the same order as the server's rails reaches the rail on its own network.
+std::string_view RailFor(std::string_view address, size_t worker);
 
 }  // namespace penstock
