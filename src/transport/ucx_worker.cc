@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/thread_pool.h"
 #include "transport/wire.h"
 
 namespace penstock {
@@ -87,6 +88,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
                   "set-up only, data over shared memory)", tls, with_cm);
     }
   });
+  w->name_ = options.name;
   if (options.context != nullptr) {
     w->context_ = options.context;
   } else {
@@ -139,16 +141,24 @@ UcxWorker::~UcxWorker() {
 
 void UcxWorker::Start(Tick tick) {
   tick_ = std::move(tick);
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this, name = name_] {
+    NameThisThread(name);
+    Loop();
+  });
 }
 
 bool UcxWorker::Post(Task task) {
+  bool first;
   {
     std::lock_guard lock(mu_);
     if (!accepting_) return false;
+    first = queue_.empty();
     queue_.push_back(std::move(task));
   }
-  if (!OnProgressThread()) {
+  // Only the task that makes the queue non-empty wakes the thread: the ones behind it are run
+  // by the same wake-up, since the thread takes the whole queue and checks it (under mu_) again
+  // before it sleeps. A group commit that completes many writes then costs one eventfd write.
+  if (first && !OnProgressThread()) {
     uint64_t one = 1;
     ssize_t n = write(wake_fd_, &one, sizeof one);
     (void)n;  // EAGAIN only when the counter is saturated: the thread is awake anyway
