@@ -100,7 +100,7 @@ class OpTracker {
   std::atomic<OpId> next_id_{1};
   std::map<OpId, std::weak_ptr<AsyncOp>> ops_;
   std::thread watchdog_;
-  ThreadPool blocking_{8};  // last: destroyed (drained) first; threads mostly wait on the network
+  ThreadPool blocking_{8, "ps-client-wait"};  // last: destroyed (drained) first; threads mostly wait on the network
 };
 
 }  // namespace penstock

@@ -1,10 +1,21 @@
 #include "common/thread_pool.h"
 
+#include <pthread.h>
+
 namespace penstock {
 
-ThreadPool::ThreadPool(unsigned threads) {
+void NameThisThread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
+ThreadPool::ThreadPool(unsigned threads, std::string name) {
   if (threads == 0) threads = 1;
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
+  for (unsigned i = 0; i < threads; ++i) {
+    workers_.emplace_back([this, name] {
+      NameThisThread(name);
+      Run();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

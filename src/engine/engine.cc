@@ -11,6 +11,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "common/thread_pool.h"
 #include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/file_device.h"
@@ -241,10 +242,26 @@ Engine::~Engine() {
 }
 
 void Engine::StartThreads() {
-  committer_ = std::thread([this] { CommitLoop(); });
-  applier_ = std::thread([this] { ApplyLoop(); });
-  if (options_.gc_enabled && options_.gc_background) gc_thread_ = std::thread([this] { GcLoop(); });
-  if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = std::thread([this] { ScrubLoop(); });
+  committer_ = std::thread([this] {
+    NameThisThread("ps-commit");
+    CommitLoop();
+  });
+  applier_ = std::thread([this] {
+    NameThisThread("ps-apply");
+    ApplyLoop();
+  });
+  if (options_.gc_enabled && options_.gc_background) {
+    gc_thread_ = std::thread([this] {
+      NameThisThread("ps-gc");
+      GcLoop();
+    });
+  }
+  if (options_.scrub_rate_bytes_per_sec > 0) {
+    scrub_thread_ = std::thread([this] {
+      NameThisThread("ps-scrub");
+      ScrubLoop();
+    });
+  }
 }
 
 void Engine::StopThreads() {

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <string>
 
+#include "common/thread_pool.h"
+
 namespace penstock::engine {
 
 namespace {
@@ -212,7 +214,10 @@ bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDo
       return false;
     }
     async_lane_ = std::move(lane);
-    reaper_ = std::thread([this] { ReapLoop(); });
+    reaper_ = std::thread([this] {
+      NameThisThread("ps-io-reap");
+      ReapLoop();
+    });
   }
   io_uring_sqe* sqe = io_uring_get_sqe(&async_lane_->ring);
   if (sqe == nullptr) return false;

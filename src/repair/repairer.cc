@@ -156,7 +156,7 @@ Status Repairer::RunPass() {
   std::condition_variable jobs_cv;
   uint64_t repaired_bytes = 0;  // guarded by jobs_mu
   int jobs = 0;                 // guarded by jobs_mu
-  ThreadPool pool(kRepairWorkers);
+  ThreadPool pool(kRepairWorkers, "ps-repair");
   auto pace = [&](uint64_t bytes) {
     Clock::time_point due;
     {

@@ -32,7 +32,7 @@ RpcReply ErrorReply(Status s) {
 }  // namespace
 
 ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
-    : engine_(engine), metrics_(metrics), pool_(io_threads) {
+    : engine_(engine), metrics_(metrics), pool_(io_threads, "ps-io") {
   // Every series exists from the start, so a scrape before the first request sees zeros.
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
                      ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange}) {

@@ -493,7 +493,7 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   std::vector<std::unique_ptr<Impl>> impls;
   for (unsigned i = 0; i < options.workers; ++i) {
     std::string devices = options.net_devices.empty() ? "" : options.net_devices[i % options.net_devices.size()];
-    UcxWorker::Options wo{.name = "penstock-client", .net_devices = devices, .shared_context = shared,
+    UcxWorker::Options wo{.name = "ps-ucx-client", .net_devices = devices, .shared_context = shared,
                           .context = shared && i > 0 ? impls[0]->context() : nullptr};
     auto impl = std::make_unique<Impl>(per, std::move(wo), registry.get());
     Status s = impl->Init();

@@ -123,7 +123,7 @@ class RpcServer::Impl {
       lane->impl = this;
       lane->rail = rail.get();
       lane->index = lanes_.size();
-      UcxWorker::Options wo{.name = "penstock-server", .net_devices = spec.net_devices,
+      UcxWorker::Options wo{.name = "ps-ucx-server", .net_devices = spec.net_devices,
                             .shared_context = options_.workers > 1,
                             .context = i == 0 ? nullptr : rail->lanes[0]->worker->context()};
       auto worker = UcxWorker::Create(wo);

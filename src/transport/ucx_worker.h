@@ -34,7 +34,7 @@ class UcxWorker {
   using Tick = std::function<std::chrono::milliseconds()>;
 
   struct Options {
-    std::string name = "penstock";
+    std::string name = "ps-ucx";  // the UCX context's and the progress thread's name
     // UCX_NET_DEVICES for this worker's context (e.g. "mlx5_0:1" or "eth1"); "" : the
     // environment's (UCX's default: all devices).
     std::string net_devices{};
@@ -91,6 +91,7 @@ class UcxWorker {
   static std::chrono::microseconds PollAfterActivity();
 
   Tick tick_;
+  std::string name_;  // the progress thread's (Options::name)
   ucp_context_h context_ = nullptr;
   bool owns_context_ = false;
   ucp_worker_h worker_ = nullptr;
