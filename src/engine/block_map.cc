@@ -95,7 +95,13 @@ ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t firs
 
 std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next) {
   std::vector<Extent> out;
+  // Both maps are in block order without overlaps, so the runs of `next` that overlap an old
+  // run follow those that overlap the run before it: `first` only moves forward.
+  size_t first = 0;
   for (const BlockRun& run : old.runs) {
+    if (next) {
+      while (first < next->runs.size() && next->runs[first].end_block() <= run.first_block) ++first;
+    }
     if (run.hole()) continue;
     // Blocks of `run` that `next` still maps to the same device place, in block order.
     uint64_t at = run.first_block;  // the first block not yet classified
@@ -107,7 +113,8 @@ std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<Sh
       }
     };
     if (next) {
-      for (const BlockRun& keep : next->runs) {
+      for (size_t k = first; k < next->runs.size() && next->runs[k].first_block < run.end_block(); ++k) {
+        const BlockRun& keep = next->runs[k];
         if (keep.hole() || keep.segment != run.segment) continue;
         const uint64_t begin = std::max(keep.first_block, run.first_block);
         const uint64_t end = std::min(keep.end_block(), run.end_block());
@@ -124,6 +131,31 @@ std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<Sh
     release_to(run.end_block());
   }
   return out;
+}
+
+std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
+                                            const std::vector<BlockRun>& other) {
+  // A device place holds one block of the shard in both records (new blocks go to fresh space,
+  // never to a place the other record uses), so a start both have is at the same block in
+  // both: one pass over the two maps in block order finds them.
+  std::vector<BlockRun> out;
+  size_t j = 0;
+  for (const BlockRun& run : runs) {
+    if (run.hole()) continue;
+    while (j < other.size() && other[j].first_block < run.first_block) ++j;
+    const bool kept = j < other.size() && other[j].first_block == run.first_block &&
+                      other[j].segment == run.segment && other[j].offset == run.offset;
+    if (!kept) out.push_back(run);
+  }
+  return out;
+}
+
+const BlockRun* RunHolding(const ShardRecord& record, uint64_t block) {
+  auto after = std::upper_bound(record.runs.begin(), record.runs.end(), block,
+                                [](uint64_t b, const BlockRun& r) { return b < r.first_block; });
+  if (after == record.runs.begin()) return nullptr;
+  const BlockRun& run = *std::prev(after);
+  return block < run.end_block() ? &run : nullptr;
 }
 
 std::vector<Extent> OwnedSpace(const ShardRecord& record) {
@@ -211,12 +243,9 @@ std::vector<uint32_t> SegmentsOf(const ShardRecord& record, uint64_t begin, uint
 }
 
 std::optional<std::pair<uint32_t, uint64_t>> BlockPlace(const ShardRecord& record, uint64_t block) {
-  for (const BlockRun& run : record.runs) {
-    if (block < run.first_block || block >= run.end_block()) continue;
-    if (run.hole()) return std::nullopt;
-    return std::pair{run.segment, run.offset + (block - run.first_block) * kBlockSize};
-  }
-  return std::nullopt;
+  const BlockRun* run = RunHolding(record, block);
+  if (run == nullptr || run->hole()) return std::nullopt;
+  return std::pair{run->segment, run->offset + (block - run->first_block) * kBlockSize};
 }
 
 }  // namespace penstock::engine

@@ -25,7 +25,7 @@ namespace penstock::engine {
 
 // A range write whose record would have more runs than this rewrites the shard whole instead
 // (one run), so records, journal updates and reads of a shard stay bounded.
-inline constexpr size_t kMaxRuns = 64;
+inline constexpr size_t kMaxRuns = 256;
 
 // crc32c of a 4 KiB block of zeros: the checksum of every block of a hole.
 uint32_t ZeroBlockCrc();
@@ -41,7 +41,18 @@ ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t firs
 
 // The space `old` owns that `next` (nullopt: the key is deleted) does not: the pieces of old's
 // runs whose blocks `next` maps elsewhere. What the applier releases when `next` replaces `old`.
+// Linear in the runs of both (they are in block order).
 std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next);
+
+// The runs of `runs` that own space and whose start (segment, offset) no run of `other` has:
+// the segment entries an index update removes (runs = old, other = new) or adds (the reverse).
+// `runs` and `other` are a key's records before and after one update, so a place both use holds
+// the same block in both. Linear: records of fragmented shards have hundreds of runs.
+std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
+                                            const std::vector<BlockRun>& other);
+
+// The run of `record` that holds block `block` (binary search), or nullptr past the end.
+const BlockRun* RunHolding(const ShardRecord& record, uint64_t block);
 
 // The space `record` owns: one extent per run that is not a hole.
 std::vector<Extent> OwnedSpace(const ShardRecord& record);

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 namespace penstock::engine {
 namespace {
 
@@ -115,6 +118,76 @@ TEST(BlockMapTest, AMoveSkipsBlocksWrittenSinceGcReadThem) {
   // Rewritten whole since: nothing moves.
   ShardRecord rewritten = Record({At(7, 0, 0, 6)}, 6 * B);
   EXPECT_EQ(ApplyMove(rewritten, read, moved, 1), rewritten);
+}
+
+// Random range writes (fresh space each, sometimes past the end, sometimes continuing the last
+// write on the device so runs join) and GC moves, checked against the definitions: the linear
+// passes of RunsStartingElsewhere, ReleasedSpace and RunHolding agree with a search of every run.
+TEST(BlockMapTest, LinearPassesMatchTheDefinitionsOnRandomHistories) {
+  std::mt19937_64 rng(42);
+  for (int history = 0; history < 50; ++history) {
+    std::optional<ShardRecord> record;
+    uint32_t segment = 1;
+    uint64_t append = 0;  // next fresh offset in `segment`
+    for (int step = 0; step < 200; ++step) {
+      const uint64_t blocks = record ? BlocksFor(record->length) : 0;
+      ShardRecord next;
+      if (record && rng() % 10 == 0) {
+        // GC: what lies in a random segment the record uses moves to fresh space.
+        std::vector<uint32_t> used = SegmentsOf(*record);
+        if (used.empty()) continue;
+        const uint32_t from = used[rng() % used.size()];
+        next = Relocated(*record, from, ++segment, 0);
+        append = StoredBytesIn(*record, from);
+      } else {
+        const uint64_t first = rng() % (blocks + 8);
+        const uint64_t count = 1 + rng() % 6;
+        if (rng() % 4 == 0) append += (1 + rng() % 3) * B;  // not contiguous with the last write
+        if (rng() % 16 == 0) {
+          ++segment;
+          append = 0;
+        }
+        std::vector<uint32_t> crcs(count, 9);
+        next = ApplyRangeWrite(record, first, segment, append, crcs, (first + count) * B, step);
+        append += count * B;
+      }
+      const std::vector<BlockRun> none;
+      const std::vector<BlockRun>& old_runs = record ? record->runs : none;
+      auto by_search = [](const std::vector<BlockRun>& runs, const std::vector<BlockRun>& other) {
+        std::vector<BlockRun> out;
+        for (const BlockRun& r : runs) {
+          if (r.hole()) continue;
+          if (std::none_of(other.begin(), other.end(), [&](const BlockRun& o) {
+                return o.segment == r.segment && o.offset == r.offset;
+              })) {
+            out.push_back(r);
+          }
+        }
+        return out;
+      };
+      ASSERT_EQ(RunsStartingElsewhere(old_runs, next.runs), by_search(old_runs, next.runs)) << history << "/" << step;
+      ASSERT_EQ(RunsStartingElsewhere(next.runs, old_runs), by_search(next.runs, old_runs)) << history << "/" << step;
+      if (record) {
+        // Released space, block by block: the old places the new record does not map the same.
+        uint64_t released = 0, expected = 0;
+        for (const Extent& e : ReleasedSpace(*record, next)) released += e.length;
+        for (uint64_t b = 0; b < BlocksFor(record->length); ++b) {
+          auto was = BlockPlace(*record, b);
+          if (was && BlockPlace(next, b) != was) expected += B;
+        }
+        ASSERT_EQ(released, expected) << history << "/" << step;
+      }
+      for (uint64_t b = 0; b < BlocksFor(next.length) + 2; ++b) {
+        const BlockRun* run = RunHolding(next, b);
+        const BlockRun* searched = nullptr;
+        for (const BlockRun& r : next.runs) {
+          if (r.first_block <= b && b < r.end_block()) searched = &r;
+        }
+        ASSERT_EQ(run, searched) << history << "/" << step << " block " << b;
+      }
+      record = std::move(next);
+    }
+  }
 }
 
 }  // namespace

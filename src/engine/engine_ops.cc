@@ -425,10 +425,8 @@ bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t le
     return true;
   }
   // One device read: the blocks lie in one run that holds data.
-  auto run = std::find_if(record.runs.begin(), record.runs.end(), [&](const engine::BlockRun& r) {
-    return r.first_block <= span.first_block && span.first_block < r.end_block();
-  });
-  if (run == record.runs.end() || run->hole() || run->end_block() < span.end_block) return false;
+  const engine::BlockRun* run = engine::RunHolding(record, span.first_block);
+  if (run == nullptr || run->hole() || run->end_block() < span.end_block) return false;
   const uint64_t device_offset = DeviceOffset(run->segment, run->offset + (span.first_block - run->first_block) * kBlockSize);
   op->blocks = AlignedBuffer(span.block_bytes());
   op->done = std::move(done);

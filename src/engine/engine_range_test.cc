@@ -161,22 +161,25 @@ TEST(EngineRangeTest, ManySmallWritesOverlappingRunsThenRestart) {
   EXPECT_EQ(e->Stats().checksum_errors, 0u);
 }
 
+// A shard with more blocks than the run bound allows runs: 4 runs' worth of blocks per bound.
+constexpr uint64_t kFragmentableBytes = 4 * kMaxRuns * kBlockSize;
+
 TEST(EngineRangeTest, TooManyRunsRewriteTheShardWhole) {
   ScratchDir dir;
-  EngineOptions o = SmallOptions(dir, 16, 1 << 20);
+  EngineOptions o = SmallOptions(dir, 16, kFragmentableBytes);
   auto e = MustOpen(o);
   const ShardKey k = Key(3, 1);
-  std::vector<std::byte> model = Pattern(1 << 20, 8);
+  std::vector<std::byte> model = Pattern(kFragmentableBytes, 8);
   ASSERT_TRUE(e->Write(k, model, 1).ok());
   // Every other block: each write adds two runs, until the bound forces a rewrite.
   uint64_t rewrites = 0;
-  for (uint64_t b = 0; b < 256; b += 2) {
+  for (uint64_t b = 0; b < kFragmentableBytes / kBlockSize; b += 2) {
     auto data = Pattern(kBlockSize, 50 + b);
     const uint64_t before = e->Stats().device_bytes_written;
     ASSERT_TRUE(e->WriteRange(k, b * kBlockSize, data, b + 2).ok());
     ModelWrite(model, b * kBlockSize, data);
     const uint64_t wrote = e->Stats().device_bytes_written - before;
-    if (wrote == (1 << 20)) {
+    if (wrote == kFragmentableBytes) {
       ++rewrites;
     } else {
       EXPECT_EQ(wrote, kBlockSize) << b;
@@ -195,7 +198,7 @@ TEST(EngineRangeTest, TooManyRunsRewriteTheShardWhole) {
 // queueing come at once; a shard with too many runs answers kAborted (rewrite it whole).
 TEST(EngineRangeTest, AsynchronousRangeWritesShareCommits) {
   ScratchDir dir;
-  EngineOptions o = SmallOptions(dir, 16, 1 << 20);
+  EngineOptions o = SmallOptions(dir, 16, kFragmentableBytes);
   auto e = MustOpen(o);
   const int kShards = 8, kWrites = 400;
   std::vector<std::vector<std::byte>> model(kShards, Pattern(256 * 1024, 60));
@@ -245,13 +248,13 @@ TEST(EngineRangeTest, AsynchronousRangeWritesShareCommits) {
   e->WriteRangeAsync(Key(4, 0), 1 << 20, block, 9, [&](Status s) { got = s; });
   EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
 
-  // Every other block of a 1 MiB shard: the run bound is reached and the write comes back
-  // kAborted, changing nothing; WriteRange then rewrites the shard whole.
+  // Every other block of a shard with more blocks than runs allowed: the run bound is reached
+  // and the write comes back kAborted, changing nothing; WriteRange then rewrites it whole.
   const ShardKey k = Key(4, 100);
-  std::vector<std::byte> whole = Pattern(1 << 20, 63);
+  std::vector<std::byte> whole = Pattern(kFragmentableBytes, 63);
   ASSERT_TRUE(e->Write(k, whole, 1).ok());
   Status aborted = OkStatus();
-  for (uint64_t b = 0; b < 256 && aborted.ok(); b += 2) {
+  for (uint64_t b = 0; b < kFragmentableBytes / kBlockSize && aborted.ok(); b += 2) {
     std::promise<Status> done;
     auto data = Pattern(kBlockSize, 70 + b);
     e->WriteRangeAsync(k, b * kBlockSize, data, b + 2, [&](Status s) { done.set_value(s); });

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "engine/block_map.h"
 
 namespace penstock::engine {
 namespace {
@@ -260,18 +261,8 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
 // The old record's runs whose segment entries an update removes: those that own space and
 // whose start the new record does not keep.
 std::vector<BlockRun> OwningRuns(const IndexUpdate& u) {
-  std::vector<BlockRun> out;
-  if (!u.old) return out;
-  for (const BlockRun& run : u.old->runs) {
-    if (run.hole()) continue;
-    if (u.record && std::any_of(u.record->runs.begin(), u.record->runs.end(), [&](const BlockRun& r) {
-          return r.segment == run.segment && r.offset == run.offset;
-        })) {
-      continue;
-    }
-    out.push_back(run);
-  }
-  return out;
+  if (!u.old) return {};
+  return RunsStartingElsewhere(u.old->runs, u.record ? u.record->runs : std::vector<BlockRun>{});
 }
 
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {

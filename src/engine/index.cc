@@ -10,6 +10,8 @@
 #include <optional>
 #include <system_error>
 
+#include "engine/block_map.h"
+
 namespace penstock::engine {
 namespace {
 
@@ -111,16 +113,11 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
     const std::vector<BlockRun> none;
     const std::vector<BlockRun>& old_runs = u.old ? u.old->runs : none;
     const std::vector<BlockRun>& new_runs = u.record ? u.record->runs : none;
-    auto starts_in = [](const std::vector<BlockRun>& runs, const BlockRun& run) {
-      return std::any_of(runs.begin(), runs.end(), [&](const BlockRun& r) {
-        return r.segment == run.segment && r.offset == run.offset;
-      });
-    };
-    for (const BlockRun& run : old_runs) {
-      if (!run.hole() && !starts_in(new_runs, run)) entries.push_back({EncodeSegmentKey(run.segment, run.offset), {}});
+    for (const BlockRun& run : RunsStartingElsewhere(old_runs, new_runs)) {
+      entries.push_back({EncodeSegmentKey(run.segment, run.offset), {}});
     }
-    for (const BlockRun& run : new_runs) {
-      if (!run.hole() && !starts_in(old_runs, run)) entries.push_back({EncodeSegmentKey(run.segment, run.offset), key});
+    for (const BlockRun& run : RunsStartingElsewhere(new_runs, old_runs)) {
+      entries.push_back({EncodeSegmentKey(run.segment, run.offset), key});
     }
     std::optional<std::string> value;
     if (u.record) value = EncodeShardRecord(*u.record);
