@@ -33,6 +33,12 @@ struct DeviceWrite {
   Status status;  // set by WriteAll
 };
 
+// One read of Device::ReadAll.
+struct DeviceRead {
+  uint64_t offset = 0;
+  std::span<std::byte> out;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -57,6 +63,10 @@ class Device {
   virtual Status WriteAll(std::span<DeviceWrite> writes, bool sync);
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
+  // Every read of `reads` (at once, in no particular order), as Read; returns the first error.
+  // For the runs of a fragmented shard: a device that can queue them together notifies the
+  // hardware once per group. The default reads them one by one.
+  virtual Status ReadAll(std::span<const DeviceRead> reads);
   // Read for a thread that must not wait: starts the read and returns true at once; `done`
   // (taken) runs once with Read's result, on the device's completion thread (or on the caller's
   // thread, at once, for an error found before the read starts). False, with nothing started

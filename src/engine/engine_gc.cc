@@ -260,16 +260,22 @@ Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const S
   const uint64_t bytes = engine::StoredBytesIn(*record, victim);
   if (bytes == 0) return nullptr;
   AlignedBuffer data(bytes);
+  // The shard's runs in the victim, read together, in block order into `data`.
+  std::vector<const engine::BlockRun*> moved;
+  std::vector<engine::DeviceRead> reads;
   uint64_t at = 0;
   for (const engine::BlockRun& run : record->runs) {
     if (run.segment != victim) continue;
     std::span<std::byte> piece(data.data() + at, run.block_count * kBlockSize);
-    PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(run.segment, run.offset), piece)
-                           .WithContext(fmt::format("GC of segment {}: read shard {}", victim,
-                                                    key.ToString())));
+    reads.push_back({DeviceOffset(run.segment, run.offset), piece});
+    moved.push_back(&run);
     at += piece.size();
-    if (!device_->persistent()) continue;
-    std::vector<uint32_t> crcs = engine::BlockChecksums(piece);
+  }
+  PS_RETURN_IF_ERROR(device_->ReadAll(reads).WithContext(
+      fmt::format("GC of segment {}: read shard {}", victim, key.ToString())));
+  for (size_t i = 0; i < moved.size() && device_->persistent(); ++i) {
+    const engine::BlockRun& run = *moved[i];
+    std::vector<uint32_t> crcs = engine::BlockChecksums(reads[i].out);
     if (!std::equal(crcs.begin(), crcs.end(), record->block_crcs.begin() + static_cast<std::ptrdiff_t>(run.first_block))) {
       checksum_errors_.fetch_add(1, std::memory_order_relaxed);
       MarkCorrupt(key);

@@ -367,6 +367,7 @@ Result<std::optional<ShardRecord>> Engine::LookUpAndPin(const ShardKey& key,
 Status Engine::ReadBlocks(const ShardKey& key, const ShardRecord& record, uint64_t first_block,
                           std::span<std::byte> out) {
   const uint64_t end_block = first_block + out.size() / kBlockSize;
+  std::vector<engine::DeviceRead> reads;  // one per run that holds data, read together
   for (const engine::BlockRun& run : record.runs) {
     const uint64_t begin = std::max(run.first_block, first_block);
     const uint64_t end = std::min(run.end_block(), end_block);
@@ -376,10 +377,9 @@ Status Engine::ReadBlocks(const ShardKey& key, const ShardRecord& record, uint64
       std::memset(piece.data(), 0, piece.size());
       continue;
     }
-    PS_RETURN_IF_ERROR(
-        device_->Read(DeviceOffset(run.segment, run.offset + (begin - run.first_block) * kBlockSize), piece)
-            .WithContext(fmt::format("read shard {}", key.ToString())));
+    reads.push_back({DeviceOffset(run.segment, run.offset + (begin - run.first_block) * kBlockSize), piece});
   }
+  PS_RETURN_IF_ERROR(device_->ReadAll(reads).WithContext(fmt::format("read shard {}", key.ToString())));
   if (device_->persistent()) PS_RETURN_IF_ERROR(VerifyBlocks(key, record, out, first_block));
   return OkStatus();
 }

@@ -74,6 +74,11 @@ Status Device::WriteAll(std::span<DeviceWrite> writes, bool sync) {
   return first;
 }
 
+Status Device::ReadAll(std::span<const DeviceRead> reads) {
+  for (const DeviceRead& r : reads) PS_RETURN_IF_ERROR(Read(r.offset, r.out));
+  return OkStatus();
+}
+
 Status CheckDeviceRange(const Device& device, uint64_t offset, size_t length, const void* buffer) {
   if (offset % kDeviceBlockSize != 0 || length % kDeviceBlockSize != 0 ||
       reinterpret_cast<uintptr_t>(buffer) % kDeviceBlockSize != 0) {
@@ -247,6 +252,29 @@ Status FileDevice::Read(uint64_t offset, std::span<std::byte> out) {
                                   "file truncated?", path_, offset + done, size_));
     }
     done += static_cast<size_t>(rc);
+  }
+  return OkStatus();
+}
+
+Status FileDevice::ReadAll(std::span<const DeviceRead> reads) {
+  if (reads.size() == 1) return Read(reads[0].offset, reads[0].out);
+  std::vector<IoRing::Read> ring_reads;
+  ring_reads.reserve(reads.size());
+  for (const DeviceRead& r : reads) {
+    PS_RETURN_IF_ERROR(CheckDeviceRange(*this, r.offset, r.out.size(), r.out.data()));
+    if (r.out.size() > kMaxIoBytes) return Device::ReadAll(reads);  // Read splits it
+    ring_reads.push_back({.offset = r.offset, .buf = r.out.data(), .length = r.out.size()});
+  }
+  ring_->ReadAll(fd_, ring_reads);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const int64_t rc = ring_reads[i].result;
+    const DeviceRead& r = reads[i];
+    if (rc < 0) {
+      return ErrnoStatus(static_cast<int>(-rc),
+                         fmt::format("read {} bytes at offset {} of '{}'", r.out.size(), r.offset, path_));
+    }
+    const size_t got = static_cast<size_t>(rc);
+    if (got < r.out.size()) PS_RETURN_IF_ERROR(Read(r.offset + got, r.out.subspan(got)));  // short: the rest
   }
   return OkStatus();
 }

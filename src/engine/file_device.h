@@ -38,6 +38,8 @@ class FileDevice final : public Device {
   Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) override;
   Status WriteAll(std::span<DeviceWrite> writes, bool sync) override;
   Status Read(uint64_t offset, std::span<std::byte> out) override;
+  // Through IoRing::ReadAll (one lane, the reads queued together).
+  Status ReadAll(std::span<const DeviceRead> reads) override;
   // Through IoRing::ReadAsync; a short read is finished synchronously on the completion thread.
   bool ReadAsync(uint64_t offset, std::span<std::byte> out, std::function<void(Status)>& done) override;
   Status Sync() override;

@@ -10,7 +10,6 @@ namespace penstock::engine {
 
 namespace {
 
-constexpr unsigned kLaneEntries = 2;  // one I/O at a time per lane
 // user_data of asynchronous ring entries that carry no callback: the destructor's stop
 // request, and entries whose submission failed (turned into no-ops, ignored when reaped).
 int stop_tag_storage;
@@ -127,6 +126,65 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
     io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(length), offset);
     sqe->rw_flags = rw_flags;
   });
+}
+
+int IoRing::ReadAll(int fd, std::span<Read> reads) {
+  constexpr int64_t kNotRun = INT64_MIN;
+  for (Read& r : reads) r.result = kNotRun;
+  Lane* lane = Acquire();
+  io_uring* ring = &lane->ring;
+  size_t queued = 0, submitted = 0, completed = 0;
+  int failure = 0;
+  while (completed < reads.size()) {
+    while (queued < reads.size() && queued - completed < kLaneEntries) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) break;
+      Read& r = reads[queued];
+      io_uring_prep_read(sqe, fd, r.buf, static_cast<unsigned>(r.length), r.offset);
+      sqe->user_data = queued;
+      ++queued;
+    }
+    int rc = io_uring_submit_and_wait(ring, 1);  // as in WriteAll
+    if (rc < 0 && rc != -EINTR) {
+      failure = rc;
+      break;
+    }
+    if (rc > 0) submitted += static_cast<size_t>(rc);
+    unsigned head = 0, seen = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(ring, head, cqe) {
+      reads[cqe->user_data].result = cqe->res;
+      ++seen;
+    }
+    io_uring_cq_advance(ring, seen);
+    completed += seen;
+  }
+  if (failure != 0) {
+    // Let what was submitted finish (the buffers are the caller's); entries prepared but not
+    // submitted would go out with the lane's next call, so the lane is dropped.
+    while (completed < submitted) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe(ring, &cqe) != 0) break;
+      reads[cqe->user_data].result = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      ++completed;
+    }
+    for (Read& r : reads) {
+      if (r.result == kNotRun) r.result = failure;
+    }
+    if (queued > submitted) {
+      std::lock_guard lock(mu_);
+      std::erase_if(lanes_, [&](const std::unique_ptr<Lane>& l) {
+        if (l.get() != lane) return false;
+        io_uring_queue_exit(&l->ring);
+        return true;
+      });
+      idle_cv_.notify_one();
+      return failure;
+    }
+  }
+  Release(lane);
+  return failure;
 }
 
 int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {

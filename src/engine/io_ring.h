@@ -1,11 +1,15 @@
 // io_ring.h — io_uring for any number of threads, each blocking on its own I/O.
 //
 // A pool of small rings ("lanes"), up to `entries` of them, created on demand. A thread takes
-// an idle lane, submits its one I/O and waits for the completion in the same io_uring_enter
+// an idle lane, submits its I/O and waits for the completion in the same io_uring_enter
 // call (io_uring_submit_and_wait), then gives the lane back. So an I/O costs one system call
 // and no hand-off between threads (v1 had one shared ring and a reaper thread waking the
 // submitter, two context switches per I/O, which bounded small random I/O on few cores), and
 // `entries` I/Os can be in flight at once; a thread that finds every lane busy waits for one.
+//
+// ReadAll is for a thread with several reads at once (the runs of a fragmented shard): it
+// queues them on its lane, up to kLaneEntries at a time, and waits for them together, so the
+// device is notified once per group rather than per read.
 //
 // WriteAll is for a thread with many writes at once (the engine's committer): one more ring of
 // kBatchEntries, on which it submits them all, and an fdatasync ordered after them, in one
@@ -53,6 +57,17 @@ class IoRing {
   int64_t ReadAt(int fd, uint64_t offset, void* buf, size_t length);
   int64_t WriteAt(int fd, uint64_t offset, const void* buf, size_t length, int rw_flags);
 
+  // One read of a ReadAll call; `result` receives the bytes read (maybe short) or -errno.
+  struct Read {
+    uint64_t offset = 0;
+    void* buf = nullptr;
+    size_t length = 0;
+    int64_t result = 0;
+  };
+  // Issues the reads through one lane, kLaneEntries at a time, and blocks until all are done.
+  // Returns 0, or -errno when the ring itself failed (reads that did not run have that result).
+  int ReadAll(int fd, std::span<Read> reads);
+
   // One write of a WriteAll call; `result` receives the bytes written (maybe short) or -errno.
   struct Write {
     uint64_t offset = 0;
@@ -87,6 +102,7 @@ class IoRing {
   template <typename Prepare>
   int64_t Execute(Prepare prepare);
 
+  static constexpr unsigned kLaneEntries = 32;  // a lane's ring: one I/O, or a ReadAll group
   static constexpr unsigned kBatchEntries = 256;
   static constexpr unsigned kAsyncEntries = 256;
 
