@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Chart of a bench/compare.sh run: Penstock as a fraction of its baseline per test (medians),
-with the issue's goals marked. Usage: bench/plot_compare.py RESULTS.json OUT.png"""
+with the issue's goals marked. Usage: bench/plot_compare.py RESULTS.json OUT.png (RESULTS may be
+several runs' files joined with cat: the medians are over all their repetitions)"""
 import json
 import statistics
 import sys
@@ -36,7 +37,7 @@ def main():
     for b, n in zip(bars, names):
         ax.annotate(f"{ratios[n]:.2f}", (b.get_x() + b.get_width() / 2, b.get_height()),
                     ha="center", va="bottom")
-    runs = len({r["run"] for r in rows})
+    runs = sum(r["test"] == "write4m" for r in rows)  # repetitions (several RESULTS files may be joined)
     ax.set_ylabel("penstock / fio (same disk, same run)")
     ax.set_title(f"penstock bench vs fio, 3 targets, medians of {runs} runs")
     ax.legend()
