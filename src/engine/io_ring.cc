@@ -128,60 +128,80 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
   });
 }
 
-int IoRing::ReadAll(int fd, std::span<Read> reads) {
-  constexpr int64_t kNotRun = INT64_MIN;
-  for (Read& r : reads) r.result = kNotRun;
-  Lane* lane = Acquire();
-  io_uring* ring = &lane->ring;
+namespace {
+
+// Runs entries 0..total-1 through `ring`, at most `window` in flight: `prepare(sqe, i)` fills
+// entry i, `complete(i, res)` takes its result. Blocks until all are done, or until the ring
+// fails: then it waits for what was submitted and returns the -errno, and entries that did not
+// run are the caller's to mark; `unsent` tells whether prepared entries were left on the ring
+// (which must then not be used again).
+template <typename Prepare, typename Complete>
+int RunBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Complete complete,
+             bool& unsent) {
   size_t queued = 0, submitted = 0, completed = 0;
-  int failure = 0;
-  while (completed < reads.size()) {
-    while (queued < reads.size() && queued - completed < kLaneEntries) {
+  unsent = false;
+  while (completed < total) {
+    while (queued < total && queued - completed < window) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring);
       if (sqe == nullptr) break;
-      Read& r = reads[queued];
-      io_uring_prep_read(sqe, fd, r.buf, static_cast<unsigned>(r.length), r.offset);
+      prepare(sqe, queued);
       sqe->user_data = queued;
       ++queued;
     }
-    int rc = io_uring_submit_and_wait(ring, 1);  // as in WriteAll
+    // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
+    // waiting).
+    int rc = io_uring_submit_and_wait(ring, 1);
     if (rc < 0 && rc != -EINTR) {
-      failure = rc;
-      break;
+      // Let what was submitted finish: its buffers belong to the caller.
+      while (completed < submitted) {
+        io_uring_cqe* cqe = nullptr;
+        if (io_uring_wait_cqe(ring, &cqe) != 0) break;
+        complete(cqe->user_data, cqe->res);
+        io_uring_cqe_seen(ring, cqe);
+        ++completed;
+      }
+      unsent = queued > submitted;
+      return rc;
     }
     if (rc > 0) submitted += static_cast<size_t>(rc);
     unsigned head = 0, seen = 0;
     io_uring_cqe* cqe = nullptr;
     io_uring_for_each_cqe(ring, head, cqe) {
-      reads[cqe->user_data].result = cqe->res;
+      complete(cqe->user_data, cqe->res);
       ++seen;
     }
     io_uring_cq_advance(ring, seen);
     completed += seen;
   }
-  if (failure != 0) {
-    // Let what was submitted finish (the buffers are the caller's); entries prepared but not
-    // submitted would go out with the lane's next call, so the lane is dropped.
-    while (completed < submitted) {
-      io_uring_cqe* cqe = nullptr;
-      if (io_uring_wait_cqe(ring, &cqe) != 0) break;
-      reads[cqe->user_data].result = cqe->res;
-      io_uring_cqe_seen(ring, cqe);
-      ++completed;
-    }
-    for (Read& r : reads) {
-      if (r.result == kNotRun) r.result = failure;
-    }
-    if (queued > submitted) {
-      std::lock_guard lock(mu_);
-      std::erase_if(lanes_, [&](const std::unique_ptr<Lane>& l) {
-        if (l.get() != lane) return false;
-        io_uring_queue_exit(&l->ring);
-        return true;
-      });
-      idle_cv_.notify_one();
-      return failure;
-    }
+  return 0;
+}
+
+constexpr int64_t kNotRun = INT64_MIN;
+
+}  // namespace
+
+int IoRing::ReadAll(int fd, std::span<Read> reads) {
+  for (Read& r : reads) r.result = kNotRun;
+  Lane* lane = Acquire();
+  bool unsent = false;
+  const int failure = RunBatch(
+      &lane->ring, reads.size(), kLaneEntries,
+      [&](io_uring_sqe* sqe, size_t i) {
+        io_uring_prep_read(sqe, fd, reads[i].buf, static_cast<unsigned>(reads[i].length), reads[i].offset);
+      },
+      [&](uint64_t i, int res) { reads[i].result = res; }, unsent);
+  for (Read& r : reads) {
+    if (r.result == kNotRun) r.result = failure;
+  }
+  if (unsent) {  // the lane holds entries that never went out: drop it
+    std::lock_guard lock(mu_);
+    std::erase_if(lanes_, [&](const std::unique_ptr<Lane>& l) {
+      if (l.get() != lane) return false;
+      io_uring_queue_exit(&l->ring);
+      return true;
+    });
+    idle_cv_.notify_one();
+    return failure;
   }
   Release(lane);
   return failure;
@@ -198,65 +218,35 @@ int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
     }
     batch_lane_ = std::move(lane);
   }
-  io_uring* ring = &batch_lane_->ring;
-  constexpr uint64_t kSyncTag = UINT64_MAX;
-  constexpr int64_t kNotRun = INT64_MIN;
   for (Write& w : writes) w.result = kNotRun;
-  const size_t total = writes.size() + (datasync ? 1 : 0);
-  size_t queued = 0, submitted = 0, completed = 0;
-  int sync_result = 0, failure = 0;
-  while (completed < total) {
-    // Queue what the ring has room for; at most kBatchEntries in flight (the completion queue
-    // holds twice that).
-    while (queued < total && queued - completed < kBatchEntries) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);
-      if (sqe == nullptr) break;
-      if (queued < writes.size()) {
-        Write& w = writes[queued];
-        io_uring_prep_write(sqe, fd, w.buf, static_cast<unsigned>(w.length), w.offset);
-        sqe->user_data = queued;
-      } else {
-        io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-        sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
-        sqe->user_data = kSyncTag;
-      }
-      ++queued;
-    }
-    // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
-    // waiting).
-    int rc = io_uring_submit_and_wait(ring, 1);
-    if (rc < 0 && rc != -EINTR) {
-      failure = rc;
-      break;
-    }
-    if (rc > 0) submitted += static_cast<size_t>(rc);
-    unsigned head = 0, seen = 0;
-    io_uring_cqe* cqe = nullptr;
-    io_uring_for_each_cqe(ring, head, cqe) {
-      if (cqe->user_data == kSyncTag) {
-        sync_result = cqe->res;
-      } else {
-        writes[cqe->user_data].result = cqe->res;
-      }
-      ++seen;
-    }
-    io_uring_cq_advance(ring, seen);
-    completed += seen;
-  }
+  int sync_result = 0;
+  bool unsent = false;
+  // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
+  // flight (the completion queue holds twice that).
+  const int failure = RunBatch(
+      &batch_lane_->ring, writes.size() + (datasync ? 1 : 0), kBatchEntries,
+      [&](io_uring_sqe* sqe, size_t i) {
+        if (i < writes.size()) {
+          io_uring_prep_write(sqe, fd, writes[i].buf, static_cast<unsigned>(writes[i].length), writes[i].offset);
+        } else {
+          io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+          sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
+        }
+      },
+      [&](uint64_t i, int res) {
+        if (i < writes.size()) {
+          writes[i].result = res;
+        } else {
+          sync_result = res;
+        }
+      },
+      unsent);
   if (failure == 0) return datasync ? sync_result : 0;
-  // The ring failed: let what was submitted finish (its buffers belong to the caller), then
-  // drop the ring with whatever it still holds; the next call makes a new one.
-  while (completed < submitted) {
-    io_uring_cqe* cqe = nullptr;
-    if (io_uring_wait_cqe(ring, &cqe) != 0) break;
-    if (cqe->user_data != kSyncTag) writes[cqe->user_data].result = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    ++completed;
-  }
   for (Write& w : writes) {
     if (w.result == kNotRun) w.result = failure;
   }
-  io_uring_queue_exit(ring);
+  // Drop the ring with whatever it still holds; the next call makes a new one.
+  io_uring_queue_exit(&batch_lane_->ring);
   batch_lane_.reset();
   return failure;
 }

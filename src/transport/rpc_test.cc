@@ -38,6 +38,26 @@ std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
 
 std::span<const std::byte> Span(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
 
+// Makes `calls` echo calls at once (call i carries i * step % max random bytes) and returns how
+// many replies were not OK or did not carry the same bytes back.
+int BadEchoes(RpcClient& client, const std::string& address, int calls, size_t step, size_t max) {
+  std::atomic<int> bad{0}, left{calls};
+  std::promise<void> all;
+  std::vector<std::vector<std::byte>> payloads;
+  for (int i = 0; i < calls; ++i) payloads.push_back(RandomBytes(static_cast<size_t>(i) * step % max, i));
+  for (int i = 0; i < calls; ++i) {
+    client.Call(address, kEcho, {}, Span(payloads[i]), [&, i](RpcReply r) {
+      if (!r.status.ok() || r.payload.size() != payloads[i].size() ||
+          (r.payload.size() && std::memcmp(r.payload.data(), payloads[i].data(), r.payload.size()) != 0)) {
+        ++bad;
+      }
+      if (--left == 0) all.set_value();
+    });
+  }
+  all.get_future().wait();
+  return bad.load();
+}
+
 // A server whose handler echoes, fails, stalls or defers, by opcode.
 class TestServer {
  public:
@@ -360,21 +380,7 @@ TEST(RpcTest, SeveralWorkersShareTheCalls) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto& client = **c;
   constexpr int kCalls = 300;
-  std::atomic<int> bad{0}, left{kCalls};
-  std::promise<void> all;
-  std::vector<std::vector<std::byte>> payloads;
-  for (int i = 0; i < kCalls; ++i) payloads.push_back(RandomBytes(static_cast<size_t>(i) * 997 % 200000, i));
-  for (int i = 0; i < kCalls; ++i) {
-    client.Call(ts.server->address(), kEcho, {}, Span(payloads[i]), [&, i](RpcReply r) {
-      if (!r.status.ok() || r.payload.size() != payloads[i].size() ||
-          (r.payload.size() && std::memcmp(r.payload.data(), payloads[i].data(), r.payload.size()) != 0)) {
-        ++bad;
-      }
-      if (--left == 0) all.set_value();
-    });
-  }
-  all.get_future().wait();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(BadEchoes(client, ts.server->address(), kCalls, 997, 200000), 0);
   auto per = client.CallsPerWorker();
   ASSERT_EQ(per.size(), 3u);
   for (uint64_t n : per) EXPECT_EQ(n, kCalls / 3);
@@ -403,22 +409,7 @@ TEST(RpcTest, RailsEachHaveTheirOwnListenerAndWorkers) {
 
   auto c = RpcClient::Create({.timeout = 10s, .workers = 4});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  constexpr int kCalls = 200;
-  std::atomic<int> bad{0}, left{kCalls};
-  std::promise<void> all;
-  std::vector<std::vector<std::byte>> payloads;
-  for (int i = 0; i < kCalls; ++i) payloads.push_back(RandomBytes(static_cast<size_t>(i) * 7919 % 300000, i));
-  for (int i = 0; i < kCalls; ++i) {
-    (*c)->Call(address, kEcho, {}, Span(payloads[i]), [&, i](RpcReply r) {
-      if (!r.status.ok() || r.payload.size() != payloads[i].size() ||
-          (r.payload.size() && std::memcmp(r.payload.data(), payloads[i].data(), r.payload.size()) != 0)) {
-        ++bad;
-      }
-      if (--left == 0) all.set_value();
-    });
-  }
-  all.get_future().wait();
-  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(BadEchoes(**c, address, 200, 7919, 300000), 0);
   // Workers 0 and 2 connected to the first rail, 1 and 3 to the second; each rail handed its
   // two connections to its two workers.
   EXPECT_EQ(ts.server->ConnectionsPerWorker(), (std::vector<uint64_t>{1, 1, 1, 1}));

@@ -24,6 +24,17 @@ def sh(*args):
     subprocess.run(args, check=True, capture_output=True, text=True)
 
 
+def veth_pair(ns, host_if, host_ip, ns_if, ns_ip):
+    """A veth pair joining the host (host_if, host_ip) to namespace `ns` (ns_if, ns_ip), a /30
+    of its own, both ends up. Deleting host_if deletes both."""
+    sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
+    sh("ip", "link", "set", ns_if, "netns", ns)
+    sh("ip", "addr", "add", f"{host_ip}/30", "dev", host_if)
+    sh("ip", "link", "set", host_if, "up")
+    sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/30", "dev", ns_if)
+    sh("ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up")
+
+
 def sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -38,12 +49,7 @@ def netns():
     host_ip, ns_ip = f"10.{sub}.{int(tag[2:4], 16)}.1", f"10.{sub}.{int(tag[2:4], 16)}.2"
     sh("ip", "netns", "add", ns)
     try:
-        sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-        sh("ip", "link", "set", ns_if, "netns", ns)
-        sh("ip", "addr", "add", f"{host_ip}/30", "dev", host_if)
-        sh("ip", "link", "set", host_if, "up")
-        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{ns_ip}/30", "dev", ns_if)
-        sh("ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up")
+        veth_pair(ns, host_if, host_ip, ns_if, ns_ip)
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
         yield {"ns": ns, "host_if": host_if, "host_ip": host_ip, "ns_ip": ns_ip}
     finally:

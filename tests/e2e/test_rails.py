@@ -16,7 +16,7 @@ import pytest
 
 from conftest import PENSTOCK, TRANSPORTS
 from test_objects import write_random
-from test_partition import Daemons, free_port, sh
+from test_partition import Daemons, free_port, sh, veth_pair
 
 MiB = 1024 * 1024
 
@@ -35,12 +35,7 @@ def two_networks():
         for i in range(2):
             host_if, ns_if = f"prh{i}{tag}", f"prn{i}{tag}"
             subnet = f"10.{base}.{(int(tag[2:4], 16) + 64 * i) % 256}"
-            sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
-            sh("ip", "link", "set", ns_if, "netns", ns)
-            sh("ip", "addr", "add", f"{subnet}.1/30", "dev", host_if)
-            sh("ip", "link", "set", host_if, "up")
-            sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{subnet}.2/30", "dev", ns_if)
-            sh("ip", "netns", "exec", ns, "ip", "link", "set", ns_if, "up")
+            veth_pair(ns, host_if, f"{subnet}.1", ns_if, f"{subnet}.2")
             nets.append({"host_if": host_if, "ns_if": ns_if, "host_ip": f"{subnet}.1", "ns_ip": f"{subnet}.2"})
         yield {"ns": ns, "nets": nets}
     finally:
