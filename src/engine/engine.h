@@ -234,12 +234,24 @@ class Engine {
   // shard up in the index's memory and starts the device read, and returns true; `done`
   // (taken) then runs once with ReadRange's result and the shard's length and version, on the
   // device's completion thread, or at once on the calling thread when no device read is needed
-  // (absent shard, empty range) or one could not start (an error). Returns false, leaving
+  // (absent shard, empty range) or one could not start (an error); on the calling thread
+  // itself when it has made CompleteReadsOnThisThread's queue. Returns false, leaving
   // `done` to the caller, when the read would have to wait or take several device reads (the
   // record is not in memory, the range spans several runs or holes, the device takes no
   // asynchronous read now): call ReadRange from a thread that may block then.
   using ReadDone = std::function<void(Result<AlignedBuffer> data, ShardInfo info)>;
   bool TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t length, ReadDone& done);
+
+  // For a thread with an event loop (a target's transport thread): the asynchronous reads it
+  // starts (TryReadRangeAsync, on any engine) complete on it rather than on the device's
+  // completion thread, sparing a hand-off per read. Makes a completion queue for the calling
+  // thread and hands `watch` its event fd and its reap function: the loop must call reap once
+  // the fd is readable (after reading it, an eventfd, to re-arm it) and may call it any time
+  // (it returns whether it ran anything; cheap when not). Returns what the thread must call
+  // before it exits (waits for its reads, running their callbacks); an empty function when the
+  // queue could not be made (reads then complete on the completion thread, as without it).
+  using WatchFd = std::function<void(int fd, std::function<bool()> reap)>;
+  static std::function<void()> CompleteReadsOnThisThread(const WatchFd& watch);
   Status Delete(const ShardKey& key);           // kNotFound if absent
   Result<ShardInfo> Stat(const ShardKey& key);  // kNotFound if absent
   // Shards of `container` (all objects, or one `object`) in key order, at most `limit`,

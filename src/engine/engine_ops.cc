@@ -27,12 +27,14 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "common/log.h"
 #include "engine/block_map.h"
 #include "engine/commit_request.h"
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/format.h"
 #include "engine/index.h"
+#include "engine/io_ring.h"
 #include "engine/segment_table.h"
 
 namespace penstock {
@@ -396,6 +398,21 @@ Result<AlignedBuffer> Engine::ReadShard(const ShardKey& key, uint64_t offset, ui
   PS_RETURN_IF_ERROR(ReadBlocks(key, *record, span.first_block, out.span()));
   pins.Clear();
   return Trimmed(std::move(out), span);
+}
+
+std::function<void()> Engine::CompleteReadsOnThisThread(const WatchFd& watch) {
+  auto queue = engine::IoRing::ThreadQueue::Create(256);
+  if (!queue.ok()) {
+    PS_LOG_WARN("engine: reads complete on the device's completion thread: {}", queue.status().ToString());
+    return {};
+  }
+  std::shared_ptr<engine::IoRing::ThreadQueue> q = std::move(queue).value();
+  engine::IoRing::UseOnThisThread(q.get());
+  watch(q->event_fd(), [raw = q.get()] { return raw->Reap() > 0; });
+  return [q]() mutable {
+    engine::IoRing::UseOnThisThread(nullptr);
+    q.reset();  // waits for its reads
+  };
 }
 
 bool Engine::TryReadRangeAsync(const ShardKey& key, uint64_t offset, uint64_t length, ReadDone& done) {

@@ -3,7 +3,9 @@
 // space accounting of block maps, restarts, concurrent writers of one key, GC of shards whose
 // runs span segments, scrub of a non-first run, and WriteRangeAsync.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <rocksdb/db.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -368,6 +370,65 @@ TEST(EngineRangeTest, AsynchronousReadsMatchReadRange) {
   EXPECT_EQ(bad->first.status().code(), StatusCode::kDataLoss) << bad->first.status().ToString();
   EXPECT_EQ(e->CorruptShards(), std::vector<ShardKey>{whole});
   EXPECT_EQ(e->ReadRange(whole, 8192, 100).status().code(), StatusCode::kDataLoss);
+}
+
+// CompleteReadsOnThisThread: reads this thread starts complete on it, when its loop reaps the
+// queue after the event fd fires, with the bytes ReadRange gives; the function it returns waits
+// for the reads still in flight and runs their callbacks, on this thread.
+TEST(EngineRangeTest, ReadsCompleteOnTheThreadWithAQueue) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir, 16, 1 << 20));
+  constexpr int kShards = 8;
+  for (int i = 0; i < kShards; ++i) ASSERT_TRUE(e->Write(Key(7, i), Pattern(65536, 100 + i), 1).ok());
+  for (int i = 0; i < kShards; ++i) ASSERT_TRUE(e->Stat(Key(7, i)).ok());  // records in memory
+  int fd = -1;
+  std::function<bool()> reap;
+  std::function<void()> stop = Engine::CompleteReadsOnThisThread([&](int f, std::function<bool()> r) {
+    fd = f;
+    reap = std::move(r);
+  });
+  ASSERT_TRUE(stop) << "no queue could be made";
+  ASSERT_GE(fd, 0);
+  const auto me = std::this_thread::get_id();
+  int done_count = 0, wrong = 0;
+  auto start_reads = [&](int round) {
+    int started = 0;
+    for (int i = 0; i < kShards; ++i) {
+      const uint64_t offset = uint64_t(round * 4096 + i * 1000) % 60000;
+      Engine::ReadDone done = [&, i, offset, me](Result<AlignedBuffer> got, ShardInfo info) {
+        ++done_count;
+        auto want = Pattern(65536, 100 + i);
+        if (std::this_thread::get_id() != me || !got.ok() || info.length != 65536 ||
+            !SameBytes(*got, std::vector<std::byte>(want.begin() + offset, want.begin() + offset + 3000))) {
+          ++wrong;
+        }
+      };
+      if (e->TryReadRangeAsync(Key(7, i), offset, 3000, done)) ++started;
+    }
+    return started;
+  };
+  // Reaped by this thread's "loop": wait for the fd, read it, reap.
+  int started = start_reads(0);
+  EXPECT_EQ(started, kShards);
+  while (done_count < started) {
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1) << "the event fd never fired";
+    uint64_t v;
+    ASSERT_EQ(read(fd, &v, sizeof v), ssize_t(sizeof v));
+    reap();
+  }
+  EXPECT_EQ(wrong, 0);
+  // Reads in flight when the queue goes: their callbacks run before stop returns.
+  done_count = 0;
+  started = start_reads(1);
+  stop();
+  EXPECT_EQ(done_count, started);
+  EXPECT_EQ(wrong, 0);
+  // Without the queue, reads complete on the device's completion thread again.
+  std::promise<std::thread::id> where;
+  Engine::ReadDone done = [&](Result<AlignedBuffer>, ShardInfo) { where.set_value(std::this_thread::get_id()); };
+  ASSERT_TRUE(e->TryReadRangeAsync(Key(7, 0), 0, 100, done));
+  EXPECT_NE(where.get_future().get(), me);
 }
 
 TEST(EngineRangeTest, VersionConditionsAreDecidedInQueueOrder) {

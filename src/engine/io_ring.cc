@@ -1,5 +1,8 @@
 #include "engine/io_ring.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <string>
@@ -251,7 +254,76 @@ int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
   return failure;
 }
 
+namespace {
+thread_local IoRing::ThreadQueue* this_thread_queue = nullptr;
+}  // namespace
+
+void IoRing::UseOnThisThread(ThreadQueue* queue) { this_thread_queue = queue; }
+
+Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigned entries) {
+  std::unique_ptr<ThreadQueue> q(new ThreadQueue());
+  q->entries_ = std::clamp(entries, 1u, kMaxEntries);
+  // Twice the entries in the completion queue, as io_uring sizes it: never overflows.
+  int rc = io_uring_queue_init(q->entries_, &q->ring_, 0);
+  if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init for a thread's read queue");
+  q->ring_ready_ = true;
+  q->event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (q->event_fd_ < 0) return ErrnoStatus(errno, "eventfd for a thread's read queue");
+  rc = io_uring_register_eventfd(&q->ring_, q->event_fd_);
+  if (rc < 0) return ErrnoStatus(-rc, "io_uring_register_eventfd");
+  return q;
+}
+
+IoRing::ThreadQueue::~ThreadQueue() {
+  while (ring_ready_ && in_flight_ > 0) {
+    io_uring_cqe* cqe = nullptr;
+    if (io_uring_wait_cqe(&ring_, &cqe) < 0) continue;  // interrupted: wait again
+    Reap();
+  }
+  if (ring_ready_) io_uring_queue_exit(&ring_);
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+size_t IoRing::ThreadQueue::Reap() {
+  if (io_uring_cq_ready(&ring_) == 0) return 0;
+  std::vector<std::pair<ReadDone*, int64_t>> reaped;
+  unsigned head = 0, seen = 0;
+  io_uring_cqe* cqe = nullptr;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    ++seen;
+    if (void* data = io_uring_cqe_get_data(cqe); data != nullptr) {
+      reaped.emplace_back(static_cast<ReadDone*>(data), cqe->res);
+    }  // (nullptr: a failed submission's entry)
+  }
+  io_uring_cq_advance(&ring_, seen);
+  in_flight_ -= static_cast<unsigned>(reaped.size());
+  for (auto& [callback, result] : reaped) {  // a callback may submit again: the CQ is advanced
+    (*callback)(result);
+    delete callback;
+  }
+  return reaped.size();
+}
+
+bool IoRing::ThreadQueue::Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
+  if (in_flight_ >= entries_) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) return false;
+  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  auto* callback = new ReadDone(std::move(done));
+  io_uring_sqe_set_data(sqe, callback);
+  if (io_uring_submit(&ring_) < 0) {  // as in ReadAsync: the entry goes later, as a no-op
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, nullptr);
+    done = std::move(*callback);
+    delete callback;
+    return false;
+  }
+  ++in_flight_;
+  return true;
+}
+
 bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
+  if (this_thread_queue != nullptr) return this_thread_queue->Submit(fd, offset, buf, length, done);
   std::lock_guard lock(async_mu_);
   if (async_failed_ || async_in_flight_ >= kAsyncEntries) return false;
   if (!async_lane_) {

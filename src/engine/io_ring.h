@@ -18,7 +18,10 @@
 // ReadAsync is for a thread that must not wait (a target's transport thread): it queues the
 // read on one more ring, shared by every caller, and returns; a completion thread (started on
 // first use) reaps that ring and runs each read's callback. One system call per read for the
-// submitter, one wake-up of the completion thread per batch of completions.
+// submitter, one wake-up of the completion thread per batch of completions. A thread with an
+// event loop of its own can instead have a ThreadQueue: its reads then go to that ring, whose
+// event fd the loop watches, and complete on the thread itself (no completion thread, no
+// hand-off back to it).
 //
 // Thread safety: ReadAt/WriteAt/WriteAll/ReadAsync may be called from any thread (WriteAll
 // calls take turns). Destroy the ring only when no call is in flight; the destructor waits for
@@ -87,6 +90,38 @@ class IoRing {
   // already in flight or the asynchronous ring cannot be used (the caller reads another way).
   using ReadDone = std::function<void(int64_t result)>;
   bool ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
+
+  // A ring of one thread's asynchronous reads, reaped by that thread (ReadAsync on the thread
+  // that UseOnThisThread made it current on goes here, whichever IoRing it is called on). Not
+  // thread-safe: the owning thread submits, reaps and destroys it.
+  class ThreadQueue {
+   public:
+    // Errors: as io_uring_queue_init, or eventfd.
+    static Result<std::unique_ptr<ThreadQueue>> Create(unsigned entries);
+    // Waits for the reads still in flight and runs their callbacks.
+    ~ThreadQueue();
+    ThreadQueue(const ThreadQueue&) = delete;
+    ThreadQueue& operator=(const ThreadQueue&) = delete;
+
+    // An eventfd, signalled when completions arrive; the owner's loop watches it, reads it
+    // (to re-arm) and calls Reap.
+    int event_fd() const { return event_fd_; }
+    // Runs the callbacks of the reads completed so far; returns how many. Cheap when none:
+    // no system call.
+    size_t Reap();
+    // As IoRing::ReadAsync.
+    bool Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
+
+   private:
+    ThreadQueue() = default;
+    io_uring ring_{};
+    bool ring_ready_ = false;
+    int event_fd_ = -1;
+    unsigned entries_ = 0;
+    unsigned in_flight_ = 0;
+  };
+  // Makes `queue` (nullptr: none) the calling thread's: its ReadAsync calls use it.
+  static void UseOnThisThread(ThreadQueue* queue);
 
  private:
   struct Lane {

@@ -136,6 +136,11 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   ro.metrics = &t->metrics_;
   ro.workers = options.data_workers;
   ro.rails = std::move(rails);
+  // Reads started on a transport thread complete on it (no hand-off from the device's
+  // completion thread before the reply goes out).
+  ro.on_worker_start = [](const RpcServerOptions::AddSource& add_source) {
+    return Engine::CompleteReadsOnThisThread(add_source);
+  };
   ShardService* service = t->service_.get();
   PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
                         service->Handle(std::move(req), std::move(respond));

@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "common/log.h"
 #include "transport/am_message.h"
@@ -54,7 +55,16 @@ class RpcServer::Impl {
     for (const auto& rail : rails_) address_ += (address_.empty() ? "" : ",") + rail->address;
     gate_ = std::make_shared<ResponderGate>();
     gate_->impl = this;
-    for (auto& lane : lanes_) lane->worker->Start(nullptr);
+    for (auto& lane : lanes_) {
+      lane->worker->Start(nullptr);
+      if (!options_.on_worker_start) continue;
+      Lane* l = lane.get();
+      l->worker->Post([this, l] {  // the first task the thread runs
+        l->on_stop = options_.on_worker_start([l](int fd, std::function<bool()> progress) {
+          l->worker->AddSource(fd, std::move(progress));
+        });
+      });
+    }
     PS_LOG_INFO("data plane listening on {}{}", address_,
                 lanes_.size() > 1 ? " (" + std::to_string(lanes_.size()) + " workers)" : std::string());
     return OkStatus();
@@ -70,6 +80,7 @@ class RpcServer::Impl {
     for (auto& lane : lanes_) {
       Lane* l = lane.get();
       l->worker->Stop([l] {
+        if (l->on_stop) std::exchange(l->on_stop, nullptr)();
         if (l->rail->lanes[0] == l && l->rail->listener != nullptr) {
           ucp_listener_destroy(l->rail->listener);
           l->rail->listener = nullptr;
@@ -194,6 +205,7 @@ class RpcServer::Impl {
     std::deque<DeferredReceive> deferred;           // its thread only
     std::atomic<size_t> deferred_count{0};          // deferred.size(), for other threads
     std::atomic<uint64_t> accepted{0};
+    std::function<void()> on_stop;  // its thread only (RpcServerOptions::on_worker_start)
   };
 
   // Listener callback (the rail's first worker's thread): the connection goes to the rail's

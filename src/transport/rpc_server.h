@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,12 @@ struct RpcServerOptions {
   // devices, so a client worker pinned to one network reaches the rail on it (address() lists
   // them all). Empty: one rail on `host`.
   std::vector<RpcRail> rails{};
+  // Runs on each worker's thread before it handles anything; may give the worker's loop event
+  // sources (`add_source(eventfd, progress)`, UcxWorker::AddSource) and returns what to run on
+  // that thread when the server stops (before its connections close), or an empty function.
+  // A target uses it to have its engine's read completions reaped on the transport thread.
+  using AddSource = std::function<void(int fd, std::function<bool()> progress)>;
+  std::function<std::function<void()>(const AddSource& add_source)> on_worker_start{};
 };
 
 class RpcServer {

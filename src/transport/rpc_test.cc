@@ -2,6 +2,7 @@
 // binary once over tcp and once over shared memory).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -417,6 +418,65 @@ TEST(RpcTest, RailsEachHaveTheirOwnListenerAndWorkers) {
   // One rail alone is an address too.
   RpcReply alone = (*c)->CallSync(address.substr(comma + 1), kEcho, {}, {});
   EXPECT_TRUE(alone.status.ok()) << address << ": " << alone.status.ToString();
+}
+
+// on_worker_start: runs on the worker's thread before any request; an event source it adds is
+// progressed on that thread (the one that runs the handler) when its eventfd fires, and what it
+// returns runs on that thread when the server stops.
+TEST(RpcTest, WorkerEventSourcesRunOnTheWorkerThread) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::thread::id started_on, progressed_on, handled_on, stopped_on;
+    bool pending = false;
+    int progressed = 0;
+    int efd = -1;
+  };
+  auto sh = std::make_shared<Shared>();
+  RpcServerOptions o;
+  o.on_worker_start = [sh](const RpcServerOptions::AddSource& add) {
+    std::lock_guard lock(sh->mu);
+    sh->started_on = std::this_thread::get_id();
+    sh->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    add(sh->efd, [sh] {
+      std::lock_guard lock(sh->mu);
+      if (!sh->pending) return false;
+      sh->pending = false;
+      sh->progressed_on = std::this_thread::get_id();
+      ++sh->progressed;
+      sh->cv.notify_all();
+      return true;
+    });
+    return std::function<void()>([sh] {
+      std::lock_guard lock(sh->mu);
+      sh->stopped_on = std::this_thread::get_id();
+      close(sh->efd);
+    });
+  };
+  auto server = RpcServer::Start(o, [sh](RpcRequest, Responder respond) {
+    {
+      std::lock_guard lock(sh->mu);
+      sh->handled_on = std::this_thread::get_id();
+    }
+    respond(RpcReply{});
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto client = MakeClient();
+  ASSERT_TRUE(client->CallSync((*server)->address(), kEcho, {}, {}).status.ok());
+  {
+    std::unique_lock lock(sh->mu);
+    sh->pending = true;
+    uint64_t one = 1;
+    ASSERT_EQ(write(sh->efd, &one, sizeof one), ssize_t(sizeof one));
+    ASSERT_TRUE(sh->cv.wait_for(lock, 5s, [&] { return sh->progressed > 0; }));
+    EXPECT_NE(sh->started_on, std::thread::id());
+    EXPECT_NE(sh->started_on, std::this_thread::get_id());
+    EXPECT_EQ(sh->progressed_on, sh->started_on);
+    EXPECT_EQ(sh->handled_on, sh->started_on);
+  }
+  server->reset();
+  std::lock_guard lock(sh->mu);
+  EXPECT_EQ(sh->stopped_on, sh->started_on);
 }
 
 TEST(RpcTest, BadWorkerSettingsAreRefusedByName) {

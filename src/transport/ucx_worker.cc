@@ -206,13 +206,24 @@ std::chrono::microseconds UcxWorker::PollAfterActivity() {
   return poll;
 }
 
+void UcxWorker::AddSource(int fd, Progress progress) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    PS_LOG_WARN("{}: cannot watch fd {}: {}; its events are polled only", name_, fd, std::strerror(errno));
+  }
+  sources_.emplace_back(fd, std::move(progress));
+}
+
 void UcxWorker::Loop() {
   thread_id_.store(std::this_thread::get_id());
-  epoll_event events[2];
+  epoll_event events[8];
   auto last_active = std::chrono::steady_clock::now();
   while (!stop_requested_.load()) {
     bool active = RunQueued();
     while (ucp_worker_progress(worker_) != 0) active = true;
+    for (auto& [fd, progress] : sources_) active |= progress();
     std::chrono::milliseconds sleep = tick_ ? tick_() : std::chrono::milliseconds::max();
     {
       std::lock_guard lock(mu_);
@@ -233,17 +244,18 @@ void UcxWorker::Loop() {
     if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
     // Sleep at most 1 s even without timers: a safety net should some transport miss a wakeup.
     int timeout_ms = static_cast<int>(std::clamp<int64_t>(sleep.count(), 0, 1000));
-    int n = epoll_wait(epoll_fd_, events, 2, timeout_ms);
+    int n = epoll_wait(epoll_fd_, events, 8, timeout_ms);
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.fd == wake_fd_) {
+      if (events[i].data.fd != worker_fd_) {  // our eventfd, or a source's: re-arm it
         uint64_t v;
-        ssize_t r = read(wake_fd_, &v, sizeof v);
+        ssize_t r = read(events[i].data.fd, &v, sizeof v);
         (void)r;
       }
     }
   }
   RunQueued();
   if (cleanup_) cleanup_();
+  sources_.clear();
   {
     std::lock_guard lock(mu_);
     accepting_ = false;

@@ -21,6 +21,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "penstock/status.h"
 
@@ -68,6 +70,14 @@ class UcxWorker {
 
   bool OnProgressThread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
+  // Progress thread only. Adds an event source to the loop: `progress` runs on this thread
+  // after every round of network progress (it returns whether it did anything, which keeps the
+  // loop from sleeping) and when `fd`, an eventfd, is signalled (the loop reads it first, to
+  // re-arm it). The source stays until the thread stops; `fd` must stay open until then, and
+  // `progress` is not called after the Stop cleanup has run.
+  using Progress = std::function<bool()>;
+  void AddSource(int fd, Progress progress);
+
   // Progress thread only. Force-closes `eps` and progresses until UCX has released them
   // (bounded by `limit`); their outstanding sends complete with an error meanwhile.
   void CloseEndpoints(const std::vector<ucp_ep_h>& eps,
@@ -103,6 +113,8 @@ class UcxWorker {
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stop_requested_{false};
   Task cleanup_;
+
+  std::vector<std::pair<int, Progress>> sources_;  // the progress thread's (AddSource)
 
   std::mutex mu_;
   std::deque<Task> queue_;  // guarded by mu_
