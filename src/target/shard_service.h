@@ -5,8 +5,9 @@
 // engine itself when space is at hand (Engine::TryWriteRangeAsync) and the reply is sent from
 // the engine's completion, so every such write that arrives can join the next group commit.
 // Reads take no I/O thread either when the shard's record is in the index's memory and the
-// bytes are one device read (Engine::TryReadRangeAsync): the reply is sent from the device's
-// completion thread. Everything else runs on the pool.
+// bytes are one device read (Engine::TryReadRangeAsync): the reply is sent when the read
+// completes, on the transport thread itself (TargetServer gives each transport thread a read
+// queue of its own, Engine::CompleteReadsOnThisThread). Everything else runs on the pool.
 //
 // Capabilities: Execute checks the request's token (protocol/capability.h) against the key set
 // from mgmt for the request's container and the op's right (read: read, read_range, stat,
@@ -72,7 +73,7 @@ class ShardService {
   // request and when the engine would have to make space first.
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
   // kRead or kReadRange, on the transport's thread: admitted and started with the engine
-  // (Engine::TryReadRangeAsync), answered from the device's completion; true when taken. False
+  // (Engine::TryReadRangeAsync), answered from the read's completion; true when taken. False
   // (the caller runs Execute on an I/O thread) when malformed or when the read would wait.
   bool StartRead(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
   void CountWritten(uint64_t bytes);  // penstock_target_bytes_written_total
