@@ -127,12 +127,12 @@ class RpcServer::Impl {
 
   Status StartRail(const RpcRail& spec) {
     PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(spec.host, options_.port));
-    auto rail = std::make_unique<Rail>();
+    Rail* rail = rails_.emplace_back(std::make_unique<Rail>()).get();  // lives as long as the server
     rail->impl = this;
     for (unsigned i = 0; i < options_.workers; ++i) {
       auto lane = std::make_unique<Lane>();
       lane->impl = this;
-      lane->rail = rail.get();
+      lane->rail = rail;
       lane->index = lanes_.size();
       UcxWorker::Options wo{.name = "ps-ucx-server", .net_devices = spec.net_devices,
                             .shared_context = options_.workers > 1,
@@ -162,9 +162,8 @@ class RpcServer::Impl {
     lp.sockaddr.addr = addr.get();
     lp.sockaddr.addrlen = addr.length;
     lp.conn_handler.cb = &Impl::OnConnection;
-    lp.conn_handler.arg = rail.get();
-    Rail* r = rail.get();
-    rails_.push_back(std::move(rail));  // destroyed with the server, after the lanes stop
+    lp.conn_handler.arg = rail;
+    Rail* r = rail;
     ucs_status_t st = ucp_listener_create(r->lanes[0]->worker->worker(), &lp, &r->listener);
     if (st == UCS_ERR_BUSY) {
       return Unavailable("data port " + addr.ToString() +
