@@ -255,7 +255,29 @@ int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
 }
 
 namespace {
+
 thread_local IoRing::ThreadQueue* this_thread_queue = nullptr;
+
+// Queues a read on `ring` whose completion carries `done` (taken; the reaper runs and deletes
+// it) and submits it. False, with `done` left to the caller, when the ring is full or the
+// kernel did not take it: the entry then stays queued and goes with the next submission, as a
+// no-op whose completion (no callback) is ignored.
+bool SubmitRead(io_uring* ring, int fd, uint64_t offset, void* buf, size_t length, IoRing::ReadDone& done) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  if (sqe == nullptr) return false;
+  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  auto* callback = new IoRing::ReadDone(std::move(done));
+  io_uring_sqe_set_data(sqe, callback);
+  if (io_uring_submit(ring) < 0) {
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data(sqe, nullptr);
+    done = std::move(*callback);
+    delete callback;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void IoRing::UseOnThisThread(ThreadQueue* queue) { this_thread_queue = queue; }
@@ -306,18 +328,7 @@ size_t IoRing::ThreadQueue::Reap() {
 
 bool IoRing::ThreadQueue::Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
   if (in_flight_ >= entries_) return false;
-  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-  if (sqe == nullptr) return false;
-  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
-  auto* callback = new ReadDone(std::move(done));
-  io_uring_sqe_set_data(sqe, callback);
-  if (io_uring_submit(&ring_) < 0) {  // as in ReadAsync: the entry goes later, as a no-op
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data(sqe, nullptr);
-    done = std::move(*callback);
-    delete callback;
-    return false;
-  }
+  if (!SubmitRead(&ring_, fd, offset, buf, length, done)) return false;
   ++in_flight_;
   return true;
 }
@@ -339,20 +350,7 @@ bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDo
       ReapLoop();
     });
   }
-  io_uring_sqe* sqe = io_uring_get_sqe(&async_lane_->ring);
-  if (sqe == nullptr) return false;
-  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
-  auto* callback = new ReadDone(std::move(done));
-  io_uring_sqe_set_data(sqe, callback);
-  if (io_uring_submit(&async_lane_->ring) < 0) {
-    // Not taken by the kernel: the entry stays queued and goes with the next submission, as a
-    // no-op whose completion is ignored.
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data(sqe, nullptr);
-    done = std::move(*callback);
-    delete callback;
-    return false;
-  }
+  if (!SubmitRead(&async_lane_->ring, fd, offset, buf, length, done)) return false;
   ++async_in_flight_;
   return true;
 }
