@@ -105,6 +105,7 @@ struct EngineOptions {
   uint32_t gc_reserve_segments = 1;    // free segments writers may not take (GC's landing room)
   uint32_t gc_free_segments_low = 2;   // fewer free segments than this: GC runs unthrottled
   double gc_min_dead_fraction = 0.5;   // background GC cleans segments at least this dead
+                                       // (at least 3/4 while half the segments are free)
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background relocation rate; 0 = unlimited
 
   // Index journal (journal.h): the index is synced at least this often while it changes (and

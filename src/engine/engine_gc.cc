@@ -19,9 +19,10 @@
 // A shard that fails its checksum is left where it is and recorded as corrupt (CorruptShards);
 // its segment stays in use.
 //
-// When it runs: the GC thread cleans segments at least gc_min_dead_fraction dead, paced to
-// gc_rate_bytes_per_sec; when free segments drop below gc_free_segments_low it takes any segment
-// at least 1/8 dead and does not pace. A writer that finds no space runs passes itself
+// When it runs: the GC thread cleans segments at least gc_min_dead_fraction dead (3/4 while
+// half the device is free: BackgroundGcMinDead), paced to gc_rate_bytes_per_sec; when free
+// segments drop below gc_free_segments_low it takes any segment at least 1/8 dead and does not
+// pace. A writer that finds no space runs passes itself
 // (AllocateForWrite) before giving up with kResourceExhausted; pacing stops while one waits.
 // Passes are serialised by gc_mu_.
 #include <fmt/format.h>
@@ -92,13 +93,11 @@ Result<uint64_t> Engine::CollectGarbage(uint64_t max_segments) {
 void Engine::GcLoop() {
   uint64_t idle_polls = 0;
   for (;;) {
-    bool pressure = table_->Stats().free_segments < options_.gc_free_segments_low;
-    // Under pressure take emptier victims too, but not nearly full ones: moving a segment to
-    // win a few blocks would churn the device without end.
-    uint64_t min_dead = pressure ? segment_bytes_ / 8
-                                 : static_cast<uint64_t>(static_cast<double>(segment_bytes_) *
-                                                         options_.gc_min_dead_fraction);
-    auto did = CleanOneSegment(std::max<uint64_t>(min_dead, kBlockSize), !pressure);
+    const engine::SegmentTableStats st = table_->Stats();
+    const bool pressure = st.free_segments < options_.gc_free_segments_low;
+    auto did = CleanOneSegment(engine::BackgroundGcMinDead(st, segment_bytes_, options_.gc_min_dead_fraction,
+                                                           options_.gc_free_segments_low),
+                               !pressure);
     if (!did.ok()) {
       PS_LOG_WARN("engine GC: {}", did.status().ToString());
     }

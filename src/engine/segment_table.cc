@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 
 namespace penstock::engine {
@@ -205,6 +206,16 @@ SegmentState SegmentTable::state(uint32_t segment) const {
 uint64_t SegmentTable::live_bytes(uint32_t segment) const {
   std::lock_guard lock(mu_);
   return segments_.at(segment).live;
+}
+
+uint64_t BackgroundGcMinDead(const SegmentTableStats& st, uint64_t segment_bytes,
+                             double min_dead_fraction, uint32_t free_segments_low) {
+  // Under pressure take emptier victims too, but not nearly full ones: moving a segment to win
+  // a few blocks would churn the device without end.
+  if (st.free_segments < free_segments_low) return std::max<uint64_t>(segment_bytes / 8, kBlockSize);
+  double fraction = min_dead_fraction;
+  if (st.free_segments * 2 >= st.total_segments) fraction = std::max(fraction, 0.75);
+  return std::max<uint64_t>(static_cast<uint64_t>(static_cast<double>(segment_bytes) * fraction), kBlockSize);
 }
 
 }  // namespace penstock::engine

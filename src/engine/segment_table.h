@@ -59,6 +59,15 @@ struct SegmentTableStats {
                                         // (counted in free_segments too)
 };
 
+// Background GC's victim threshold (PickVictim's min_dead_bytes) for a table in state `st`:
+//  - fewer than `free_segments_low` free segments (pressure): a segment 1/8 dead;
+//  - at least half the segments free: max(min_dead_fraction, 3/4) of a segment, so while space
+//    is plentiful each cleaning moves at most a quarter of a segment (GC's write
+//    amplification halves against cleaning at half dead, and dead space waits for later);
+//  - otherwise min_dead_fraction of a segment. Never less than one 4 KiB block.
+uint64_t BackgroundGcMinDead(const SegmentTableStats& st, uint64_t segment_bytes,
+                             double min_dead_fraction, uint32_t free_segments_low);
+
 class SegmentTable {
  public:
   // `reserve_segments` free segments are kept back from kUser allocations (see above).

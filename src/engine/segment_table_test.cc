@@ -151,5 +151,19 @@ TEST(SegmentTableTest, OpenSegmentIsRewoundOnlyOnceTheIndexIsDurable) {
   EXPECT_EQ(*t.Allocate(kSeg), (Extent{0, 0, kSeg}));
 }
 
+TEST(SegmentTableTest, BackgroundGcWaitsLongerWhileSpaceIsPlentiful) {
+  constexpr uint64_t kSeg = 64 << 20;
+  auto min_dead = [&](uint64_t free, uint64_t total, double fraction = 0.5) {
+    return BackgroundGcMinDead({.total_segments = total, .free_segments = free}, kSeg, fraction, 2);
+  };
+  EXPECT_EQ(min_dead(60, 100), kSeg / 4 * 3);  // half free or more: three quarters dead
+  EXPECT_EQ(min_dead(50, 100), kSeg / 4 * 3);
+  EXPECT_EQ(min_dead(49, 100), kSeg / 2);      // less: the configured fraction
+  EXPECT_EQ(min_dead(60, 100, 0.9), uint64_t(kSeg * 0.9));  // a stricter setting stands
+  EXPECT_EQ(min_dead(1, 100), kSeg / 8);       // pressure: emptier victims too
+  EXPECT_EQ(min_dead(1, 2), kSeg / 8);         // (pressure wins over "half free")
+  EXPECT_EQ(BackgroundGcMinDead({.total_segments = 4, .free_segments = 0}, 8192, 0.5, 2), kBlockSize);
+}
+
 }  // namespace
 }  // namespace penstock::engine
