@@ -4,18 +4,16 @@
 
 namespace penstock {
 
-void NameThisThread(const std::string& name) {
-  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+std::thread NamedThread(std::string name, std::function<void()> body) {
+  return std::thread([name = std::move(name), body = std::move(body)] {
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    body();
+  });
 }
 
 ThreadPool::ThreadPool(unsigned threads, std::string name) {
   if (threads == 0) threads = 1;
-  for (unsigned i = 0; i < threads; ++i) {
-    workers_.emplace_back([this, name] {
-      NameThisThread(name);
-      Run();
-    });
-  }
+  for (unsigned i = 0; i < threads; ++i) workers_.push_back(NamedThread(name, [this] { Run(); }));
 }
 
 ThreadPool::~ThreadPool() {

@@ -1,7 +1,7 @@
 // thread_pool.h — a fixed set of worker threads running queued tasks in FIFO order.
 // Used where a non-blocking caller (a transport thread) must hand blocking work (device
 // I/O) to other threads. Submit() is thread-safe; the destructor runs the tasks already
-// queued, then joins the workers. Threads carry names (NameThisThread), so `top -H` and `perf
+// queued, then joins the workers. Threads carry names (NamedThread), so `top -H` and `perf
 // report --sort comm` tell the engine's, the transport's and the pools' threads apart.
 #pragma once
 
@@ -15,12 +15,13 @@
 
 namespace penstock {
 
-// Names the calling thread (the kernel keeps the first 15 characters), e.g. "ps-commit".
-void NameThisThread(const std::string& name);
+// A thread running `body` under the name `name` (the kernel keeps its first 15 characters),
+// e.g. "ps-commit".
+std::thread NamedThread(std::string name, std::function<void()> body);
 
 class ThreadPool {
  public:
-  // `name`: each worker thread's name (NameThisThread).
+  // `name`: each worker thread's name (NamedThread).
   explicit ThreadPool(unsigned threads, std::string name = "ps-pool");
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -242,26 +242,10 @@ Engine::~Engine() {
 }
 
 void Engine::StartThreads() {
-  committer_ = std::thread([this] {
-    NameThisThread("ps-commit");
-    CommitLoop();
-  });
-  applier_ = std::thread([this] {
-    NameThisThread("ps-apply");
-    ApplyLoop();
-  });
-  if (options_.gc_enabled && options_.gc_background) {
-    gc_thread_ = std::thread([this] {
-      NameThisThread("ps-gc");
-      GcLoop();
-    });
-  }
-  if (options_.scrub_rate_bytes_per_sec > 0) {
-    scrub_thread_ = std::thread([this] {
-      NameThisThread("ps-scrub");
-      ScrubLoop();
-    });
-  }
+  committer_ = NamedThread("ps-commit", [this] { CommitLoop(); });
+  applier_ = NamedThread("ps-apply", [this] { ApplyLoop(); });
+  if (options_.gc_enabled && options_.gc_background) gc_thread_ = NamedThread("ps-gc", [this] { GcLoop(); });
+  if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = NamedThread("ps-scrub", [this] { ScrubLoop(); });
 }
 
 void Engine::StopThreads() {

@@ -345,10 +345,7 @@ bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDo
       return false;
     }
     async_lane_ = std::move(lane);
-    reaper_ = std::thread([this] {
-      NameThisThread("ps-io-reap");
-      ReapLoop();
-    });
+    reaper_ = NamedThread("ps-io-reap", [this] { ReapLoop(); });
   }
   if (!SubmitRead(&async_lane_->ring, fd, offset, buf, length, done)) return false;
   ++async_in_flight_;

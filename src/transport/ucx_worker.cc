@@ -141,10 +141,7 @@ UcxWorker::~UcxWorker() {
 
 void UcxWorker::Start(Tick tick) {
   tick_ = std::move(tick);
-  thread_ = std::thread([this, name = name_] {
-    NameThisThread(name);
-    Loop();
-  });
+  thread_ = NamedThread(name_, [this] { Loop(); });
 }
 
 bool UcxWorker::Post(Task task) {
