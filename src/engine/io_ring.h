@@ -38,6 +38,7 @@
 #include <mutex>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "penstock/status.h"
@@ -119,6 +120,7 @@ class IoRing {
     int event_fd_ = -1;
     unsigned entries_ = 0;
     unsigned in_flight_ = 0;
+    std::vector<std::pair<ReadDone*, int64_t>> reaped_;  // Reap's scratch
   };
   // Makes `queue` (nullptr: none) the calling thread's: its ReadAsync calls use it.
   static void UseOnThisThread(ThreadQueue* queue);
