@@ -29,6 +29,12 @@ RpcReply ErrorReply(Status s) {
   return r;
 }
 
+// A range write's version condition: the stored version it patches, when kWriteIfVersion.
+std::optional<uint64_t> ExpectedVersion(const RangeWriteHeader& h) {
+  if (h.base.flags & kWriteIfVersion) return h.expected_version;
+  return std::nullopt;
+}
+
 }  // namespace
 
 ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
@@ -232,8 +238,6 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
   if (!h.ok() || !Engine::WholeBlocks(h->offset, size)) {
     return false;  // partial blocks or malformed: Execute, blocking
   }
-  std::optional<uint64_t> expected;
-  if (h->base.flags & kWriteIfVersion) expected = h->expected_version;
   const auto start = std::chrono::steady_clock::now();
   if (Refused(*request, respond, start)) return true;
   Hold();
@@ -250,7 +254,7 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
     Unhold();
   };
   if (engine_->TryWriteRangeAsync(FromWire(h->base.key), h->offset, request->payload.span(), h->base.shard_version,
-                                  done, expected)) {
+                                  done, ExpectedVersion(*h))) {
     return true;
   }
   Unhold();  // space must be made first (GC, an index sync): Execute, blocking, on an I/O thread
@@ -303,10 +307,8 @@ RpcReply ShardService::WriteRange(const RpcRequest& request) {
   // kWriteIfVersion: the engine's committer applies it only over expected_version (newer:
   // kAborted; older or missing: kFailedPrecondition, the copy must be repaired whole). The
   // engine refuses a range past the largest shard (kInvalidArgument, naming it).
-  std::optional<uint64_t> expected;
-  if (h->base.flags & kWriteIfVersion) expected = h->expected_version;
   Status s = engine_->WriteRange(FromWire(h->base.key), h->offset, request.payload.span(), h->base.shard_version,
-                                 expected);
+                                 ExpectedVersion(*h));
   if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
 }
