@@ -48,7 +48,8 @@ ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t firs
 std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next);
 
 // The runs of `runs` that own space and whose start (segment, offset) no run of `other` has:
-// the segment entries an index update removes (runs = old, other = new) or adds (the reverse).
+// the segment owner entries an index update removes (runs = old, other = new) or adds (the
+// reverse; segment_owners.h).
 // `runs` and `other` are a key's records before and after one update, so a place both use holds
 // the same block in both. Linear: records of fragmented shards have hundreds of runs.
 std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,

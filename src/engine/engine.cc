@@ -19,6 +19,7 @@
 #include "engine/index.h"
 #include "engine/journal.h"
 #include "engine/null_device.h"
+#include "engine/segment_owners.h"
 #include "engine/segment_table.h"
 
 namespace penstock {
@@ -199,8 +200,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineOptions& options,
     }
     PS_ASSIGN_OR_RETURN(journal, engine::Journal::Open(*device, *index, header, end));
   }
-  PS_ASSIGN_OR_RETURN(uint64_t added, index->EnsureSegmentEntries());
-  if (added > 0) PS_LOG_INFO("index '{}': wrote the segment entries of {} shards (older index)", index->dir(), added);
+  PS_ASSIGN_OR_RETURN(bool dropped, index->DropSegmentEntries());
+  if (dropped) PS_LOG_INFO("index '{}': dropped the segment entries an older version kept there", index->dir());
   uint32_t reserve = options.gc_enabled ? options.gc_reserve_segments : 0;
   reserve = std::min<uint64_t>(reserve, header.segment_count > 0 ? header.segment_count - 1 : 0);
   auto table = std::make_unique<engine::SegmentTable>(
@@ -230,6 +231,7 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
       index_(std::move(index)),
       journal_(std::move(journal)),
       table_(std::move(table)),
+      owners_(std::make_unique<engine::SegmentOwners>(table_->segment_count())),
       pipeline_(std::make_unique<engine::CommitPipeline>()),
       last_index_sync_(std::chrono::steady_clock::now()) {}
 
@@ -303,6 +305,7 @@ Status Engine::Recover() {
           }
           table_->RecoverExtent({run.segment, run.offset, run.block_count * kBlockSize});
         }
+        owners_->Add(key, record.runs);
         return true;
       }));
   PS_RETURN_IF_ERROR(bad);
@@ -336,6 +339,7 @@ EngineStats Engine::Stats() const {
                                     static_cast<double>(s.bytes_written);
   s.commit_batches = commit_batches_.load();
   s.commit_ops = commit_ops_.load();
+  s.segment_owner_entries = owners_->Entries();
   s.index_syncs = index_syncs_.load();
   s.journal_replayed = journal_replayed_.load();
   s.gc_segments_cleaned = gc_segments_cleaned_.load();

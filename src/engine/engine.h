@@ -129,6 +129,7 @@ struct EngineStats {
   uint64_t free_segments = 0;
   uint64_t total_segments = 0;
   uint64_t shards = 0;
+  uint64_t segment_owner_entries = 0;  // runs GC can find by segment (in memory, ~96 bytes each)
   uint64_t reads = 0, writes = 0, deletes = 0, checksum_errors = 0;
   uint64_t bytes_read = 0, bytes_written = 0;  // logical shard bytes
   // Bytes (4 KiB rounded) written to the data device by writes and by GC relocation.
@@ -154,6 +155,7 @@ class Device;
 class Index;
 class Journal;
 enum class AppendStream : uint8_t;
+class SegmentOwners;
 class SegmentPins;
 class SegmentTable;
 struct ShardRecord;
@@ -374,6 +376,7 @@ class Engine {
   // committer waits).
   std::unique_ptr<engine::Journal> journal_;
   std::unique_ptr<engine::SegmentTable> table_;
+  std::unique_ptr<engine::SegmentOwners> owners_;  // GC's list of each segment's shards
   // Held shared while a reader looks a key up and pins its segments; exclusive while the
   // applier returns the space a key's new record no longer uses.
   std::array<std::shared_mutex, kKeyLockStripes> key_locks_;

@@ -51,6 +51,7 @@
 #include "common/log.h"
 #include "engine/index.h"
 #include "engine/journal.h"
+#include "engine/segment_owners.h"
 #include "engine/segment_table.h"
 
 namespace penstock {
@@ -439,6 +440,7 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
       }
     }
   }
+  if (committed.ok()) owners_->Apply(batch.updates);
   commit_batches_.fetch_add(1, std::memory_order_relaxed);
   commit_ops_.fetch_add(batch.updates.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < batch.requests.size(); ++i) {

@@ -40,6 +40,7 @@
 #include "engine/engine.h"
 #include "engine/index.h"
 #include "engine/pacer.h"
+#include "engine/segment_owners.h"
 #include "engine/segment_table.h"
 
 namespace penstock {
@@ -131,11 +132,16 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     // Shards in one extent (in the victim), and shards in several runs (one of them in it).
     std::vector<std::pair<ShardKey, ShardRecord>> live, mapped;
     std::set<ShardKey> seen;
-    PS_RETURN_IF_ERROR(index_->ScanSegment(victim, [&](const ShardKey& key, const ShardRecord& record) {
-      if (corrupt.contains(key) || !seen.insert(key).second) return true;
-      (record.contiguous() ? live : mapped).emplace_back(key, record);
-      return true;
-    }));
+    for (const ShardKey& key : owners_->Owners(victim)) {
+      if (corrupt.contains(key) || !seen.insert(key).second) continue;
+      PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key));
+      // Rewritten or deleted since the owners were listed: nothing of it to move.
+      if (!record || std::none_of(record->runs.begin(), record->runs.end(),
+                                  [&](const engine::BlockRun& run) { return run.segment == victim; })) {
+        continue;
+      }
+      (record->contiguous() ? live : mapped).emplace_back(key, std::move(*record));
+    }
     std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) {
       return x.second.runs[0].offset < y.second.runs[0].offset;
     });

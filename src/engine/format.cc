@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "common/crc32c.h"
-#include "engine/block_map.h"
 
 namespace penstock::engine {
 namespace {
@@ -258,17 +257,10 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
   return Crc32c(payload, crc);
 }
 
-// The old record's runs whose segment entries an update removes: those that own space and
-// whose start the new record does not keep.
-std::vector<BlockRun> OwningRuns(const IndexUpdate& u) {
-  if (!u.old) return {};
-  return RunsStartingElsewhere(u.old->runs, u.record ? u.record->runs : std::vector<BlockRun>{});
-}
-
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
   uint64_t bytes = 0;
   for (const IndexUpdate& u : updates) {
-    bytes += sizeof(JournalUpdateV2) + OwningRuns(u).size() * sizeof(StoredRun);
+    bytes += sizeof(JournalUpdateV2);
     if (u.record) {
       bytes += u.record->runs.size() * sizeof(StoredRun) +
                u.record->block_crcs.size() * sizeof(uint32_t);
@@ -354,15 +346,13 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
   header.payload_bytes = static_cast<uint32_t>(PayloadBytes(updates));
   size_t pos = sizeof(header);
   for (const IndexUpdate& u : updates) {
-    const std::vector<BlockRun> old_runs = OwningRuns(u);
-    JournalUpdateV2 j;
+    JournalUpdateV2 j;  // old_run_count 0: see format.h
     j.container = u.key.container;
     j.object_hi = u.key.object.hi;
     j.object_lo = u.key.object.lo;
     j.stripe = u.key.stripe;
     j.shard = u.key.shard;
     j.kind = u.record ? kJournalPut : kJournalDelete;
-    j.old_run_count = static_cast<uint32_t>(old_runs.size());
     if (u.record) {
       j.length = u.record->length;
       j.version = u.record->version;
@@ -372,7 +362,7 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
       j.written_end = std::clamp<uint64_t>(u.written_end, j.written_begin, j.block_count);
     }
     std::memcpy(out.data() + pos, &j, sizeof(j));
-    pos = WriteRuns(out, pos + sizeof(j), old_runs);
+    pos += sizeof(j);
     if (u.record) {
       pos = WriteRuns(out, pos, u.record->runs);
       if (j.block_count > 0) {

@@ -7,17 +7,16 @@
 //     past its length are always zeros on the device).
 //   * the RocksDB index: one record per shard (key: EncodeShardKey, value: a ShardRecordHeader
 //     (version 1: the shard in one extent) or a ShardRecordHeaderV2 followed by its runs
-//     (version 2: a block map, see BlockRun), then one crc32c per 4 KiB block), one segment entry per
-//     run that owns space (key: EncodeSegmentKey(segment, offset of the run), value:
-//     EncodeShardKey — so GC finds a segment's shards without reading every record), plus meta
+//     (version 2: a block map, see BlockRun), then one crc32c per 4 KiB block), plus meta
 //     records (kMetaSuperblockKey holds a copy of the DeviceHeader, which pairs an index with its
-//     device; kMetaSegmentIndexKey says the segment entries are complete; kMetaJournalKey holds
-//     the JournalPosition of the last journal record the index contains, written in the same
-//     batch as its updates).
+//     device; kMetaJournalKey holds the JournalPosition of the last journal record the index
+//     contains, written in the same batch as its updates). Earlier versions also kept a segment
+//     entry per run that owns space (key: EncodeSegmentKey(segment, offset of the run), value:
+//     EncodeShardKey) and kMetaSegmentIndexKey saying they were complete; Open drops both
+//     (segment_owners.h keeps that map in memory now).
 //   * the index journal, in the device's header region after the DeviceHeader block
 //     [kJournalBegin, data_offset): one record per group-commit batch (JournalRecordHeader, then
-//     per index update a JournalUpdateV2, the old record's run starts, the new record's runs and
-//     its block checksums; version-1 records, JournalUpdate, are still replayed), zero-padded to
+//     per index update a JournalUpdateV2, the new record's runs and its block checksums; version-1 records, JournalUpdate, are still replayed), zero-padded to
 //     whole 4 KiB blocks. Records follow each other from kJournalBegin; when the next one does
 //     not fit the engine syncs the index and starts again at kJournalBegin (see journal.h).
 // Multi-byte integers inside records are little-endian (the host order; asserted below);
@@ -157,9 +156,9 @@ struct ShardRecord {
 inline uint64_t BlocksFor(uint64_t length) { return (length + kBlockSize - 1) / kBlockSize; }
 
 // One mutation of an index batch: a put of `record`, or a delete when it is nullopt. `old` is
-// the key's record before it (as the batch leaves it so far): the segment entries of its runs
-// go (then those of `record`'s runs are put). Decoded from the journal, `old` holds only its
-// runs' starts. Blocks [written_begin, written_end) of `record` are those whose data the batch
+// the key's record before it (as the batch leaves it so far): SegmentOwners drops the entries
+// of its runs (then adds those of `record`'s). Decoded from the journal it is unset (older
+// records: only its runs' starts). Blocks [written_begin, written_end) of `record` are those whose data the batch
 // wrote (the journal's replay checks them); the rest were durable before.
 struct IndexUpdate {
   ShardKey key;
@@ -207,10 +206,10 @@ struct JournalUpdate {
 };
 static_assert(sizeof(JournalUpdate) == 88);
 
-// One IndexUpdate of a version-2 journal record; followed by old_run_count StoredRuns (the
-// old record's runs that own space and that the new record does not keep: their segment
-// entries go), run_count StoredRuns (the new
-// record's block map, as in ShardRecordHeaderV2) and block_count uint32 crc32c values.
+// One IndexUpdate of a version-2 journal record; followed by old_run_count StoredRuns,
+// run_count StoredRuns (the new record's block map, as in ShardRecordHeaderV2) and block_count
+// uint32 crc32c values. The old runs were the segment entries the update removed while the
+// index kept them; written as none since, read (into IndexUpdate::old) and unused.
 struct JournalUpdateV2 {
   uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;
   uint32_t shard = 0;

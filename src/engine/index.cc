@@ -10,7 +10,6 @@
 #include <optional>
 #include <system_error>
 
-#include "engine/block_map.h"
 
 namespace penstock::engine {
 namespace {
@@ -26,12 +25,6 @@ Status ToStatus(const rocksdb::Status& s, std::string_view what) {
   if (s.IsNoSpace()) return ResourceExhausted(msg + "; free space on the index filesystem");
   if (s.IsBusy() || s.IsTryAgain() || s.IsTimedOut()) return Unavailable(msg);
   return Internal(msg);
-}
-
-uint64_t GetBigEndian64(std::string_view bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(bytes[i]);
-  return v;
 }
 
 rocksdb::WriteOptions SyncedWrite(bool sync = true) {
@@ -105,23 +98,11 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
     std::optional<std::string> value;  // nullopt: a delete
   };
   std::vector<Entry> entries;
-  entries.reserve(updates.size() * 3);
+  entries.reserve(updates.size());
   for (const Update& u : updates) {
-    std::string key = EncodeShardKey(u.key);
-    // The entries of the old record's runs go and the new one's are put; a run start both have
-    // keeps its entry (a range write changes a few runs of a shard that may have many).
-    const std::vector<BlockRun> none;
-    const std::vector<BlockRun>& old_runs = u.old ? u.old->runs : none;
-    const std::vector<BlockRun>& new_runs = u.record ? u.record->runs : none;
-    for (const BlockRun& run : RunsStartingElsewhere(old_runs, new_runs)) {
-      entries.push_back({EncodeSegmentKey(run.segment, run.offset), {}});
-    }
-    for (const BlockRun& run : RunsStartingElsewhere(new_runs, old_runs)) {
-      entries.push_back({EncodeSegmentKey(run.segment, run.offset), key});
-    }
     std::optional<std::string> value;
     if (u.record) value = EncodeShardRecord(*u.record);
-    entries.push_back({std::move(key), std::move(value)});
+    entries.push_back({EncodeShardKey(u.key), std::move(value)});
   }
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
   rocksdb::WriteBatch batch;
@@ -169,69 +150,30 @@ Status Index::Scan(std::string_view prefix, const std::optional<ShardKey>& start
   return ToStatus(it->status(), fmt::format("index '{}': scan", dir_));
 }
 
-Status Index::ScanSegment(uint32_t segment, const Visitor& visit) const {
-  const std::string prefix = SegmentPrefix(segment);
+Result<bool> Index::DropSegmentEntries() {
+  const std::string begin(1, kSegmentTag), end(1, static_cast<char>(kSegmentTag + 1));
   rocksdb::ReadOptions read;
   read.total_order_seek = true;
-  const rocksdb::Snapshot* snap = db_->GetSnapshot();  // entries and records of one moment
-  read.snapshot = snap;
-  struct Release {
-    rocksdb::DB* db;
-    const rocksdb::Snapshot* s;
-    ~Release() { db->ReleaseSnapshot(s); }
-  } release{db_.get(), snap};
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
-    rocksdb::Slice k = it->key();
-    std::string_view key(k.data(), k.size());
-    if (!key.starts_with(prefix)) break;
-    rocksdb::Slice v = it->value();
-    std::optional<ShardKey> shard = DecodeShardKey(std::string_view(v.data(), v.size()));
-    if (key.size() != kSegmentKeyBytes || !shard) {
-      return DataLoss(fmt::format("index '{}' holds a malformed entry for segment {}; the index is "
-                                  "corrupt, rebuild this target", dir_, segment));
-    }
-    std::string value;
-    rocksdb::Status s = db_->Get(read, EncodeShardKey(*shard), &value);
-    if (s.IsNotFound()) continue;  // cannot happen (one batch writes both); nothing to move
-    if (!s.ok()) return ToStatus(s, fmt::format("index '{}': get {}", dir_, shard->ToString()));
-    PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(*shard, value));
-    const uint64_t offset = GetBigEndian64(key.substr(kSegmentKeyBytes - 8));
-    if (std::none_of(record.runs.begin(), record.runs.end(), [&](const BlockRun& run) {
-          return run.segment == segment && run.offset == offset;
-        })) {
-      continue;  // likewise
-    }
-    if (!visit(*shard, record)) return OkStatus();
+  bool any = false;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    it->Seek(begin);
+    PS_RETURN_IF_ERROR(ToStatus(it->status(), fmt::format("index '{}': look for segment entries", dir_)));
+    any = it->Valid() && it->key().compare(end) < 0;
   }
-  return ToStatus(it->status(), fmt::format("index '{}': scan segment {}", dir_, segment));
-}
-
-Result<uint64_t> Index::EnsureSegmentEntries() {
   const rocksdb::Slice marker(kMetaSegmentIndexKey.data(), kMetaSegmentIndexKey.size());
   std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), marker, &value);
-  if (s.ok()) return uint64_t{0};
-  if (!s.IsNotFound()) PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': get segment-index marker", dir_)));
-  // Entries are keyed by location, so writing one twice (an interrupted earlier run) is harmless.
+  rocksdb::Status got = db_->Get(rocksdb::ReadOptions(), marker, &value);
+  if (!got.ok() && !got.IsNotFound()) {
+    return ToStatus(got, fmt::format("index '{}': get segment-index marker", dir_));
+  }
+  if (!any && got.IsNotFound()) return false;
   rocksdb::WriteBatch batch;
-  uint64_t written = 0;
-  Status failed;
-  PS_RETURN_IF_ERROR(Scan(AllShardsPrefix(), std::nullopt, [&](const ShardKey& key, const ShardRecord& record) {
-    if (record.runs.empty()) return true;
-    for (const BlockRun& run : record.runs) {
-      if (!run.hole()) batch.Put(EncodeSegmentKey(run.segment, run.offset), EncodeShardKey(key));
-    }
-    if (++written % 10000 == 0) {
-      failed = ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_));
-      batch.Clear();
-    }
-    return failed.ok();
-  }));
-  PS_RETURN_IF_ERROR(failed);
-  batch.Put(marker, "1");
-  PS_RETURN_IF_ERROR(ToStatus(db_->Write(SyncedWrite(sync_), &batch), fmt::format("index '{}': segment entries", dir_)));
-  return written;
+  rocksdb::Status s = batch.DeleteRange(begin, end);
+  if (s.ok()) s = batch.Delete(marker);
+  if (s.ok()) s = db_->Write(SyncedWrite(sync_), &batch);
+  PS_RETURN_IF_ERROR(ToStatus(s, fmt::format("index '{}': drop segment entries", dir_)));
+  return any;
 }
 
 Status Index::SyncWal() {

@@ -65,13 +65,11 @@ class Index {
   // Prefix matching every shard key.
   static std::string AllShardsPrefix() { return std::string(1, kShardTag); }
 
-  // Visits the records of the shards whose data lies in `segment`, in offset order (the
-  // segment entries, one per run, each checked against its shard's record), until `visit`
-  // returns false. A shard with several runs in the segment is visited once per run.
-  Status ScanSegment(uint32_t segment, const Visitor& visit) const;
-  // Writes the segment entries of every shard when the index predates them (an index made by
-  // an older version); a no-op once done. Returns how many entries it wrote.
-  Result<uint64_t> EnsureSegmentEntries();
+  // Removes the segment entries ((segment, offset) -> shard key) an older version kept here
+  // (SegmentOwners holds them in memory now), and the marker that said they were complete, so
+  // that an older version opening this index again writes them afresh. A no-op when there are
+  // none; returns whether there were.
+  Result<bool> DropSegmentEntries();
 
   Result<std::optional<DeviceHeader>> GetSuperblock() const;
   Status PutSuperblock(const DeviceHeader& header);

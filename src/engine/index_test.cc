@@ -1,11 +1,9 @@
-// The index's segment entries: kept in step with the shard records by every batch, listed per
-// segment for GC, and written once for an index made before they existed.
+// The index: records only. Segment entries an older version kept beside them are dropped at
+// open, with the marker that said they were complete (an older version then writes them again).
 #include "engine/index.h"
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
-
-#include <set>
 
 #include "common/temp_dir.h"
 
@@ -19,61 +17,53 @@ ShardRecord At(uint32_t segment, uint64_t offset, uint64_t length = 4096) {
 
 ShardKey Key(uint64_t stripe) { return ShardKey{7, {1, 2}, stripe, 0}; }
 
-std::set<std::pair<uint64_t, uint64_t>> InSegment(const Index& index, uint32_t segment) {
-  std::set<std::pair<uint64_t, uint64_t>> out;  // (stripe, offset)
-  EXPECT_TRUE(index.ScanSegment(segment, [&](const ShardKey& k, const ShardRecord& r) {
-    for (const BlockRun& run : r.runs) {
-      if (run.segment == segment) out.emplace(k.stripe, run.offset);
-    }
-    return true;
-  }).ok());
-  return out;
+// Keys in [from, to) of the raw RocksDB directory.
+int CountKeys(const std::string& path, const std::string& from, const std::string& to) {
+  rocksdb::DB* raw = nullptr;
+  EXPECT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::Options(), path, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  int n = 0;
+  for (it->Seek(from); it->Valid() && it->key().ToString() < to; it->Next()) ++n;
+  return n;
 }
 
-TEST(IndexTest, SegmentEntriesFollowEveryUpdate) {
-  testing::TempDir dir("index");
-  auto index = Index::Open(dir.path() + "/idx");
-  ASSERT_TRUE(index.ok()) << index.status().ToString();
-  Index& ix = **index;
-  EXPECT_EQ(*ix.EnsureSegmentEntries(), 0u);  // a new index has them from the start
-  ASSERT_TRUE(ix.Apply({{Key(0), At(1, 0), std::nullopt},
-                        {Key(1), At(1, 8192, 8000), std::nullopt},
-                        {Key(2), ShardRecord{}, std::nullopt}})  // empty: no space, no entry
-                  .ok());
-  EXPECT_EQ(InSegment(ix, 1), (std::set<std::pair<uint64_t, uint64_t>>{{0, 0}, {1, 8192}}));
-  // Overwrite (moves to segment 2), then in one batch a write and a delete of the same key.
-  ASSERT_TRUE(ix.Apply({{Key(0), At(2, 4096), At(1, 0)}}).ok());
-  ASSERT_TRUE(ix.Apply({{Key(1), At(3, 0), At(1, 8192, 8000)}, {Key(1), std::nullopt, At(3, 0)}}).ok());
-  EXPECT_TRUE(InSegment(ix, 1).empty());
-  EXPECT_EQ(InSegment(ix, 2), (std::set<std::pair<uint64_t, uint64_t>>{{0, 4096}}));
-  EXPECT_TRUE(InSegment(ix, 3).empty());
-}
-
-TEST(IndexTest, OlderIndexGetsItsSegmentEntriesOnce) {
+TEST(IndexTest, AppliesRecordsOnlyAndDropsTheSegmentEntriesOfAnOlderVersion) {
   testing::TempDir dir("index");
   const std::string path = dir.path() + "/idx";
+  const std::string segments(1, kSegmentTag), after(1, static_cast<char>(kSegmentTag + 1));
   {
     auto index = Index::Open(path);
-    ASSERT_TRUE(index.ok());
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
     ASSERT_TRUE((*index)->Apply({{Key(0), At(4, 0), std::nullopt}, {Key(1), At(5, 4096), std::nullopt}}).ok());
+    ASSERT_TRUE((*index)->Apply({{Key(0), At(6, 0), At(4, 0)}}).ok());
+    EXPECT_EQ(*(*index)->DropSegmentEntries(), false);  // none written
   }
-  {  // What an index written before segment entries looks like: records only.
+  EXPECT_EQ(CountKeys(path, segments, after), 0);
+  EXPECT_EQ(CountKeys(path, Index::AllShardsPrefix(), segments), 2);
+  {  // What an older version leaves: segment entries and their marker.
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
-    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), EncodeSegmentKey(4, 0)).ok());
-    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), EncodeSegmentKey(5, 4096)).ok());
-    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(),
-                           rocksdb::Slice(kMetaSegmentIndexKey.data(), kMetaSegmentIndexKey.size()))
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), EncodeSegmentKey(6, 0), EncodeShardKey(Key(0))).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), EncodeSegmentKey(5, 4096), EncodeShardKey(Key(1))).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(),
+                        rocksdb::Slice(kMetaSegmentIndexKey.data(), kMetaSegmentIndexKey.size()), "1")
                     .ok());
   }
-  auto index = Index::Open(path);
-  ASSERT_TRUE(index.ok());
-  EXPECT_TRUE(InSegment(**index, 4).empty());
-  EXPECT_EQ(*(*index)->EnsureSegmentEntries(), 2u);
-  EXPECT_EQ(*(*index)->EnsureSegmentEntries(), 0u);
-  EXPECT_EQ(InSegment(**index, 4), (std::set<std::pair<uint64_t, uint64_t>>{{0, 0}}));
-  EXPECT_EQ(InSegment(**index, 5), (std::set<std::pair<uint64_t, uint64_t>>{{1, 4096}}));
+  EXPECT_EQ(CountKeys(path, segments, after), 2);
+  {
+    auto index = Index::Open(path);
+    ASSERT_TRUE(index.ok());
+    EXPECT_EQ(*(*index)->DropSegmentEntries(), true);
+    EXPECT_EQ(*(*index)->DropSegmentEntries(), false);
+    auto got = (*index)->Get(Key(0));
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ(**got, At(6, 0));  // records untouched
+  }
+  EXPECT_EQ(CountKeys(path, segments, after), 0);
+  EXPECT_EQ(CountKeys(path, std::string(kMetaSegmentIndexKey), std::string(kMetaSegmentIndexKey) + "\x01"), 0);
+  EXPECT_EQ(CountKeys(path, Index::AllShardsPrefix(), segments), 2);
 }
 
 }  // namespace

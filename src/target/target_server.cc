@@ -121,6 +121,9 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
         &EngineStats::device_bytes_written);
   gauge("penstock_engine_commit_batches", "Group commits (one device flush and index batch each).",
         &EngineStats::commit_batches);
+  gauge("penstock_engine_segment_owner_entries",
+        "Runs GC can find by segment, held in memory (about 96 bytes each).",
+        &EngineStats::segment_owner_entries);
   gauge("penstock_engine_commit_ops", "Writes and deletes made durable by group commits.",
         &EngineStats::commit_ops);
   gauge("penstock_engine_scrub_bytes_verified", "Bytes verified by the background scrub.",

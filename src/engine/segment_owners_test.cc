@@ -1,0 +1,57 @@
+// SegmentOwners: the in-memory (segment, run offset) -> shard map GC lists victims from.
+#include "engine/segment_owners.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace penstock::engine {
+namespace {
+
+ShardKey Key(uint64_t stripe) { return ShardKey{7, {1, 2}, stripe, 0}; }
+
+ShardRecord At(uint32_t segment, uint64_t offset, uint64_t length = 4096) {
+  return ShardRecord::Contiguous(segment, offset, length, 1,
+                                 std::vector<uint32_t>(BlocksFor(length), 0));
+}
+
+TEST(SegmentOwnersTest, FollowsWritesOverwritesAndDeletesInBatchOrder) {
+  SegmentOwners owners(8);
+  owners.Apply({{Key(0), At(1, 0), std::nullopt},
+                {Key(1), At(1, 8192, 8000), std::nullopt},
+                {Key(2), ShardRecord{}, std::nullopt}});  // empty: owns no space
+  EXPECT_EQ(owners.Owners(1), (std::vector<ShardKey>{Key(0), Key(1)}));
+  EXPECT_EQ(owners.Entries(), 2u);
+  // Overwrite (moves to segment 2); then in one batch a write and a delete of one key.
+  owners.Apply({{Key(0), At(2, 4096), At(1, 0)}});
+  owners.Apply({{Key(1), At(3, 0), At(1, 8192, 8000)}, {Key(1), std::nullopt, At(3, 0)}});
+  EXPECT_TRUE(owners.Owners(1).empty());
+  EXPECT_EQ(owners.Owners(2), (std::vector<ShardKey>{Key(0)}));
+  EXPECT_TRUE(owners.Owners(3).empty());
+  EXPECT_EQ(owners.Entries(), 1u);
+  EXPECT_TRUE(owners.Owners(99).empty());  // no such segment
+}
+
+TEST(SegmentOwnersTest, ARangeWriteMovesOnlyTheRunsItChanged) {
+  SegmentOwners owners(8);
+  ShardRecord whole = At(1, 0, 10 * kBlockSize);
+  owners.Add(Key(5), whole.runs);
+  // Blocks 3..4 rewritten into segment 4: runs [0,3) at (1, 0), [3,5) at (4, 0), [5,10) at
+  // (1, 5 blocks). The run start (1, 0) stays; two new starts come.
+  ShardRecord patched = whole;
+  patched.runs = {{.segment = 1, .offset = 0, .first_block = 0, .block_count = 3},
+                  {.segment = 4, .offset = 0, .first_block = 3, .block_count = 2},
+                  {.segment = 1, .offset = 5 * kBlockSize, .first_block = 5, .block_count = 5}};
+  owners.Apply({{Key(5), patched, whole}});
+  EXPECT_EQ(owners.Entries(), 3u);
+  EXPECT_EQ(owners.Owners(1), (std::vector<ShardKey>{Key(5)}));  // once, though two runs
+  EXPECT_EQ(owners.Owners(4), (std::vector<ShardKey>{Key(5)}));
+  // Rewritten whole elsewhere: every entry goes.
+  owners.Apply({{Key(5), At(6, 0, 10 * kBlockSize), patched}});
+  EXPECT_TRUE(owners.Owners(1).empty());
+  EXPECT_TRUE(owners.Owners(4).empty());
+  EXPECT_EQ(owners.Entries(), 1u);
+}
+
+}  // namespace
+}  // namespace penstock::engine
