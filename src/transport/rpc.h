@@ -30,6 +30,9 @@ struct RpcReply {
   // Payload bytes the transport received straight into the call's ReplyDestination (then
   // `payload` is empty): the first `placed` bytes of the memory it lent.
   uint64_t placed = 0;
+  // True when a reply arrived from the server (`status` is then the handler's); false for the
+  // client's own errors (unreachable, connection lost, timed out, cancelled, malformed reply).
+  bool from_peer = false;
 };
 
 // Caller memory a reply's payload may be received into directly (zero-copy receive: a

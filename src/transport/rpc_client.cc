@@ -9,6 +9,7 @@
 #include <set>
 #include <shared_mutex>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -358,6 +359,7 @@ class RpcClient::Impl {
       return UCS_OK;
     }
     auto reply = std::make_shared<RpcReply>();
+    reply->from_peer = true;
     reply->status = Status(msg->status_code, std::string(msg->status_message));
     reply->header.assign(msg->op_header.begin(), msg->op_header.end());
     if (self->rx_bytes_ != nullptr) self->rx_bytes_->Inc(length);
@@ -503,11 +505,15 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
     }
     impls.push_back(std::move(impl));
   }
-  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls), std::move(registry)));
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls), std::move(registry), options.rail_retry_after));
 }
 
-RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry)
-    : impls_(std::move(impls)), registry_(std::move(registry)), calls_(new std::atomic<uint64_t>[impls_.size()]()) {}
+RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry,
+                     std::chrono::milliseconds rail_retry_after)
+    : impls_(std::move(impls)),
+      registry_(std::move(registry)),
+      calls_(new std::atomic<uint64_t>[impls_.size()]()),
+      rail_retry_after_(rail_retry_after) {}
 RpcClient::~RpcClient() {
   while (!impls_.empty()) impls_.pop_back();  // worker 0, which may own the shared context, last
 }
@@ -515,13 +521,67 @@ RpcClient::~RpcClient() {
 void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::span<const std::byte> header, std::span<const std::byte> payload,
                      std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
-  const size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % impls_.size();
-  calls_[i].fetch_add(1, std::memory_order_relaxed);
+  size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % impls_.size();
   if (address.find(',') != std::string::npos) {  // a multi-rail server: this worker's rail
-    impls_[i]->Call(std::string(RailFor(address, i)), opcode, header, payload, std::move(done), std::move(into));
+    std::string rail;
+    std::tie(i, rail) = PickRail(address, i);
+    calls_[i].fetch_add(1, std::memory_order_relaxed);
+    auto observe = [this, rail, done = std::move(done)](RpcReply reply) mutable {
+      const StatusCode code = reply.status.code();
+      if (!reply.from_peer && (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded)) {
+        MarkRailDown(rail);
+      }
+      done(std::move(reply));
+    };
+    impls_[i]->Call(rail, opcode, header, payload, std::move(observe), std::move(into));
     return;
   }
+  calls_[i].fetch_add(1, std::memory_order_relaxed);
   impls_[i]->Call(address, opcode, header, payload, std::move(done), std::move(into));
+}
+
+std::pair<size_t, std::string> RpcClient::PickRail(const std::string& address, size_t first) {
+  std::string own(RailFor(address, first));
+  if (!any_rail_down_.load(std::memory_order_relaxed)) return {first, std::move(own)};
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(rails_mu_);
+  std::erase_if(rails_down_, [&](const auto& r) { return r.second <= now; });  // the next call retries it
+  if (rails_down_.empty()) any_rail_down_.store(false, std::memory_order_relaxed);
+  if (!rails_down_.contains(own)) return {first, std::move(own)};
+  // Another worker whose own rail works (it may be pinned to that rail's network devices).
+  for (size_t k = 1; k < impls_.size(); ++k) {
+    const size_t j = (first + k) % impls_.size();
+    std::string rail(RailFor(address, j));
+    if (!rails_down_.contains(rail)) return {j, std::move(rail)};
+  }
+  // No worker's own rail works (fewer workers than rails): a rail no worker calls by default.
+  const size_t rails = static_cast<size_t>(std::count(address.begin(), address.end(), ',')) + 1;
+  for (size_t r = 0; r < rails; ++r) {
+    std::string rail(RailFor(address, r));
+    if (!rails_down_.contains(rail)) return {first, std::move(rail)};
+  }
+  return {first, std::move(own)};  // every rail down: try it anyway
+}
+
+void RpcClient::MarkRailDown(const std::string& rail) {
+  std::lock_guard lock(rails_mu_);
+  auto [it, added] = rails_down_.insert_or_assign(rail, std::chrono::steady_clock::now() + rail_retry_after_);
+  (void)it;
+  if (added) {
+    PS_LOG_WARN("data plane: rail {} failed; calls go to the other rails for {} ms", rail,
+                rail_retry_after_.count());
+  }
+  any_rail_down_.store(true, std::memory_order_relaxed);
+}
+
+std::vector<std::string> RpcClient::RailsDown() {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> out;
+  std::lock_guard lock(rails_mu_);
+  for (const auto& [rail, until] : rails_down_) {
+    if (until > now) out.push_back(rail);
+  }
+  return out;
 }
 
 Result<std::shared_ptr<RpcClient::Registration>> RpcClient::Register(void* data, size_t size) {

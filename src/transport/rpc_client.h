@@ -22,9 +22,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/metrics.h"
@@ -50,6 +53,9 @@ struct RpcClientOptions {
   // net_devices[i % size] as its UCX_NET_DEVICES (empty list: the environment's for all).
   unsigned workers = 1;
   std::vector<std::string> net_devices{};
+  // A rail of a multi-rail server whose connection failed (unreachable, lost, timed out) gets
+  // no calls for this long: they go to the workers whose rails work, then one call tries it again.
+  std::chrono::milliseconds rail_retry_after{5000};
 };
 
 class RpcClient {
@@ -67,6 +73,11 @@ class RpcClient {
   // cannot be reached or the connection dies, kDeadlineExceeded after options.timeout,
   // kInvalidArgument for a bad address or an oversized header, kCancelled when the client is
   // destroyed first.
+  //
+  // A multi-rail address ("host:port,host:port", RpcServer::address) is called on the worker's
+  // own rail (RailFor). A rail whose call fails without an answer from the server (unreachable,
+  // connection lost, timed out) is avoided for options.rail_retry_after: its calls go to
+  // workers whose rails work (PickRail). The failed call itself is not retried here.
   //
   // With `into`, a reply payload is received straight into the memory `into` lends (see
   // ReplyDestination; RpcReply::placed says how much went there). A transfer into it that is
@@ -94,16 +105,29 @@ class RpcClient {
 
   // Calls handed to each worker so far (to check the spread).
   std::vector<uint64_t> CallsPerWorker() const;
+  // Rails (pieces of a multi-rail address) now avoided after a failed connection.
+  std::vector<std::string> RailsDown();
 
   class Impl;
   struct Registry;
 
  private:
-  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry);
+  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry,
+                     std::chrono::milliseconds rail_retry_after);
+  // The worker and rail for a call to multi-rail `address`: worker `first` (round robin) on its
+  // own rail, unless that rail is down: then another worker's own rail that is not, else any
+  // rail that is not, through worker `first`.
+  std::pair<size_t, std::string> PickRail(const std::string& address, size_t first);
+  void MarkRailDown(const std::string& rail);
+
   std::vector<std::unique_ptr<Impl>> impls_;
   std::shared_ptr<Registry> registry_;
   std::unique_ptr<std::atomic<uint64_t>[]> calls_;  // per worker
   std::atomic<uint64_t> next_worker_{0};
+  const std::chrono::milliseconds rail_retry_after_;
+  std::mutex rails_mu_;
+  std::map<std::string, std::chrono::steady_clock::time_point> rails_down_;  // guarded by rails_mu_
+  std::atomic<bool> any_rail_down_{false};  // rails_down_ may be non-empty
 };
 
 }  // namespace penstock

@@ -420,6 +420,51 @@ TEST(RpcTest, RailsEachHaveTheirOwnListenerAndWorkers) {
   EXPECT_TRUE(alone.status.ok()) << address << ": " << alone.status.ToString();
 }
 
+// A rail whose connection fails gets no calls for rail_retry_after: they go to a worker whose
+// rail works, or (one worker) through the worker to another rail; then one call tries it again.
+TEST(RpcTest, CallsLeaveARailWhoseConnectionFails) {
+  TestServer ts;
+  ASSERT_TRUE(ts.server);
+  const std::string live = ts.server->address();
+  const std::string dead = "127.0.0.1:" + std::to_string(UnusedPort());
+  for (unsigned workers : {2u, 1u}) {
+    SCOPED_TRACE(workers);
+    // With two workers the dead rail is worker 1's; with one, it is the worker's own (rail 0).
+    const std::string address = workers == 2 ? live + "," + dead : dead + "," + live;
+    auto c = RpcClient::Create({.timeout = 10s, .workers = workers, .rail_retry_after = 500ms});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto failures = [&](int calls) {
+      int failed = 0;
+      for (int i = 0; i < calls; ++i) {
+        RpcReply r = (*c)->CallSync(address, kEcho, {}, {});
+        if (r.status.ok()) continue;
+        ++failed;
+        EXPECT_EQ(r.status.code(), StatusCode::kUnavailable) << r.status.ToString();
+        EXPECT_NE(r.status.message().find(dead), std::string::npos) << r.status.ToString();
+        EXPECT_FALSE(r.from_peer);
+      }
+      return failed;
+    };
+    EXPECT_EQ(failures(20), 1);  // the first call on the dead rail; none after
+    EXPECT_EQ((*c)->RailsDown(), std::vector<std::string>{dead});
+    if (workers == 2) {
+      EXPECT_EQ((*c)->CallsPerWorker()[1], 1u);  // the rest went to worker 0
+    }
+    // Once rail_retry_after has passed, one call tries the dead rail again, and fails over again.
+    std::this_thread::sleep_for(600ms);
+    EXPECT_TRUE((*c)->RailsDown().empty());
+    EXPECT_EQ(failures(20), 1);
+    EXPECT_EQ((*c)->RailsDown(), std::vector<std::string>{dead});
+  }
+  // A handler's error is the server's answer, not the rail's: it marks nothing down.
+  auto c = RpcClient::Create({.timeout = 10s, .workers = 2});
+  ASSERT_TRUE(c.ok());
+  RpcReply r = (*c)->CallSync(live + "," + live, kFail, {}, {});
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_TRUE(r.from_peer);
+  EXPECT_TRUE((*c)->RailsDown().empty());
+}
+
 // on_worker_start: runs on the worker's thread before any request; an event source it adds is
 // progressed on that thread (the one that runs the handler) when its eventfd fires, and what it
 // returns runs on that thread when the server stops.
