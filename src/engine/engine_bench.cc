@@ -22,11 +22,12 @@
 //              4 KiB; TryReadRangeAsync, falling back to ReadRange when it declines), like fio's
 //              one thread with an io_uring queue of --qd.
 // Prints one JSON line: {"mode":..,"bs":..,"qd":..,"ops":..,"seconds":..,"mb_s":..,"iops":..},
-// with the commit batches and write amplification (device bytes / logical bytes) of the timed
-// phase only.
+// with the process's CPU time per operation (user + system, all threads), the commit batches
+// and write amplification (device bytes / logical bytes), all of the timed phase only.
 // Not a test: no pass/fail, and the directory is left for the next run.
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -57,9 +58,20 @@ struct Args {
   double seconds = 10;
 };
 
+// CPU seconds (user + system) of this process so far, all threads.
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+double g_run_cpu_seconds = 0;  // of the last Run or run_async: the timed phase
+
 // Runs `op(thread, i)` for i in [0, count) split across threads (count == 0: until `seconds`).
 template <typename Op>
 std::pair<uint64_t, double> Run(unsigned threads, uint64_t count, double seconds, Op op) {
+  const double cpu0 = ProcessCpuSeconds();
   std::atomic<uint64_t> next{0}, done{0};
   std::atomic<bool> failed{false};
   auto start = Clock::now();
@@ -83,6 +95,7 @@ std::pair<uint64_t, double> Run(unsigned threads, uint64_t count, double seconds
   }
   for (auto& t : pool) t.join();
   if (failed) std::exit(1);
+  g_run_cpu_seconds = ProcessCpuSeconds() - cpu0;
   return {done.load(), std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
@@ -147,6 +160,7 @@ int main(int argc, char** argv) {
     std::condition_variable cv;
     uint64_t in_flight = 0, done_ops = 0, issued = 0;
     Status failed;
+    const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
     auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
     std::unique_lock lock(mu);
@@ -170,6 +184,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", failed.ToString().c_str());
       std::exit(1);
     }
+    g_run_cpu_seconds = ProcessCpuSeconds() - cpu0;
     return std::pair<uint64_t, double>{done_ops, std::chrono::duration<double>(Clock::now() - t0).count()};
   };
   std::pair<uint64_t, double> r;
@@ -230,10 +245,11 @@ int main(int argc, char** argv) {
                                      static_cast<double>(logical);
   double mb_s = static_cast<double>(r.first * a.bs) / r.second / 1e6;
   std::printf("%s\n", fmt::format("{{\"mode\":\"{}\",\"bs\":{},\"qd\":{},\"ops\":{},\"seconds\":"
-                                  "{:.3f},\"mb_s\":{:.1f},\"iops\":{:.0f},\"commit_batches\":{},"
-                                  "\"write_amplification\":{:.3f}}}",
+                                  "{:.3f},\"mb_s\":{:.1f},\"iops\":{:.0f},\"cpu_us_per_op\":{:.1f},"
+                                  "\"commit_batches\":{},\"write_amplification\":{:.3f}}}",
                                   a.mode, a.bs, a.qd, r.first, r.second, mb_s,
                                   static_cast<double>(r.first) / r.second,
+                                  r.first == 0 ? 0.0 : g_run_cpu_seconds * 1e6 / static_cast<double>(r.first),
                                   s.commit_batches - before.commit_batches, amplification).c_str());
   return 0;
 }
