@@ -10,7 +10,6 @@
 #include <optional>
 #include <system_error>
 
-
 namespace penstock::engine {
 namespace {
 
