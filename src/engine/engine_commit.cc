@@ -250,7 +250,9 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
       d->applies[i] = true;
       has_data |= r.extent.length > 0;
       d->next[i] = next;
-      d->updates.push_back({r.key, next, old, written_begin, written_end});
+      d->updates.push_back({.key = r.key, .record = next, .old = old, .written_begin = written_begin,
+                            .written_end = written_end,
+                            .range_write = r.kind == CommitRequest::Kind::kWriteRange});
       overlay[r.key] = std::move(next);
     }
 

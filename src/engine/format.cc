@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/crc32c.h"
+#include "engine/block_map.h"
 
 namespace penstock::engine {
 namespace {
@@ -257,11 +258,25 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
   return Crc32c(payload, crc);
 }
 
+// The blocks a range write's journal entry carries, [begin, end): none (0, 0) when the update
+// is written whole (not a range write onto an existing record).
+std::pair<uint64_t, uint64_t> RangeEntryBlocks(const IndexUpdate& u) {
+  if (!u.range_write || !u.old || !u.record) return {0, 0};
+  const uint64_t blocks = u.record->block_crcs.size();
+  const uint64_t begin = std::min<uint64_t>(u.written_begin, blocks);
+  const uint64_t end = std::clamp<uint64_t>(u.written_end, begin, blocks);
+  const BlockRun* run = end > begin ? RunHolding(*u.record, begin) : nullptr;
+  if (run == nullptr || run->hole() || run->end_block() < end) return {0, 0};  // not one extent
+  return {begin, end};
+}
+
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
   uint64_t bytes = 0;
   for (const IndexUpdate& u : updates) {
     bytes += sizeof(JournalUpdateV2);
-    if (u.record) {
+    if (auto [begin, end] = RangeEntryBlocks(u); end > begin) {
+      bytes += sizeof(StoredRun) + (end - begin) * sizeof(uint32_t);
+    } else if (u.record) {
       bytes += u.record->runs.size() * sizeof(StoredRun) +
                u.record->block_crcs.size() * sizeof(uint32_t);
     }
@@ -297,8 +312,9 @@ std::optional<IndexUpdate> DecodeUpdateV1(std::span<const std::byte> payload, si
   return u;
 }
 
-// Decodes one version-2 update at `pos` of `payload`, advancing `pos`.
-std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, size_t& pos) {
+// Decodes one version-2 or -3 update at `pos` of `payload`, advancing `pos`; kJournalRange
+// entries only with `ranges` (version 3).
+std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, size_t& pos, bool ranges) {
   JournalUpdateV2 j;
   if (payload.size() - pos < sizeof(j)) return std::nullopt;
   std::memcpy(&j, payload.data() + pos, sizeof(j));
@@ -311,7 +327,7 @@ std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, si
     if (!ReadRuns(payload.data() + pos, end, j.old_run_count, u.old->runs)) return std::nullopt;
     pos += j.old_run_count * sizeof(StoredRun);
   }
-  if (j.kind == kJournalPut) {
+  if (j.kind == kJournalPut || (j.kind == kJournalRange && ranges)) {
     u.record.emplace();
     u.record->length = j.length;
     u.record->version = j.version;
@@ -320,9 +336,21 @@ std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, si
     if ((payload.size() - pos) / sizeof(uint32_t) < j.block_count) return std::nullopt;
     ReadCrcs(payload.data() + pos, j.block_count, u.record->block_crcs);
     pos += j.block_count * sizeof(uint32_t);
-    if (!RecordShapeOk(*u.record) || j.written_begin > j.written_end) return std::nullopt;
+    if (j.written_begin > j.written_end) return std::nullopt;
     u.written_begin = j.written_begin;
     u.written_end = j.written_end;
+    if (j.kind == kJournalRange) {
+      // One run of the written blocks, inside the new length, and their checksums.
+      const BlockRun* run = u.record->runs.size() == 1 ? &u.record->runs[0] : nullptr;
+      if (run == nullptr || run->hole() || run->first_block != j.written_begin ||
+          run->block_count != j.written_end - j.written_begin || run->block_count != j.block_count ||
+          run->end_block() > BlocksFor(j.length)) {
+        return std::nullopt;
+      }
+      u.range_write = true;
+    } else if (!RecordShapeOk(*u.record)) {
+      return std::nullopt;
+    }
   } else if (j.kind != kJournalDelete || j.block_count != 0 || j.run_count != 0) {
     return std::nullopt;
   }
@@ -353,6 +381,26 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
     j.stripe = u.key.stripe;
     j.shard = u.key.shard;
     j.kind = u.record ? kJournalPut : kJournalDelete;
+    if (auto [begin, end] = RangeEntryBlocks(u); end > begin) {
+      j.kind = kJournalRange;
+      j.length = u.record->length;
+      j.version = u.record->version;
+      j.block_count = static_cast<uint32_t>(end - begin);
+      j.run_count = 1;
+      j.written_begin = begin;
+      j.written_end = end;
+      std::memcpy(out.data() + pos, &j, sizeof(j));
+      pos += sizeof(j);
+      const BlockRun* holding = RunHolding(*u.record, begin);  // the written blocks are one extent
+      const BlockRun run{.segment = holding->segment,
+                         .offset = holding->offset + (begin - holding->first_block) * kBlockSize,
+                         .first_block = begin,
+                         .block_count = end - begin};
+      pos = WriteRuns(out, pos, {run});
+      std::memcpy(out.data() + pos, u.record->block_crcs.data() + begin, (end - begin) * sizeof(uint32_t));
+      pos += (end - begin) * sizeof(uint32_t);
+      continue;
+    }
     if (u.record) {
       j.length = u.record->length;
       j.version = u.record->version;
@@ -385,6 +433,7 @@ std::optional<JournalRecordHeader> ParseJournalHeader(std::span<const std::byte>
   if (header.magic != kJournalMagic || std::memcmp(header.uuid, uuid, sizeof(uuid)) != 0 ||
       header.seq != seq ||
       (header.format_version != kJournalRecordVersion &&
+       header.format_version != kJournalRecordVersionTwo &&
        header.format_version != kJournalRecordVersionOne) ||
       header.flags != 0 ||
       sizeof(header) + uint64_t{header.payload_bytes} > kMaxJournalRecordBytes) {
@@ -406,8 +455,8 @@ std::optional<std::vector<IndexUpdate>> DecodeJournalRecord(std::span<const std:
     std::optional<IndexUpdate> u;
     if (header.format_version == kJournalRecordVersionOne) {
       u = DecodeUpdateV1(payload, pos);
-    } else if (header.format_version == kJournalRecordVersion) {
-      u = DecodeUpdateV2(payload, pos);
+    } else {
+      u = DecodeUpdateV2(payload, pos, /*ranges=*/header.format_version == kJournalRecordVersion);
     }
     if (!u) return std::nullopt;
     updates.push_back(std::move(*u));

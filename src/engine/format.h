@@ -16,7 +16,9 @@
 //     (segment_owners.h keeps that map in memory now).
 //   * the index journal, in the device's header region after the DeviceHeader block
 //     [kJournalBegin, data_offset): one record per group-commit batch (JournalRecordHeader, then
-//     per index update a JournalUpdateV2, the new record's runs and its block checksums; version-1 records, JournalUpdate, are still replayed), zero-padded to
+//     per index update a JournalUpdateV2, the new record's runs and its block checksums, or
+//     for a range write onto an existing record (kJournalRange, record version 3) only the
+//     written blocks' run and checksums; version-1 and -2 records are still replayed), zero-padded to
 //     whole 4 KiB blocks. Records follow each other from kJournalBegin; when the next one does
 //     not fit the engine syncs the index and starts again at kJournalBegin (see journal.h).
 // Multi-byte integers inside records are little-endian (the host order; asserted below);
@@ -158,20 +160,27 @@ inline uint64_t BlocksFor(uint64_t length) { return (length + kBlockSize - 1) / 
 // One mutation of an index batch: a put of `record`, or a delete when it is nullopt. `old` is
 // the key's record before it (as the batch leaves it so far): SegmentOwners drops the entries
 // of its runs (then adds those of `record`'s). Decoded from the journal it is unset (older
-// records: only its runs' starts). Blocks [written_begin, written_end) of `record` are those whose data the batch
-// wrote (the journal's replay checks them); the rest were durable before.
+// records: only its runs' starts). Blocks [written_begin, written_end) of `record` are those
+// whose data the batch wrote (the journal's replay checks them); the rest were durable before.
 struct IndexUpdate {
   ShardKey key;
   std::optional<ShardRecord> record;
   std::optional<ShardRecord> old;
   uint64_t written_begin = 0;
   uint64_t written_end = UINT64_MAX;  // clipped to the record's blocks
+  // A range write: `record` is ApplyRangeWrite(old, written_begin, the written blocks' place and
+  // checksums, record->length, record->version). With `old` set, the journal carries only the
+  // written blocks (kJournalRange). Decoded from such an entry, `record` is partial until the
+  // journal's replay completes it: its one run and its crcs are the written blocks'.
+  bool range_write = false;
 };
+
 
 // Index journal. A record is durable on the device before the index batch it repeats is
 // written (unsynced); Open replays the records the index does not hold.
 inline constexpr uint64_t kJournalMagic = 0x4C4E524A'4B545350ull;  // "PSTKJRNL" little-endian
-inline constexpr uint16_t kJournalRecordVersion = 2;    // JournalUpdateV2 (written)
+inline constexpr uint16_t kJournalRecordVersion = 3;     // JournalUpdateV2, range entries (written)
+inline constexpr uint16_t kJournalRecordVersionTwo = 2;  // JournalUpdateV2, no range entries
 inline constexpr uint16_t kJournalRecordVersionOne = 1;  // JournalUpdate (replayed only)
 inline constexpr uint64_t kJournalBegin = kBlockSize;  // the DeviceHeader block comes first
 inline constexpr uint64_t kMaxJournalRecordBytes = 256 << 10;  // larger batches sync the index
@@ -213,7 +222,7 @@ static_assert(sizeof(JournalUpdate) == 88);
 struct JournalUpdateV2 {
   uint64_t container = 0, object_hi = 0, object_lo = 0, stripe = 0;
   uint32_t shard = 0;
-  uint8_t kind = 0;  // kJournalPut or kJournalDelete
+  uint8_t kind = 0;  // kJournalPut, kJournalDelete or (record version 3) kJournalRange
   uint8_t reserved[3] = {};
   uint64_t length = 0;
   uint64_t version = 0;
@@ -227,6 +236,11 @@ struct JournalUpdateV2 {
 static_assert(sizeof(JournalUpdateV2) == 88);
 inline constexpr uint8_t kJournalPut = 1;
 inline constexpr uint8_t kJournalDelete = 2;
+// A range write onto the key's existing record: run_count 1 (the written blocks' run, first_block
+// = written_begin, block_count = written_end - written_begin) and block_count crcs (those blocks'
+// only); `length` and `version` are the new record's. Replay rebuilds the record from the key's
+// record before it (ApplyRangeWrite), instead of the journal repeating the whole block map.
+inline constexpr uint8_t kJournalRange = 3;
 
 // Value of kMetaJournalKey: the last journal record applied to the index and where the next
 // one starts.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "engine/block_map.h"
 
 namespace penstock::engine {
 namespace {
@@ -232,6 +233,54 @@ TEST(FormatTest, VersionOneJournalRecordStillDecodes) {
 }
 
 // A version-2 record carries block maps, the old record's runs and the written blocks.
+// A range write onto an existing record is journaled as the written blocks only: their run and
+// checksums, with the new length and version; replay (journal.cc) rebuilds the whole record.
+TEST(FormatTest, RangeWritesAreJournaledAsTheirBlocksOnly) {
+  uint8_t uuid[16] = {7};
+  ShardRecord old = ShardRecord::Contiguous(1, 0, 256 * kBlockSize, 1, std::vector<uint32_t>(256, 5));
+  // Blocks 10..12 rewritten at segment 3, offset 8 KiB; the record keeps 256 blocks.
+  const std::vector<uint32_t> crcs = {21, 22, 23};
+  ShardRecord next = ApplyRangeWrite(old, 10, 3, 8192, crcs, 256 * kBlockSize, 2);
+  const ShardKey key{1, {2, 3}, 4, 5};
+  std::vector<IndexUpdate> updates = {
+      {.key = key, .record = next, .old = old, .written_begin = 10, .written_end = 13, .range_write = true}};
+  std::string record = EncodeJournalRecord(uuid, 9, updates);
+  EXPECT_EQ(record.size(), kBlockSize);  // the whole map would be 3 runs and 256 checksums
+  EXPECT_EQ(JournalRecordBytes(updates), kBlockSize);
+  auto back = DecodeJournalRecord(Bytes(record));
+  ASSERT_TRUE(back.has_value());
+  ASSERT_EQ(back->size(), 1u);
+  const IndexUpdate& u = (*back)[0];
+  EXPECT_TRUE(u.range_write);
+  EXPECT_EQ(u.written_begin, 10u);
+  EXPECT_EQ(u.written_end, 13u);
+  ASSERT_TRUE(u.record.has_value());
+  EXPECT_EQ(u.record->runs, (std::vector<BlockRun>{{.segment = 3, .offset = 8192, .first_block = 10, .block_count = 3}}));
+  EXPECT_EQ(u.record->block_crcs, crcs);
+  EXPECT_EQ(u.record->length, 256 * kBlockSize);
+  EXPECT_EQ(u.record->version, 2u);
+  // Rebuilt from the record before it, it is the committer's record.
+  const BlockRun run = u.record->runs[0];
+  EXPECT_EQ(ApplyRangeWrite(old, run.first_block, run.segment, run.offset, u.record->block_crcs,
+                            u.record->length, u.record->version),
+            next);
+  // Without the record before it (a new shard), the whole record is journaled.
+  updates[0].old.reset();
+  auto whole = DecodeJournalRecord(Bytes(EncodeJournalRecord(uuid, 9, updates)));
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_FALSE((*whole)[0].range_write);
+  EXPECT_EQ(*(*whole)[0].record, next);
+  // A range entry in a version-2 record is not one a version-2 writer could have made.
+  JournalRecordHeader header;
+  std::memcpy(&header, record.data(), sizeof(header));
+  header.format_version = kJournalRecordVersionTwo;
+  header.crc = 0;
+  uint32_t crc = Crc32c(std::as_bytes(std::span(&header, 1)));
+  header.crc = Crc32c(Bytes(record).subspan(sizeof(header), header.payload_bytes), crc);
+  std::memcpy(record.data(), &header, sizeof(header));
+  EXPECT_FALSE(DecodeJournalRecord(Bytes(record)).has_value());
+}
+
 TEST(FormatTest, JournalRecordCarriesBlockMaps) {
   uint8_t uuid[16] = {6};
   ShardRecord old;

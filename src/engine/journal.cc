@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "common/buffer.h"
 #include "common/log.h"
+#include "engine/block_map.h"
 #include "engine/device.h"
 #include "engine/index.h"
 
@@ -77,6 +79,30 @@ Result<bool> Journal::DataIsWhole(const std::vector<IndexUpdate>& updates) {
   return true;
 }
 
+Status Journal::CompleteRangeWrites(std::vector<IndexUpdate>& updates) {
+  std::map<ShardKey, std::optional<ShardRecord>> earlier;  // this record's updates so far
+  for (IndexUpdate& u : updates) {
+    if (u.range_write) {
+      std::optional<ShardRecord> before;
+      if (auto it = earlier.find(u.key); it != earlier.end()) {
+        before = it->second;
+      } else {
+        PS_ASSIGN_OR_RETURN(before, index_.Get(u.key));
+      }
+      if (!before) {
+        return DataLoss(fmt::format("index journal record {} patches shard {}, which the index does "
+                                    "not hold; the index and journal disagree, rebuild this target",
+                                    position_.seq + 1, u.key.ToString()));
+      }
+      const BlockRun run = u.record->runs[0];  // the written blocks (DecodeJournalRecord checked)
+      u.record = ApplyRangeWrite(before, run.first_block, run.segment, run.offset, u.record->block_crcs,
+                                 u.record->length, u.record->version);
+    }
+    earlier[u.key] = u.record;
+  }
+  return OkStatus();
+}
+
 Status Journal::Replay() {
   AlignedBuffer buffer(kMaxJournalRecordBytes);
   const uint64_t from = position_.seq;
@@ -99,6 +125,7 @@ Status Journal::Replay() {
                   position_.seq + 1, at);
       break;
     }
+    PS_RETURN_IF_ERROR(CompleteRangeWrites(*updates));
     PS_ASSIGN_OR_RETURN(bool whole, DataIsWhole(*updates));
     if (!whole) {
       PS_LOG_INFO("index journal: the data of record {} did not reach the device; it ends the "

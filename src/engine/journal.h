@@ -9,6 +9,9 @@
 // committer first wraps: it syncs the index with its position reset to kJournalBegin, so a
 // record is overwritten only once the index holds it durably.
 //
+// A range write onto an existing record is journaled as the written blocks only (their run and
+// checksums, kJournalRange); replay rebuilds its record from the key's record before it.
+//
 // Replay (Open): from the index's position, read records seq+1, seq+2, ... while each is whole
 // (magic, device uuid, expected seq, crc32c) and every 4 KiB block of data its puts wrote (for a
 // range write only the range's blocks: the rest were durable before) matches the put's checksum
@@ -75,6 +78,10 @@ class Journal {
         position_(position) {}
   // Replays from position_; leaves position_ after the last whole record.
   Status Replay();
+  // Makes the range-write entries of one record (IndexUpdate::range_write: only the written
+  // blocks) whole records, from the key's record before each: the record's earlier updates,
+  // else the index. kDataLoss when the key has none.
+  Status CompleteRangeWrites(std::vector<IndexUpdate>& updates);
   // True when every block of data the puts of `updates` wrote matches its checksum.
   Result<bool> DataIsWhole(const std::vector<IndexUpdate>& updates);
 
