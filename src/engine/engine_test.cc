@@ -261,11 +261,11 @@ TEST(EngineTest, PairingOfDeviceAndIndexIsChecked) {
   EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kUnavailable);  // already open
 }
 
-// A device of format 1 (before the index journal) or 2 (before block maps) opens, keeps its
-// data, and is marked as the current format on device and index, so a build that knows only the
-// older format refuses it after.
+// A device of format 1 (before the index journal), 2 (before block maps) or 3 (before range
+// entries in the journal) opens, keeps its data, and is marked as the current format on device
+// and index, so a build that knows only the older format refuses it after.
 TEST(EngineTest, OlderDeviceFormatIsUpgradedAtOpen) {
-  for (uint32_t older : {1u, 2u}) {
+  for (uint32_t older : {1u, 2u, 3u}) {
     SCOPED_TRACE("format " + std::to_string(older));
     ScratchDir dir;
     EngineOptions o = SmallOptions(dir);

@@ -56,7 +56,10 @@ inline constexpr uint64_t kDeviceMagic = 0x4B434F5453'4E4550ull;  // "PENSTOCK" 
 // Device format 3: shard records may be block maps (ShardRecordHeaderV2) and journal records
 // carry them (kJournalRecordVersion 2). A format-2 build would reject those index records and
 // misread those journal records, so Open upgrades a format-1 or 2 device the same way.
-inline constexpr uint32_t kDeviceFormatVersion = 3;
+// Device format 4: journal records version 3 (kJournalRange entries). A format-3 build would
+// end its replay at the first such record and lose what followed, so Open upgrades older
+// devices to 4 likewise.
+inline constexpr uint32_t kDeviceFormatVersion = 4;
 inline constexpr uint32_t kOldestDeviceFormatVersion = 1;
 inline constexpr uint16_t kShardRecordVersion = 1;     // one extent (ShardRecordHeader)
 inline constexpr uint16_t kShardRecordVersionRuns = 2;  // a block map (ShardRecordHeaderV2)
