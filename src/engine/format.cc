@@ -54,14 +54,9 @@ std::string EncodeShardKey(const ShardKey& key) {
   return out;
 }
 
-std::string SegmentPrefix(uint32_t segment) {
+std::string EncodeSegmentKey(uint32_t segment, uint64_t offset) {
   std::string out(1, kSegmentTag);
   PutBigEndian32(out, segment);
-  return out;
-}
-
-std::string EncodeSegmentKey(uint32_t segment, uint64_t offset) {
-  std::string out = SegmentPrefix(segment);
   PutBigEndian64(out, offset);
   return out;
 }

@@ -72,7 +72,6 @@ inline constexpr char kSegmentTag = 0x02;
 inline constexpr std::string_view kMetaSuperblockKey{"\x00superblock", 11};
 inline constexpr std::string_view kMetaSegmentIndexKey{"\x00segment-index", 15};
 inline constexpr std::string_view kMetaJournalKey{"\x00journal", 8};
-inline constexpr size_t kSegmentKeyBytes = 1 + 4 + 8;
 inline constexpr size_t kShardKeyBytes = 1 + 8 + 8 + 8 + 8 + 4;
 
 // First 4 KiB block of the data device (zero-padded), and the index's superblock record.
@@ -274,10 +273,9 @@ std::string EncodeShardKey(const ShardKey& key);
 std::optional<ShardKey> DecodeShardKey(std::string_view bytes);  // nullopt if not a shard key
 std::string ContainerPrefix(uint64_t container);
 std::string ObjectPrefix(uint64_t container, const ObjectId& object);
-// Segment entries: key of the shard data that starts at `offset` of `segment`; the prefix of
-// one segment's entries (in offset order).
+// Segment entries, as older versions kept them in the index (Index::DropSegmentEntries removes
+// them): key of the shard data that starts at `offset` of `segment`.
 std::string EncodeSegmentKey(uint32_t segment, uint64_t offset);
-std::string SegmentPrefix(uint32_t segment);
 
 // Index values. Decode errors: kDataLoss naming `key` (corrupt record, unknown version).
 std::string EncodeShardRecord(const ShardRecord& record);

@@ -565,8 +565,7 @@ std::pair<size_t, std::string> RpcClient::PickRail(const std::string& address, s
 
 void RpcClient::MarkRailDown(const std::string& rail) {
   std::lock_guard lock(rails_mu_);
-  auto [it, added] = rails_down_.insert_or_assign(rail, std::chrono::steady_clock::now() + rail_retry_after_);
-  (void)it;
+  const bool added = rails_down_.insert_or_assign(rail, std::chrono::steady_clock::now() + rail_retry_after_).second;
   if (added) {
     PS_LOG_WARN("data plane: rail {} failed; calls go to the other rails for {} ms", rail,
                 rail_retry_after_.count());
