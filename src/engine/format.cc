@@ -253,24 +253,27 @@ uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> paylo
   return Crc32c(payload, crc);
 }
 
-// The blocks a range write's journal entry carries, [begin, end): none (0, 0) when the update
-// is written whole (not a range write onto an existing record).
-std::pair<uint64_t, uint64_t> RangeEntryBlocks(const IndexUpdate& u) {
-  if (!u.range_write || !u.old || !u.record) return {0, 0};
+// The run a range write's journal entry carries: the written blocks, where they lie on the
+// device. nullopt when the update is journaled whole (not a range write onto an existing record).
+std::optional<BlockRun> RangeEntryRun(const IndexUpdate& u) {
+  if (!u.range_write || !u.old || !u.record) return std::nullopt;
   const uint64_t blocks = u.record->block_crcs.size();
   const uint64_t begin = std::min<uint64_t>(u.written_begin, blocks);
   const uint64_t end = std::clamp<uint64_t>(u.written_end, begin, blocks);
-  const BlockRun* run = end > begin ? RunHolding(*u.record, begin) : nullptr;
-  if (run == nullptr || run->hole() || run->end_block() < end) return {0, 0};  // not one extent
-  return {begin, end};
+  const BlockRun* holding = end > begin ? RunHolding(*u.record, begin) : nullptr;
+  if (holding == nullptr || holding->hole() || holding->end_block() < end) return std::nullopt;  // not one extent
+  return BlockRun{.segment = holding->segment,
+                  .offset = holding->offset + (begin - holding->first_block) * kBlockSize,
+                  .first_block = begin,
+                  .block_count = end - begin};
 }
 
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {
   uint64_t bytes = 0;
   for (const IndexUpdate& u : updates) {
     bytes += sizeof(JournalUpdateV2);
-    if (auto [begin, end] = RangeEntryBlocks(u); end > begin) {
-      bytes += sizeof(StoredRun) + (end - begin) * sizeof(uint32_t);
+    if (std::optional<BlockRun> run = RangeEntryRun(u)) {
+      bytes += sizeof(StoredRun) + run->block_count * sizeof(uint32_t);
     } else if (u.record) {
       bytes += u.record->runs.size() * sizeof(StoredRun) +
                u.record->block_crcs.size() * sizeof(uint32_t);
@@ -376,24 +379,18 @@ std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
     j.stripe = u.key.stripe;
     j.shard = u.key.shard;
     j.kind = u.record ? kJournalPut : kJournalDelete;
-    if (auto [begin, end] = RangeEntryBlocks(u); end > begin) {
+    if (std::optional<BlockRun> run = RangeEntryRun(u)) {
       j.kind = kJournalRange;
       j.length = u.record->length;
       j.version = u.record->version;
-      j.block_count = static_cast<uint32_t>(end - begin);
+      j.block_count = static_cast<uint32_t>(run->block_count);
       j.run_count = 1;
-      j.written_begin = begin;
-      j.written_end = end;
+      j.written_begin = run->first_block;
+      j.written_end = run->end_block();
       std::memcpy(out.data() + pos, &j, sizeof(j));
-      pos += sizeof(j);
-      const BlockRun* holding = RunHolding(*u.record, begin);  // the written blocks are one extent
-      const BlockRun run{.segment = holding->segment,
-                         .offset = holding->offset + (begin - holding->first_block) * kBlockSize,
-                         .first_block = begin,
-                         .block_count = end - begin};
-      pos = WriteRuns(out, pos, {run});
-      std::memcpy(out.data() + pos, u.record->block_crcs.data() + begin, (end - begin) * sizeof(uint32_t));
-      pos += (end - begin) * sizeof(uint32_t);
+      pos = WriteRuns(out, pos + sizeof(j), {*run});
+      std::memcpy(out.data() + pos, u.record->block_crcs.data() + run->first_block, j.block_count * sizeof(uint32_t));
+      pos += j.block_count * sizeof(uint32_t);
       continue;
     }
     if (u.record) {
