@@ -265,7 +265,7 @@ TEST(EngineTest, PairingOfDeviceAndIndexIsChecked) {
 // entries in the journal) opens, keeps its data, and is marked as the current format on device
 // and index, so a build that knows only the older format refuses it after.
 TEST(EngineTest, OlderDeviceFormatIsUpgradedAtOpen) {
-  for (uint32_t older : {1u, 2u, 3u}) {
+  for (uint32_t older : {1u, 2u, 3u, 4u}) {
     SCOPED_TRACE("format " + std::to_string(older));
     ScratchDir dir;
     EngineOptions o = SmallOptions(dir);

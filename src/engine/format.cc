@@ -133,6 +133,66 @@ size_t WriteRuns(std::string& out, size_t pos, const std::vector<BlockRun>& runs
   return pos;
 }
 
+// Packed runs (record version 3): per run, in block order, varint(block_count), then
+// varint(segment + 1) (0 for a hole), then for a run that is not a hole varint(offset / 4 KiB).
+// first_block is not stored: each run starts where the one before it ends.
+constexpr size_t kMaxVarintBytes = 10;
+constexpr size_t kMaxPackedRunBytes = 3 * kMaxVarintBytes;
+
+char* PutVarint(char* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<char>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<char>(v);
+  return p;
+}
+
+// False when the varint runs past `end` or is longer than 64 bits allow.
+bool GetVarint(const std::byte*& p, const std::byte* end, uint64_t& v) {
+  v = 0;
+  for (unsigned shift = 0; shift < 64 && p < end; shift += 7) {
+    const auto b = static_cast<uint8_t>(*p++);
+    if (shift == 63 && b > 1) return false;
+    v |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Packs `runs` into `out` at `pos` (room for kMaxPackedRunBytes each); returns the position
+// after them.
+size_t PackRuns(std::string& out, size_t pos, const std::vector<BlockRun>& runs) {
+  char* const begin = out.data();
+  char* p = begin + pos;
+  for (const BlockRun& run : runs) {
+    p = PutVarint(p, run.block_count);
+    p = PutVarint(p, run.hole() ? 0 : uint64_t{run.segment} + 1);
+    if (!run.hole()) p = PutVarint(p, run.offset / kBlockSize);
+  }
+  return static_cast<size_t>(p - begin);
+}
+
+// Reads `count` packed runs at `at` into `out`, advancing `at`; false when they do not fit in
+// [at, end) or name impossible places (RecordShapeOk checks the rest).
+bool UnpackRuns(const std::byte*& at, const std::byte* end, uint64_t count, std::vector<BlockRun>& out) {
+  if (static_cast<uint64_t>(end - at) / 2 < count) return false;  // a run takes 2 bytes at least
+  out.reserve(count);
+  uint64_t next = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t blocks = 0, segment = 0, offset_blocks = 0;
+    if (!GetVarint(at, end, blocks) || !GetVarint(at, end, segment)) return false;
+    if (blocks > UINT32_MAX || segment > kNoSegment) return false;
+    if (segment != 0 && (!GetVarint(at, end, offset_blocks) || offset_blocks > UINT64_MAX / kBlockSize)) {
+      return false;
+    }
+    out.push_back({.segment = segment == 0 ? kNoSegment : static_cast<uint32_t>(segment - 1),
+                   .offset = offset_blocks * kBlockSize, .first_block = next, .block_count = blocks});
+    next += blocks;
+  }
+  return true;
+}
+
 void ReadCrcs(const std::byte* at, uint64_t count, std::vector<uint32_t>& out) {
   out.resize(count);
   if (count > 0) std::memcpy(out.data(), at, count * sizeof(uint32_t));
@@ -156,15 +216,17 @@ std::string EncodeShardRecord(const ShardRecord& record) {
     out.assign(sizeof(header) + crc_bytes, '\0');
     std::memcpy(out.data(), &header, sizeof(header));
     pos = sizeof(header);
-  } else {
+  } else {  // version 3: a block map, its runs packed
     ShardRecordHeaderV2 header;
+    header.format_version = kShardRecordVersionPacked;
     header.run_count = static_cast<uint32_t>(record.runs.size());
     header.length = record.length;
     header.version = record.version;
     header.block_count = static_cast<uint32_t>(record.block_crcs.size());
-    out.assign(sizeof(header) + record.runs.size() * sizeof(StoredRun) + crc_bytes, '\0');
+    out.resize(sizeof(header) + record.runs.size() * kMaxPackedRunBytes + crc_bytes);
     std::memcpy(out.data(), &header, sizeof(header));
-    pos = WriteRuns(out, sizeof(header), record.runs);
+    pos = PackRuns(out, sizeof(header), record.runs);
+    out.resize(pos + crc_bytes);
   }
   if (crc_bytes > 0) std::memcpy(out.data() + pos, record.block_crcs.data(), crc_bytes);
   return out;
@@ -207,11 +269,21 @@ Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view byte
     if (consistent) {
       ReadCrcs(data + sizeof(header) + header.run_count * sizeof(StoredRun), block_count, record.block_crcs);
     }
+  } else if (format_version == kShardRecordVersionPacked) {
+    ShardRecordHeaderV2 header;
+    std::memcpy(&header, data, sizeof(header));
+    block_count = header.block_count;
+    record.length = header.length;
+    record.version = header.version;
+    const std::byte* at = data + sizeof(header);
+    consistent = header.flags == 0 && UnpackRuns(at, end, header.run_count, record.runs) &&
+                 static_cast<uint64_t>(end - at) == block_count * sizeof(uint32_t);
+    if (consistent) ReadCrcs(at, block_count, record.block_crcs);
   } else {
     return DataLoss(fmt::format("index record of shard {} has format version {}, this build "
-                                "reads versions {} and {}; run a newer penstock",
+                                "reads versions {} to {}; run a newer penstock",
                                 key.ToString(), format_version, kShardRecordVersion,
-                                kShardRecordVersionRuns));
+                                kShardRecordVersionPacked));
   }
   if (!consistent || !RecordShapeOk(record)) {
     return DataLoss(fmt::format("index record of shard {} is inconsistent (version {}, length {}, "

@@ -70,8 +70,7 @@ TEST(FormatTest, VersionOneRecordStillReads) {
   EXPECT_EQ(*r, ShardRecord::Contiguous(2, 4096, 5000, 9, {11, 22}));
 }
 
-TEST(FormatTest, BlockMapRecordRoundTripsAsVersionTwo) {
-  ShardKey key{3, {1, 2}, 4, 5};
+ShardRecord ThreeRuns() {
   ShardRecord r;
   r.length = 5 * kBlockSize + 10;
   r.version = 3;
@@ -79,11 +78,18 @@ TEST(FormatTest, BlockMapRecordRoundTripsAsVersionTwo) {
             {.segment = kNoSegment, .offset = 0, .first_block = 2, .block_count = 1},
             {.segment = 4, .offset = 0, .first_block = 3, .block_count = 3}};
   r.block_crcs = {1, 2, 3, 4, 5, 6};
+  return r;
+}
+
+TEST(FormatTest, BlockMapRecordRoundTripsPacked) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r = ThreeRuns();
   const std::string encoded = EncodeShardRecord(r);
-  EXPECT_EQ(encoded.size(), sizeof(ShardRecordHeaderV2) + 3 * sizeof(StoredRun) + 6 * 4);
+  // Runs: (2 blocks, segment 1 + 1, offset 2 blocks), (1, hole), (3, segment 4 + 1, offset 0).
+  EXPECT_EQ(encoded.size(), sizeof(ShardRecordHeaderV2) + 3 + 2 + 3 + 6 * 4);
   uint16_t version = 0;
   std::memcpy(&version, encoded.data(), sizeof(version));
-  EXPECT_EQ(version, kShardRecordVersionRuns);
+  EXPECT_EQ(version, kShardRecordVersionPacked);
   auto back = DecodeShardRecord(key, encoded);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, r);
@@ -98,6 +104,49 @@ TEST(FormatTest, BlockMapRecordRoundTripsAsVersionTwo) {
     EXPECT_EQ(got.status().code(), StatusCode::kDataLoss);
     EXPECT_NE(got.status().message().find(key.ToString()), std::string::npos);
   }
+  // Every truncation, and a varint that never ends, is corrupt too.
+  for (size_t n = sizeof(ShardRecordHeaderV2); n < encoded.size(); ++n) {
+    EXPECT_EQ(DecodeShardRecord(key, encoded.substr(0, n)).status().code(), StatusCode::kDataLoss) << n;
+  }
+  std::string endless = encoded.substr(0, sizeof(ShardRecordHeaderV2)) + std::string(40, '\xff');
+  EXPECT_EQ(DecodeShardRecord(key, endless).status().code(), StatusCode::kDataLoss);
+}
+
+// Large values pack and unpack exactly: the last segment, offsets past 4 GiB, 256 runs.
+TEST(FormatTest, PackedRunsKeepLargeValues) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r;
+  r.version = UINT64_MAX;
+  for (uint64_t i = 0; i < 256; ++i) {
+    const uint32_t segment = i % 3 == 0 ? kNoSegment : static_cast<uint32_t>(kNoSegment - 1 - i);
+    r.runs.push_back({.segment = segment, .offset = segment == kNoSegment ? 0 : (i << 40) * kBlockSize,
+                      .first_block = i * 2, .block_count = 2});
+  }
+  r.length = 512 * kBlockSize;
+  r.block_crcs.assign(512, 0xdeadbeef);
+  auto back = DecodeShardRecord(key, EncodeShardRecord(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+}
+
+// A version-2 block map as the previous build wrote it (StoredRuns) still reads.
+TEST(FormatTest, VersionTwoBlockMapStillReads) {
+  ShardKey key{3, {1, 2}, 4, 5};
+  ShardRecord r = ThreeRuns();
+  ShardRecordHeaderV2 header{.format_version = 2, .flags = 0, .run_count = 3, .length = r.length,
+                             .version = r.version, .block_count = 6, .reserved = 0};
+  std::string bytes(reinterpret_cast<const char*>(&header), sizeof(header));
+  for (const BlockRun& run : r.runs) {
+    StoredRun s{.segment = run.segment, .first_block = static_cast<uint32_t>(run.first_block),
+                .block_count = static_cast<uint32_t>(run.block_count), .reserved = 0, .offset = run.offset};
+    bytes.append(reinterpret_cast<const char*>(&s), sizeof(s));
+  }
+  bytes.append(reinterpret_cast<const char*>(r.block_crcs.data()), 6 * sizeof(uint32_t));
+  auto back = DecodeShardRecord(key, bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+  bytes.pop_back();
+  EXPECT_EQ(DecodeShardRecord(key, bytes).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(FormatTest, CorruptShardRecordIsDataLossNamingTheKey) {
