@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <optional>
@@ -479,6 +480,28 @@ class RpcClient::Impl {
   const UcxWorker::Options worker_options_;
 };
 
+namespace {
+
+// Whether every device of a UCX_NET_DEVICES list ("eth1", "mlx5_0:1,eth2", "all") exists on
+// this host, as a network interface or an RDMA device, whether or not UCX can use it now.
+bool NetworkDevicesExist(const std::string& devices) {
+  std::stringstream list(devices);
+  std::string device;
+  while (std::getline(list, device, ',')) {
+    const std::string name = device.substr(0, device.find(':'));
+    if (name == "all") continue;
+    if (name.empty() || name.find('/') != std::string::npos) return false;
+    std::error_code ec;
+    if (!std::filesystem::exists("/sys/class/net/" + name, ec) &&
+        !std::filesystem::exists("/sys/class/infiniband/" + name, ec)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& options) {
   if (options.workers == 0 || options.workers > 64) {
     return InvalidArgument("data-plane client workers must be 1..64, not " + std::to_string(options.workers));
@@ -493,6 +516,8 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   const bool shared = options.net_devices.empty() && options.workers > 1;
   auto registry = std::make_shared<Registry>();
   std::vector<std::unique_ptr<Impl>> impls;
+  std::vector<size_t> slots;  // impls[k] is worker slots[k]: its rail
+  std::vector<std::string> failures;
   for (unsigned i = 0; i < options.workers; ++i) {
     std::string devices = options.net_devices.empty() ? "" : options.net_devices[i % options.net_devices.size()];
     UcxWorker::Options wo{.name = "ps-ucx-client", .net_devices = devices, .shared_context = shared,
@@ -500,17 +525,35 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
     auto impl = std::make_unique<Impl>(per, std::move(wo), registry.get());
     Status s = impl->Init();
     if (!s.ok()) {
-      while (!impls.empty()) impls.pop_back();  // worker 0 last
-      return devices.empty() ? s : s.WithContext("data-plane worker " + std::to_string(i) + " on network devices '" + devices + "'");
+      const std::string which = "data-plane worker " + std::to_string(i) + " on network devices '" + devices + "'";
+      if (devices.empty() || !NetworkDevicesExist(devices)) {
+        while (!impls.empty()) impls.pop_back();  // worker 0 last
+        return devices.empty() ? s
+                               : s.WithContext(which + " (no such network device on this host: fix --net-devices)");
+      }
+      // The devices exist but UCX cannot use them now (a link down): start without this worker.
+      failures.push_back(which + ": " + s.message());
+      continue;
     }
     impls.push_back(std::move(impl));
+    slots.push_back(i);
   }
-  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls), std::move(registry), options.rail_retry_after));
+  if (impls.empty()) {
+    std::string all;
+    for (const std::string& f : failures) all += (all.empty() ? "" : "; ") + f;
+    return Unavailable("no data-plane worker could start (" + all + "); bring a link of --net-devices up");
+  }
+  for (const std::string& f : failures) {
+    PS_LOG_WARN("{}; starting without it, its calls go to the other workers", f);
+  }
+  return std::unique_ptr<RpcClient>(new RpcClient(std::move(impls), std::move(slots), std::move(registry),
+                                                  options.rail_retry_after));
 }
 
-RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry,
-                     std::chrono::milliseconds rail_retry_after)
+RpcClient::RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::vector<size_t> slots,
+                     std::shared_ptr<Registry> registry, std::chrono::milliseconds rail_retry_after)
     : impls_(std::move(impls)),
+      slots_(std::move(slots)),
       registry_(std::move(registry)),
       calls_(new std::atomic<uint64_t>[impls_.size()]()),
       rail_retry_after_(rail_retry_after) {}
@@ -541,7 +584,7 @@ void RpcClient::Call(const std::string& address, uint16_t opcode,
 }
 
 std::pair<size_t, std::string> RpcClient::PickRail(const std::string& address, size_t first) {
-  std::string own(RailFor(address, first));
+  std::string own(RailFor(address, slots_[first]));
   if (!any_rail_down_.load(std::memory_order_relaxed)) return {first, std::move(own)};
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(rails_mu_);
@@ -551,7 +594,7 @@ std::pair<size_t, std::string> RpcClient::PickRail(const std::string& address, s
   // Another worker whose own rail works (it may be pinned to that rail's network devices).
   for (size_t k = 1; k < impls_.size(); ++k) {
     const size_t j = (first + k) % impls_.size();
-    std::string rail(RailFor(address, j));
+    std::string rail(RailFor(address, slots_[j]));
     if (!rails_down_.contains(rail)) return {j, std::move(rail)};
   }
   // No worker's own rail works (fewer workers than rails): a rail no worker calls by default.
@@ -638,7 +681,7 @@ RpcReply RpcClient::CallSync(const std::string& address, uint16_t opcode,
 std::string RpcClient::TransportName(const std::string& address) {
   std::string names;  // each worker's, distinct ones joined with '+'
   for (size_t i = 0; i < impls_.size(); ++i) {
-    std::string n = impls_[i]->TransportName(std::string(RailFor(address, i)));
+    std::string n = impls_[i]->TransportName(std::string(RailFor(address, slots_[i])));
     if (n.empty() || ("+" + names + "+").find("+" + n + "+") != std::string::npos) continue;
     names += names.empty() ? n : "+" + n;
   }

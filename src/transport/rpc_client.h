@@ -51,6 +51,9 @@ struct RpcClientOptions {
   uint64_t rendezvous_threshold = 64 << 10;
   // Multi-worker / multi-rail: UCX workers (threads) in this client, 1..64; worker i uses
   // net_devices[i % size] as its UCX_NET_DEVICES (empty list: the environment's for all).
+  // A worker whose devices exist but that UCX cannot use (their link is down) is left out
+  // with a warning and the client starts with the others (its rail's calls go through them,
+  // as for a rail that fails later); a device that does not exist is an error.
   unsigned workers = 1;
   std::vector<std::string> net_devices{};
   // A rail of a multi-rail server whose connection failed (unreachable, lost, timed out) gets
@@ -60,7 +63,8 @@ struct RpcClientOptions {
 
 class RpcClient {
  public:
-  // Errors: kUnavailable when UCX cannot be initialised (check UCX_TLS).
+  // Errors: kUnavailable when UCX cannot be initialised (check UCX_TLS), when a network device
+  // does not exist (naming it), or when no worker can use its network devices.
   static Result<std::unique_ptr<RpcClient>> Create(const RpcClientOptions& options);
   ~RpcClient();
 
@@ -112,8 +116,8 @@ class RpcClient {
   struct Registry;
 
  private:
-  explicit RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::shared_ptr<Registry> registry,
-                     std::chrono::milliseconds rail_retry_after);
+  RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::vector<size_t> slots,
+            std::shared_ptr<Registry> registry, std::chrono::milliseconds rail_retry_after);
   // The worker and rail for a call to multi-rail `address`: worker `first` (round robin) on its
   // own rail, unless that rail is down: then another worker's own rail that is not, else any
   // rail that is not, through worker `first`.
@@ -121,6 +125,7 @@ class RpcClient {
   void MarkRailDown(const std::string& rail);
 
   std::vector<std::unique_ptr<Impl>> impls_;
+  std::vector<size_t> slots_;  // impls_[k] is worker slots_[k] of the options (its rail, RailFor)
   std::shared_ptr<Registry> registry_;
   std::unique_ptr<std::atomic<uint64_t>[]> calls_;  // per worker
   std::atomic<uint64_t> next_worker_{0};

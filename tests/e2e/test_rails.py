@@ -54,6 +54,34 @@ def sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def start_two_rail_target(d, nets, ns, tmp_path):
+    """mgmt on the host, a target in the namespace on both rails; returns mgmt's address and the
+    status once the target is up."""
+    port = free_port("127.0.0.1")
+    mgmt = f"127.0.0.1:{port}"
+    d.start("mgmt", ["mgmt", "--listen", f"0.0.0.0:{port}", "--metrics-listen",
+                     f"127.0.0.1:{free_port('127.0.0.1')}", "--data-dir", str(tmp_path / "mgmt")])
+    rails = ";".join(f"{n['ns_ip']}@{n['ns_if']}" for n in nets)
+    d.start("target", ["target", "--data-dir", str(tmp_path / "t0"), "--listen-host", nets[0]["ns_ip"],
+                       "--rails", rails, "--data-workers", "2", "--mgmt", f"{nets[0]['host_ip']}:{port}",
+                       "--port", "0", "--metrics-port", "0", "--capacity", "512M"], netns=ns)
+    deadline = time.time() + 30
+    while True:
+        p = subprocess.run([PENSTOCK, "status", "--json", "--mgmt", mgmt], env=d.env, capture_output=True,
+                           text=True, timeout=60)
+        st = json.loads(p.stdout) if p.returncode == 0 else {}
+        if st.get("targets_up") == 1:
+            return mgmt, st
+        assert time.time() < deadline, f"target did not come up: {p.stdout} {p.stderr}"
+        time.sleep(0.3)
+
+
+def cli(env, mgmt, *args):
+    p = subprocess.run([PENSTOCK, *args, "--mgmt", mgmt], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"penstock {' '.join(args)}: {p.stderr}"
+    return p
+
+
 def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tmp_path):
     env = dict(os.environ)
     env.update(TRANSPORTS["tcp"])
@@ -61,45 +89,22 @@ def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tmp_pa
     nets, ns = two_networks["nets"], two_networks["ns"]
     d = Daemons(tmp_path, env)
     try:
-        port = free_port("127.0.0.1")
-        mgmt = f"127.0.0.1:{port}"
-        d.start("mgmt", ["mgmt", "--listen", f"0.0.0.0:{port}", "--metrics-listen",
-                         f"127.0.0.1:{free_port('127.0.0.1')}", "--data-dir", str(tmp_path / "mgmt")])
-        rails = ";".join(f"{n['ns_ip']}@{n['ns_if']}" for n in nets)
-        d.start("target", ["target", "--data-dir", str(tmp_path / "t0"), "--listen-host", nets[0]["ns_ip"],
-                           "--rails", rails, "--data-workers", "2", "--mgmt", f"{nets[0]['host_ip']}:{port}",
-                           "--port", "0", "--metrics-port", "0", "--capacity", "512M"], netns=ns)
+        mgmt, st = start_two_rail_target(d, nets, ns, tmp_path)
         pinned = ["--data-workers", "2", "--net-devices", ";".join(n["host_if"] for n in nets)]
-
-        def cli(*args):
-            p = subprocess.run([PENSTOCK, *args, "--mgmt", mgmt], env=env, capture_output=True, text=True,
-                               timeout=120)
-            assert p.returncode == 0, f"penstock {' '.join(args)}: {p.stderr}"
-            return p
-
-        deadline = time.time() + 30
-        while True:
-            p = subprocess.run([PENSTOCK, "status", "--json", "--mgmt", mgmt], env=env, capture_output=True,
-                               text=True, timeout=60)
-            st = json.loads(p.stdout) if p.returncode == 0 else {}
-            if st.get("targets_up") == 1:
-                break
-            assert time.time() < deadline, f"target did not come up: {p.stdout} {p.stderr}"
-            time.sleep(0.3)
         # The map lists both rails, each on its own network.
         pieces = st["targets"][0]["address"].split(",")
         assert [p.rsplit(":", 1)[0] for p in pieces] == [n["ns_ip"] for n in nets], st["targets"][0]
 
-        cli("container", "create", "r", "--redundancy", "none")
+        cli(env, mgmt, "container", "create", "r", "--redundancy", "none")
         before = [link_bytes(n["host_if"]) for n in nets]
         objs = {}
         for i, size in enumerate([24 * MiB + 5, 3 * MiB, 4096]):
             src = write_random(tmp_path / f"s{i}", size)
-            cli("put", str(src), f"o{i}", "--container", "r", *pinned)
+            cli(env, mgmt, "put", str(src), f"o{i}", "--container", "r", *pinned)
             objs[f"o{i}"] = sha(src)
         written = [link_bytes(n["host_if"]) for n in nets]
         for name, digest in objs.items():
-            cli("get", name, str(tmp_path / "out"), "--container", "r", *pinned)
+            cli(env, mgmt, "get", name, str(tmp_path / "out"), "--container", "r", *pinned)
             assert sha(tmp_path / "out") == digest, name
         after = [link_bytes(n["host_if"]) for n in nets]
         # Each network carried a fair share of the writes (host tx) and of the reads (host rx):
@@ -108,6 +113,37 @@ def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tmp_pa
             sent, received = written[i][0] - before[i][0], after[i][1] - written[i][1]
             assert sent > 6 * MiB, f"{n['host_if']} carried {sent} bytes of the ~27 MiB written"
             assert received > 6 * MiB, f"{n['host_if']} carried {received} bytes of the ~27 MiB read"
+    finally:
+        d.stop()
+
+
+def test_client_starts_without_a_rail_whose_link_is_down(two_networks, tmp_path):
+    """The client's second network is down when it starts: it warns, naming the device, and
+    moves everything over the first one. A device that does not exist is still an error."""
+    env = dict(os.environ)
+    env.update(TRANSPORTS["tcp"])
+    env.pop("PENSTOCK_MGMT", None)
+    nets, ns = two_networks["nets"], two_networks["ns"]
+    d = Daemons(tmp_path, env)
+    try:
+        mgmt, _ = start_two_rail_target(d, nets, ns, tmp_path)
+        pinned = ["--data-workers", "2", "--net-devices", ";".join(n["host_if"] for n in nets),
+                  "--log-level", "warn"]
+        cli(env, mgmt, "container", "create", "r", "--redundancy", "none")
+        sh("ip", "link", "set", nets[1]["host_if"], "down")
+        src = write_random(tmp_path / "s", 8 * MiB + 3)
+        before = link_bytes(nets[0]["host_if"])
+        p = cli(env, mgmt, "put", str(src), "o", "--container", "r", *pinned)
+        assert f"network devices '{nets[1]['host_if']}'" in p.stderr and "starting without it" in p.stderr, p.stderr
+        p = cli(env, mgmt, "get", "o", str(tmp_path / "out"), "--container", "r", *pinned)
+        assert sha(tmp_path / "out") == sha(src)
+        sent, received = (a - b for a, b in zip(link_bytes(nets[0]["host_if"]), before))
+        assert sent > 8 * MiB and received > 8 * MiB, (sent, received)
+
+        p = subprocess.run([PENSTOCK, "get", "o", str(tmp_path / "out2"), "--container", "r", "--mgmt", mgmt,
+                            "--data-workers", "2", "--net-devices", f"{nets[0]['host_if']};nosuch9"],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and "'nosuch9'" in p.stderr and "no such network device" in p.stderr, p.stderr
     finally:
         d.stop()
 
