@@ -409,6 +409,7 @@ class Engine {
   bool bg_stop_ = false;  // guarded by bg_mu_
   std::thread gc_thread_, scrub_thread_;
   std::mutex gc_mu_;                       // one GC pass at a time
+  std::mutex space_mu_;                    // one writer at a time cleans for space (AllocateForWrite)
   std::set<uint32_t> gc_stuck_;            // guarded by gc_mu_; victims a pass could not empty
   std::atomic<uint32_t> gc_waiters_{0};    // writers waiting for space: GC stops pacing
 

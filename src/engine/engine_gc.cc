@@ -65,12 +65,22 @@ Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
     return extent;
   }
   gc_waiters_.fetch_add(1);
-  // Each pass frees at most one segment; a full device may need a few before one is spare.
-  for (uint32_t pass = 0; pass < table_->segment_count() && !extent.ok(); ++pass) {
-    auto cleaned = CleanOneSegment(kBlockSize, /*throttled=*/false);
-    // Even with no victim: the GC thread may have freed one.
+  {
+    // One writer at a time cleans for space, and each first tries the space the one before it
+    // freed. Without this, every writer that found the device full went on to clean a segment
+    // of its own once it got its turn: a herd of 64 writers moved mostly-live segments for
+    // nothing (write amplification 3 to 4.5 instead of 1.25) and writes stalled for seconds.
+    std::lock_guard lock(space_mu_);
     extent = AllocateSpace(bytes, engine::AppendStream::kUser);
-    if (!cleaned.ok() || !*cleaned) break;
+    // Each pass frees at most one segment; a full device may need a few before one is spare.
+    for (uint32_t pass = 0; pass < table_->segment_count() && !extent.ok() &&
+                            extent.status().code() == StatusCode::kResourceExhausted;
+         ++pass) {
+      auto cleaned = CleanOneSegment(kBlockSize, /*throttled=*/false);
+      // Even with no victim: the GC thread may have freed one.
+      extent = AllocateSpace(bytes, engine::AppendStream::kUser);
+      if (!cleaned.ok() || !*cleaned) break;
+    }
   }
   gc_waiters_.fetch_sub(1);
   return extent;
