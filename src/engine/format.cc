@@ -257,26 +257,20 @@ Result<ShardRecord> DecodeShardRecord(const ShardKey& key, std::string_view byte
       record = ShardRecord::Contiguous(header.segment, header.offset, header.length,
                                        header.version, std::move(crcs));
     }
-  } else if (format_version == kShardRecordVersionRuns) {
-    ShardRecordHeaderV2 header;
-    std::memcpy(&header, data, sizeof(header));
-    block_count = header.block_count;
-    record.length = header.length;
-    record.version = header.version;
-    consistent = header.flags == 0 && ReadRuns(data + sizeof(header), end, header.run_count, record.runs) &&
-                 bytes.size() == sizeof(header) + uint64_t{header.run_count} * sizeof(StoredRun) +
-                                     block_count * sizeof(uint32_t);
-    if (consistent) {
-      ReadCrcs(data + sizeof(header) + header.run_count * sizeof(StoredRun), block_count, record.block_crcs);
-    }
-  } else if (format_version == kShardRecordVersionPacked) {
+  } else if (format_version == kShardRecordVersionRuns || format_version == kShardRecordVersionPacked) {
     ShardRecordHeaderV2 header;
     std::memcpy(&header, data, sizeof(header));
     block_count = header.block_count;
     record.length = header.length;
     record.version = header.version;
     const std::byte* at = data + sizeof(header);
-    consistent = header.flags == 0 && UnpackRuns(at, end, header.run_count, record.runs) &&
+    if (format_version == kShardRecordVersionRuns) {
+      consistent = ReadRuns(at, end, header.run_count, record.runs);
+      if (consistent) at += uint64_t{header.run_count} * sizeof(StoredRun);
+    } else {
+      consistent = UnpackRuns(at, end, header.run_count, record.runs);
+    }
+    consistent = consistent && header.flags == 0 &&
                  static_cast<uint64_t>(end - at) == block_count * sizeof(uint32_t);
     if (consistent) ReadCrcs(at, block_count, record.block_crcs);
   } else {

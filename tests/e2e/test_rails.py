@@ -54,6 +54,14 @@ def sha(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture
+def tcp_env():
+    env = dict(os.environ)
+    env.update(TRANSPORTS["tcp"])
+    env.pop("PENSTOCK_MGMT", None)
+    return env
+
+
 def start_two_rail_target(d, nets, ns, tmp_path):
     """mgmt on the host, a target in the namespace on both rails; returns mgmt's address and the
     status once the target is up."""
@@ -82,10 +90,8 @@ def cli(env, mgmt, *args):
     return p
 
 
-def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tmp_path):
-    env = dict(os.environ)
-    env.update(TRANSPORTS["tcp"])
-    env.pop("PENSTOCK_MGMT", None)
+def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tcp_env, tmp_path):
+    env = tcp_env
     nets, ns = two_networks["nets"], two_networks["ns"]
     d = Daemons(tmp_path, env)
     try:
@@ -117,12 +123,10 @@ def test_target_on_two_rails_serves_a_client_pinned_to_both(two_networks, tmp_pa
         d.stop()
 
 
-def test_client_starts_without_a_rail_whose_link_is_down(two_networks, tmp_path):
+def test_client_starts_without_a_rail_whose_link_is_down(two_networks, tcp_env, tmp_path):
     """The client's second network is down when it starts: it warns, naming the device, and
     moves everything over the first one. A device that does not exist is still an error."""
-    env = dict(os.environ)
-    env.update(TRANSPORTS["tcp"])
-    env.pop("PENSTOCK_MGMT", None)
+    env = tcp_env
     nets, ns = two_networks["nets"], two_networks["ns"]
     d = Daemons(tmp_path, env)
     try:
