@@ -69,7 +69,7 @@ Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
     // One writer at a time cleans for space, and each first tries the space the one before it
     // freed. Without this, every writer that found the device full went on to clean a segment
     // of its own once it got its turn: a herd of 64 writers moved mostly-live segments for
-    // nothing (write amplification 3 to 4.5 instead of 1.25) and writes stalled for seconds.
+    // nothing (write amplification 3 to 6 instead of 1.25) and writes stalled for seconds.
     std::lock_guard lock(space_mu_);
     extent = AllocateSpace(bytes, engine::AppendStream::kUser);
     // Each pass frees at most one segment; a full device may need a few before one is spare.
