@@ -421,21 +421,26 @@ std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, si
   return u;
 }
 
+// A record of `payload_bytes` of updates, zero-padded to whole blocks.
+uint64_t RecordBytesFor(uint64_t payload_bytes) {
+  return (sizeof(JournalRecordHeader) + payload_bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
+}
+
 }  // namespace
 
 uint64_t JournalRecordBytes(const std::vector<IndexUpdate>& updates) {
-  uint64_t bytes = sizeof(JournalRecordHeader) + PayloadBytes(updates);
-  return (bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
+  return RecordBytesFor(PayloadBytes(updates));
 }
 
 std::string EncodeJournalRecord(const uint8_t (&uuid)[16], uint64_t seq,
                                 const std::vector<IndexUpdate>& updates) {
-  std::string out(JournalRecordBytes(updates), '\0');
+  const uint64_t payload_bytes = PayloadBytes(updates);
+  std::string out(RecordBytesFor(payload_bytes), '\0');
   JournalRecordHeader header;
   std::memcpy(header.uuid, uuid, sizeof(header.uuid));
   header.seq = seq;
   header.update_count = static_cast<uint32_t>(updates.size());
-  header.payload_bytes = static_cast<uint32_t>(PayloadBytes(updates));
+  header.payload_bytes = static_cast<uint32_t>(payload_bytes);
   size_t pos = sizeof(header);
   for (const IndexUpdate& u : updates) {
     JournalUpdateV2 j;  // old_run_count 0: see format.h

@@ -186,7 +186,6 @@ struct IndexUpdate {
   bool range_write = false;
 };
 
-
 // Index journal. A record is durable on the device before the index batch it repeats is
 // written (unsynced); Open replays the records the index does not hold.
 inline constexpr uint64_t kJournalMagic = 0x4C4E524A'4B545350ull;  // "PSTKJRNL" little-endian
