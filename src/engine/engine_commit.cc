@@ -452,14 +452,15 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
       Finish(r, batch.applies[i] ? committed : batch.verdict[i]);
       continue;
     }
-    table_->Commit(r.extent);
     if (batch.old[i]) {
       std::vector<engine::Extent> released = engine::ReleasedSpace(*batch.old[i], batch.next[i]);
       if (r.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
         for (const engine::Extent& x : engine::UnusedSpace(r.extent, batch.next[i])) released.push_back(x);
       }
       std::unique_lock lock(KeyLock(r.key));
-      for (const engine::Extent& x : released) table_->Release(x);
+      table_->Commit(r.extent, released);
+    } else {
+      table_->Commit(r.extent);
     }
     if (r.kind == CommitRequest::Kind::kDelete) {
       shards_.fetch_sub(1, std::memory_order_relaxed);

@@ -112,13 +112,15 @@ uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes,
   return best;
 }
 
-void SegmentTable::Commit(const Extent& extent) {
-  if (extent.segment == kNoSegment) return;
+void SegmentTable::Commit(const Extent& extent, std::span<const Extent> released) {
   std::lock_guard lock(mu_);
-  Segment& s = segments_.at(extent.segment);
-  assert(s.pending >= extent.length);
-  s.pending -= extent.length;
-  s.live += extent.length;
+  if (extent.segment != kNoSegment) {
+    Segment& s = segments_.at(extent.segment);
+    assert(s.pending >= extent.length);
+    s.pending -= extent.length;
+    s.live += extent.length;
+  }
+  for (const Extent& x : released) ReleaseLocked(x);
 }
 
 void SegmentTable::Abandon(const Extent& extent) {
@@ -131,8 +133,12 @@ void SegmentTable::Abandon(const Extent& extent) {
 }
 
 void SegmentTable::Release(const Extent& extent) {
-  if (extent.segment == kNoSegment) return;
   std::lock_guard lock(mu_);
+  ReleaseLocked(extent);
+}
+
+void SegmentTable::ReleaseLocked(const Extent& extent) {
+  if (extent.segment == kNoSegment) return;
   Segment& s = segments_.at(extent.segment);
   assert(s.live >= extent.length);
   s.live -= extent.length;

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <set>
 #include <vector>
 
@@ -83,7 +84,9 @@ class SegmentTable {
   // fill pointer, opening a free segment when it does not fit. bytes == 0 gives an empty
   // extent. Errors: kResourceExhausted when no segment has room (delete shards, then retry).
   Result<Extent> Allocate(uint64_t bytes, AppendStream stream = AppendStream::kUser);
-  void Commit(const Extent& extent);   // pending -> live
+  // pending -> live, and each of `released` live -> dead, at once: Stats never shows a new
+  // extent and the space it replaces both live (GC's moves would count twice for a moment).
+  void Commit(const Extent& extent, std::span<const Extent> released = {});
   void Abandon(const Extent& extent);  // pending -> dead
   void Release(const Extent& extent);  // live -> dead
 
@@ -119,6 +122,7 @@ class SegmentTable {
   static constexpr uint32_t kNoOpen = UINT32_MAX;
 
   void MaybeFreeLocked(uint32_t segment);
+  void ReleaseLocked(const Extent& extent);  // mu_ held
   // Seals the stream's open segment if `bytes` does not fit, and opens a free one.
   Status MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor);
   bool ReclaimableLocked(const Segment& s) const { return s.live == 0 && s.pending == 0 && s.pins == 0; }

@@ -22,6 +22,22 @@ TEST(SegmentTableTest, AppendsInOneSegmentThenOpensTheNext) {
   EXPECT_EQ(t.Allocate(kSeg + 4096).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A commit that replaces space (an overwrite, a GC move) makes the new extent live and the old
+// dead in one step: live bytes never count both, and the emptied segment is freed.
+TEST(SegmentTableTest, CommitReplacingSpaceMovesLiveBytesAtOnce) {
+  SegmentTable t(2, kSeg);
+  Extent a = *t.Allocate(kSeg);
+  t.Commit(a);
+  Extent b = *t.Allocate(kSeg / 2);  // seals segment 0
+  EXPECT_EQ(t.Stats().live_bytes, kSeg);
+  const Extent halves[] = {{a.segment, a.offset, kSeg / 2}, {a.segment, a.offset + kSeg / 2, kSeg / 2}};
+  t.Commit(b, halves);
+  EXPECT_EQ(t.Stats().live_bytes, kSeg / 2);
+  EXPECT_EQ(t.live_bytes(0), 0u);
+  EXPECT_EQ(t.live_bytes(1), kSeg / 2);
+  EXPECT_EQ(t.state(0), SegmentState::kFree);
+}
+
 TEST(SegmentTableTest, SealedSegmentIsFreedWhenItsLastLiveExtentDies) {
   SegmentTable t(2, kSeg);
   Extent a = *t.Allocate(kSeg);
