@@ -207,15 +207,27 @@ class RpcServer::Impl {
     std::function<void()> on_stop;  // its thread only (RpcServerOptions::on_worker_start)
   };
 
-  // Listener callback (the rail's first worker's thread): the connection goes to the rail's
-  // workers in turn.
+  // Listener callback (the rail's first worker's thread, inside its ucp_worker_progress): the
+  // connection goes to the rail's workers in turn.
+  //
+  // Another worker's ucp_ep_create moves the connection's socket from the first worker's UCX
+  // async context to its own. UCX 1.13 aborts the process (async.c:643, `handler->async ==
+  // async`; fixed upstream by openucx/ucx#9942) if the first worker still holds a "missed"
+  // event for that socket, queued while this thread was busy, when the move happens. The first
+  // worker handles such events at the end of the ucp_worker_progress call that delivered this
+  // request, so the request is handed over only after that call returns: from this thread's
+  // own task queue, which it runs between progress calls.
   static void OnConnection(ucp_conn_request_h request, void* arg) {
     auto* rail = static_cast<Rail*>(arg);
+    Lane* first = rail->lanes[0];
     Lane* lane = rail->lanes[rail->next_lane++ % rail->lanes.size()];
-    if (lane == rail->lanes[0]) return Accept(lane, request);
-    if (!lane->worker->Post([lane, request] { Accept(lane, request); })) {
-      ucp_listener_reject(rail->listener, request);  // stopping
-    }
+    if (lane == first) return Accept(lane, request);
+    bool queued = first->worker->Post([rail, lane, request] {
+      if (!lane->worker->Post([lane, request] { Accept(lane, request); })) {
+        ucp_listener_reject(rail->listener, request);  // stopping
+      }
+    });
+    if (!queued) ucp_listener_reject(rail->listener, request);  // stopping
   }
 
   // The lane's thread.
