@@ -14,6 +14,8 @@
 # The engine runs N threads of synchronous Engine calls (its API blocks, so threads = queue
 # depth). Engine writes are durable when acknowledged (group commit: fdatasync + synced RocksDB
 # batch); fio's are plain O_DIRECT writes with no flush, so the write ratios price durability.
+# A line before the last prices it apart: fio's random writes again, with an fdatasync every N
+# writes, N the engine's mean group commit (writes per flush) in the same rep.
 # Last line: engine/fio seq_write=R seq_read=R randread4k=R randwrite4k=R
 set -euo pipefail
 
@@ -44,12 +46,15 @@ engine() {  # name mode bs qd size subdir
   echo "  engine $1: $out" >&2
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(sys.argv[2], d["mb_s"] if sys.argv[3]=="bw" else d["iops"])' \
     "$out" "engine_$1" "$7" >> "$RESULTS"
+  # Writes per group commit (one device flush each), for the like-for-like fio run below.
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(sys.argv[2], d["ops"] / max(1, d["commit_batches"]))' \
+    "$out" "batch_$1" >> "$RESULTS"
 }
 
-fio_run() {  # name rw bs qd size metric
+fio_run() {  # name rw bs qd size metric [extra fio option]
   local out
   out=$(fio --name="$1" --filename="$DIR/fio.dat" --size="$5" --ioengine=io_uring --direct=1 \
-        --rw="$2" --bs="$3" --iodepth="$4" --numjobs=1 --group_reporting \
+        --rw="$2" --bs="$3" --iodepth="$4" --numjobs=1 --group_reporting ${7:-} \
         $([[ $2 == rand* ]] && echo "--time_based --runtime=$SECONDS_RAND") \
         --output-format=json 2>/dev/null)
   python3 -c '
@@ -72,6 +77,10 @@ for rep in $(seq 1 "$REPS"); do
   fio_run seq_read read 1M 16 "$SEQ_SIZE" bw
   fio_run randread4k randread 4k 64 "$RAND_SIZE" iops
   fio_run randwrite4k randwrite 4k 64 "$RAND_SIZE" iops
+  # Like for like: fio's writes flushed as often as the engine's (fdatasync every N writes, N
+  # the engine's mean writes per group commit in this rep). Printed, not in the last line.
+  batch=$(awk '$1 == "batch_randwrite4k" { n = $2 } END { printf "%d", (n < 1 ? 1 : n) + 0.5 }' "$RESULTS")
+  fio_run randwrite4k_flushed randwrite 4k 64 "$RAND_SIZE" iops "--fdatasync=$batch"
 done
 
 python3 - "$RESULTS" <<'PY'
@@ -85,5 +94,9 @@ names = ["seq_write", "seq_read", "randread4k", "randwrite4k"]
 unit = {"seq_write": "MB/s", "seq_read": "MB/s", "randread4k": "IOPS", "randwrite4k": "IOPS"}
 for n in names:
     print(f"{n:12s} engine {med['engine_'+n]:10.1f} {unit[n]:5s} fio {med['fio_'+n]:10.1f} {unit[n]}")
+if "fio_randwrite4k_flushed" in med:
+    print(f"like for like: fio flushing every {med['batch_randwrite4k']:.0f} writes (the engine's group "
+          f"commit) {med['fio_randwrite4k_flushed']:.1f} IOPS; engine/fio_flushed "
+          f"randwrite4k={med['engine_randwrite4k']/med['fio_randwrite4k_flushed']:.2f}")
 print("engine/fio " + " ".join(f"{n}={med['engine_'+n]/med['fio_'+n]:.2f}" for n in names))
 PY
