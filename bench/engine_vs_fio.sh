@@ -51,9 +51,9 @@ engine() {  # name mode bs qd size subdir
     "$out" "batch_$1" >> "$RESULTS"
 }
 
-fio_run() {  # name rw bs qd size metric [extra fio option]
+fio_run() {  # name rw bs qd size metric [extra fio option] [file, default fio.dat]
   local out
-  out=$(fio --name="$1" --filename="$DIR/fio.dat" --size="$5" --ioengine=io_uring --direct=1 \
+  out=$(fio --name="$1" --filename="$DIR/${8:-fio.dat}" --size="$5" --ioengine=io_uring --direct=1 \
         --rw="$2" --bs="$3" --iodepth="$4" --numjobs=1 --group_reporting ${7:-} \
         $([[ $2 == rand* ]] && echo "--time_based --runtime=$SECONDS_RAND") \
         --output-format=json 2>/dev/null)
@@ -78,9 +78,13 @@ for rep in $(seq 1 "$REPS"); do
   fio_run randread4k randread 4k 64 "$RAND_SIZE" iops
   fio_run randwrite4k randwrite 4k 64 "$RAND_SIZE" iops
   # Like for like: fio's writes flushed as often as the engine's (fdatasync every N writes, N
-  # the engine's mean writes per group commit in this rep). Printed, not in the last line.
+  # the engine's mean writes per group commit in this rep), into a new file that fio
+  # fallocates as the engine's data file is (the first write to a block then also converts an
+  # unwritten extent, and the flush commits that). Printed, not in the last line.
   batch=$(awk '$1 == "batch_randwrite4k" { n = $2 } END { printf "%d", (n < 1 ? 1 : n) + 0.5 }' "$RESULTS")
-  fio_run randwrite4k_flushed randwrite 4k 64 "$RAND_SIZE" iops "--fdatasync=$batch"
+  rm -f "$DIR/fio_flushed.dat"
+  fio_run randwrite4k_flushed randwrite 4k 64 "$RAND_SIZE" iops "--fdatasync=$batch" fio_flushed.dat
+  rm -f "$DIR/fio_flushed.dat"
 done
 
 python3 - "$RESULTS" <<'PY'
