@@ -49,6 +49,7 @@ struct TargetFlags {
   std::string rails;
   std::string gc_rate = "64M";
   std::string scrub_rate = "16M";
+  std::string zero_rate = "64M";
   int heartbeat_ms = 1000;
   std::string log_level = "info";
   TlsOptions tls;
@@ -133,6 +134,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
     o.segment_bytes = ParseSize(f.segment_size, "--segment-size");
     o.gc_rate_bytes_per_sec = ParseSize(f.gc_rate, "--gc-rate");
     o.scrub_rate_bytes_per_sec = ParseSize(f.scrub_rate, "--scrub-rate");
+    o.zero_rate_bytes_per_sec = ParseSize(f.zero_rate, "--zero-rate");
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock target: error: " << e.what() << "\n";
     return 2;
@@ -217,6 +219,9 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
              "(--listen-host then serves only /metrics)");
   AddSetting(*t, "gc-rate", &tf->gc_rate, "background garbage collection, bytes relocated per second (0: unlimited)");
   AddSetting(*t, "scrub-rate", &tf->scrub_rate, "background scrub, bytes verified per second (0: off)");
+  AddSetting(*t, "zero-rate", &tf->zero_rate,
+             "background zeroing of a new data file's never-written space, bytes per second while "
+             "serving I/O (unpaced when idle; 0: off)");
   AddSetting(*t, "heartbeat-ms", &tf->heartbeat_ms, "heartbeat interval")->check(CLI::Range(50, 60000));
   AddSetting(*t, "log-level", &tf->log_level, "trace|debug|info|warn|error");
   AddSetting(*t, "admin-key", &tf->admin_key,

@@ -19,6 +19,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "penstock/status.h"
 
@@ -31,6 +32,13 @@ struct DeviceWrite {
   uint64_t offset = 0;
   std::span<const std::byte> data;
   Status status;  // set by WriteAll
+};
+
+// A byte range of a device.
+struct DeviceRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  friend bool operator==(const DeviceRange&, const DeviceRange&) = default;
 };
 
 // One read of Device::ReadAll.
@@ -78,6 +86,15 @@ class Device {
   }
   // Makes every completed Write durable (a no-op for devices whose writes already are).
   virtual Status Sync() = 0;
+  // The parts of [offset, offset + length) whose first write would also change filesystem
+  // metadata (a file's fallocated "unwritten" extents and its holes), in ascending order,
+  // 4 KiB aligned and clipped to the range. Background zeroing (engine_zero.cc) writes them
+  // ahead of the log so the group commit's flushes do not carry that metadata. Empty for a
+  // device without such ranges or that cannot tell (the default; block devices, tmpfs).
+  virtual Result<std::vector<DeviceRange>> UnwrittenRanges(uint64_t offset, uint64_t length) {
+    (void)offset, (void)length;
+    return std::vector<DeviceRange>{};
+  }
   // False for a device that keeps no data (the null device): the engine then neither checks
   // the device header against the index nor verifies checksums on reads.
   virtual bool persistent() const { return true; }

@@ -248,6 +248,9 @@ void Engine::StartThreads() {
   applier_ = NamedThread("ps-apply", [this] { ApplyLoop(); });
   if (options_.gc_enabled && options_.gc_background) gc_thread_ = NamedThread("ps-gc", [this] { GcLoop(); });
   if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = NamedThread("ps-scrub", [this] { ScrubLoop(); });
+  if (options_.zero_rate_bytes_per_sec > 0 && device_->persistent()) {
+    zero_thread_ = NamedThread("ps-zero", [this] { ZeroLoop(); });
+  }
 }
 
 void Engine::StopThreads() {
@@ -258,6 +261,7 @@ void Engine::StopThreads() {
   bg_cv_.notify_all();
   if (gc_thread_.joinable()) gc_thread_.join();  // GC may still need the committer
   if (scrub_thread_.joinable()) scrub_thread_.join();
+  if (zero_thread_.joinable()) zero_thread_.join();
   {
     std::lock_guard lock(commit_mu_);
     commit_stop_ = true;
@@ -346,6 +350,8 @@ EngineStats Engine::Stats() const {
   s.gc_bytes_moved = gc_bytes_moved_.load();
   s.scrub_bytes_verified = scrub_bytes_verified_.load();
   s.scrub_corrupt_shards = scrub_corrupt_shards_.load();
+  s.zero_pending_segments = zero_pending_segments_.load();
+  s.zeroed_bytes = zeroed_bytes_.load();
   return s;
 }
 

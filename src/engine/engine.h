@@ -25,6 +25,8 @@
 // the live blocks of the emptiest sealed segments (a concurrent write of a block wins)
 // so they become free: in a background thread at a rate limit, without limit when free segments
 // run low, and inline before a Write would fail with "no space".
+// Background zeroing (engine_zero.cc) writes zeros over the free segments a fresh data file
+// has never written, ahead of the log.
 // Scrub (engine_scrub.cc) re-reads every live shard at a rate limit and records those whose
 // checksums fail (CorruptShards).
 //
@@ -32,7 +34,7 @@
 // deletes of one key are ordered by the committer (queue order): of calls on one key that
 // overlap in time either may win, and a call that starts after another returned wins over it.
 // Ownership: Open returns the sole owner; destroying the Engine stops its threads (committer,
-// applier, GC, scrub; the index is synced first) and closes device and index (no call may be in
+// applier, GC, scrub, zeroing; the index is synced first) and closes device and index (no call may be in
 // flight then).
 #pragma once
 
@@ -93,6 +95,11 @@ struct EngineOptions {
   // bandwidth; but on ext4/xfs the first write to a fallocated block changes file metadata, so
   // its flush commits the filesystem journal). No effect on block devices or existing files.
   bool zero_fill_new_file = false;
+  // Background zeroing (engine_zero.cc): free segments of a file the filesystem reports as
+  // never written (fallocated, or holes) are written with zeros ahead of the log, so the group
+  // commit's flushes stop carrying the filesystem's metadata. Paced to this rate while the
+  // engine served I/O in the last second, unpaced while it is idle; 0 = off.
+  uint64_t zero_rate_bytes_per_sec = 64ull << 20;
   // "file" (data_path is a file or block device) or "null": no media; writes are accounted and
   // dropped, reads return zeros and are not checksum-verified, the index is not synced. For
   // benchmarks of the layers above the engine; nothing it stores survives (see null_device.h).
@@ -143,6 +150,8 @@ struct EngineStats {
   uint64_t gc_bytes_moved = 0;       // bytes (4 KiB rounded) GC relocated
   uint64_t scrub_bytes_verified = 0;  // bytes (4 KiB rounded) scrub read and checked
   uint64_t scrub_corrupt_shards = 0;  // corrupt shards scrub found (each counted once per find)
+  uint64_t zero_pending_segments = 0;  // segments background zeroing has still to look at
+  uint64_t zeroed_bytes = 0;           // bytes background zeroing wrote
 };
 
 namespace engine {
@@ -365,6 +374,13 @@ class Engine {
   Result<uint64_t> ScrubPass(bool throttled);
   void ScrubLoop();
 
+  // Background zeroing (engine_zero.cc).
+  void ZeroLoop();
+  // Writes zeros over the unwritten ranges of `segment` (taken with BeginZeroing) and syncs
+  // them, calling `pace` before each chunk (false: stop). True when done; false when it
+  // stopped early (`pace` said so, or an allocation wants the segment).
+  Result<bool> ZeroSegment(uint32_t segment, const std::function<bool(uint64_t bytes)>& pace);
+
   static constexpr size_t kKeyLockStripes = 1024;
 
   const EngineOptions options_;
@@ -388,6 +404,7 @@ class Engine {
   std::atomic<uint64_t> index_syncs_{0}, journal_replayed_{0};
   std::atomic<uint64_t> gc_segments_cleaned_{0}, gc_bytes_moved_{0};
   std::atomic<uint64_t> scrub_bytes_verified_{0}, scrub_corrupt_shards_{0};
+  std::atomic<uint64_t> zero_pending_segments_{0}, zeroed_bytes_{0};
 
   // Group commit queue: writers push, the committer thread drains.
   std::mutex commit_mu_;
@@ -407,7 +424,7 @@ class Engine {
   std::mutex bg_mu_;
   std::condition_variable bg_cv_;
   bool bg_stop_ = false;  // guarded by bg_mu_
-  std::thread gc_thread_, scrub_thread_;
+  std::thread gc_thread_, scrub_thread_, zero_thread_;
   std::mutex gc_mu_;                       // one GC pass at a time
   std::mutex space_mu_;                    // one writer at a time cleans for space (AllocateForWrite)
   std::set<uint32_t> gc_stuck_;            // guarded by gc_mu_; victims a pass could not empty

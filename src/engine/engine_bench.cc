@@ -3,11 +3,12 @@
 // Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread|randwrite-range|
 //                     randwrite-async|randread-async
 //                     --bs BYTES --qd N --size BYTES [--seconds S] [--device file|null]
-//                     [--zero-fill 0|1] [--shard BYTES]
+//                     [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES]
 // Opens (creating) an engine in DIR (data file DIR/engine.dat, index DIR/engine.idx) with room
 // for twice --size (a new data file fallocated, as a target's and as fio's own; --zero-fill 1
 // writes it with zeros first, untimed, which spares the group commit's flushes the filesystem's
-// extent conversions but also makes seqwrite an overwrite), then runs --qd threads, each with
+// extent conversions but also makes seqwrite an overwrite; --zero-rate sets the engine's
+// background zeroing, 0 = off, default the engine's), then runs --qd threads, each with
 // one synchronous call in flight (the Engine API blocks, so threads are its queue depth):
 //   seqwrite   writes --size bytes as shards of --bs, keys in order, each key once;
 //   seqread    reads those shards back in key order (prefilling them first if absent);
@@ -37,6 +38,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -54,6 +56,7 @@ ShardKey KeyOf(uint64_t i) { return ShardKey{1, ObjectId{0, i}, 0, 0}; }
 struct Args {
   std::string dir, mode, device = "file";
   bool zero_fill = false;
+  std::optional<uint64_t> zero_rate;
   uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30, shard = 1 << 20;
   double seconds = 10;
 };
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
     else if (k == "--mode") a.mode = v;
     else if (k == "--device") a.device = v;
     else if (k == "--zero-fill") a.zero_fill = v != "0";
+    else if (k == "--zero-rate") a.zero_rate = std::stoull(v);
     else if (k == "--bs") a.bs = std::stoull(v);
     else if (k == "--qd") a.qd = std::stoull(v);
     else if (k == "--size") a.size = std::stoull(v);
@@ -122,7 +126,7 @@ int main(int argc, char** argv) {
   if (a.dir.empty() || a.mode.empty()) {
     std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
                  "randwrite-range|randwrite-async|randread-async --bs BYTES --qd N --size BYTES [--seconds S] "
-                 "[--device file|null] [--zero-fill 0|1] [--shard BYTES]\n", argv[0]);
+                 "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES]\n", argv[0]);
     return 2;
   }
   // Keep freed shard buffers in the heap instead of unmapping them: otherwise every Read
@@ -136,6 +140,7 @@ int main(int argc, char** argv) {
   o.device_kind = a.device;
   o.capacity_bytes = 2 * a.size + (64ull << 20) * 4;
   o.zero_fill_new_file = a.zero_fill;
+  if (a.zero_rate) o.zero_rate_bytes_per_sec = *a.zero_rate;
   o.queue_depth = static_cast<unsigned>(std::max<uint64_t>(64, 2 * a.qd));
   auto opened = Engine::Open(o);
   if (!opened.ok()) {

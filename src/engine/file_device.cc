@@ -1,6 +1,7 @@
 #include "engine/file_device.h"
 
 #include <fcntl.h>
+#include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -306,6 +307,54 @@ bool FileDevice::ReadAsync(uint64_t offset, std::span<std::byte> out, std::funct
 Status FileDevice::Sync() {
   if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, fmt::format("fdatasync '{}'", path_));
   return OkStatus();
+}
+
+Result<std::vector<DeviceRange>> FileDevice::UnwrittenRanges(uint64_t offset, uint64_t length) {
+  std::vector<DeviceRange> out;
+  const uint64_t end = std::min(size_, offset + length);
+  // Adds [from, to) rounded out to whole blocks and clipped to the query.
+  auto add = [&](uint64_t from, uint64_t to) {
+    from = std::max(offset, from / kDeviceBlockSize * kDeviceBlockSize);
+    to = std::min(end, (to + kDeviceBlockSize - 1) / kDeviceBlockSize * kDeviceBlockSize);
+    if (from >= to) return;
+    if (!out.empty() && out.back().offset + out.back().length >= from) {
+      out.back().length = std::max(out.back().offset + out.back().length, to) - out.back().offset;
+    } else {
+      out.push_back({from, to - from});
+    }
+  };
+  constexpr uint32_t kExtentsPerCall = 256;
+  std::vector<std::byte> buf(sizeof(fiemap) + kExtentsPerCall * sizeof(fiemap_extent));
+  auto* map = reinterpret_cast<fiemap*>(buf.data());
+  uint64_t at = offset;  // everything before `at` is classified
+  while (at < end) {
+    std::memset(buf.data(), 0, buf.size());
+    map->fm_start = at;
+    map->fm_length = end - at;
+    map->fm_extent_count = kExtentsPerCall;
+    if (::ioctl(fd_, FS_IOC_FIEMAP, map) != 0) {
+      // A block device, or a filesystem that cannot map extents (tmpfs): nothing to tell.
+      if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL) return std::vector<DeviceRange>{};
+      return ErrnoStatus(errno, fmt::format("FIEMAP on '{}'", path_));
+    }
+    if (map->fm_mapped_extents == 0) {  // a hole to the end
+      add(at, end);
+      break;
+    }
+    bool last = false;
+    for (uint32_t i = 0; i < map->fm_mapped_extents; ++i) {
+      const fiemap_extent& x = map->fm_extents[i];
+      if (x.fe_logical > at) add(at, x.fe_logical);  // a hole before it
+      if (x.fe_flags & FIEMAP_EXTENT_UNWRITTEN) add(x.fe_logical, x.fe_logical + x.fe_length);
+      at = std::max<uint64_t>(at, x.fe_logical + x.fe_length);
+      last = last || (x.fe_flags & FIEMAP_EXTENT_LAST) != 0;
+    }
+    if (last) {
+      add(at, end);  // past the file's last extent: a hole
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace penstock::engine

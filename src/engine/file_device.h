@@ -43,6 +43,9 @@ class FileDevice final : public Device {
   // Through IoRing::ReadAsync; a short read is finished synchronously on the completion thread.
   bool ReadAsync(uint64_t offset, std::span<std::byte> out, std::function<void(Status)>& done) override;
   Status Sync() override;
+  // From FIEMAP: unwritten extents and holes of a regular file; empty for a block device or a
+  // filesystem without FIEMAP.
+  Result<std::vector<DeviceRange>> UnwrittenRanges(uint64_t offset, uint64_t length) override;
 
   // False when the filesystem refused O_DIRECT and the device fell back to buffered I/O.
   bool direct() const { return direct_; }

@@ -121,6 +121,34 @@ TEST(FileDeviceTest, CreatesPreallocatedFileAndRoundTrips) {
   EXPECT_TRUE((*dev)->Sync().ok());
 }
 
+TEST(FileDeviceTest, UnwrittenRangesAreTheFallocatedSpaceNotYetWritten) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 4 << 20, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto all = (*dev)->UnwrittenRanges(0, 4 << 20);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  if (all->empty()) GTEST_SKIP() << "this filesystem does not report unwritten extents (FIEMAP)";
+  EXPECT_EQ(*all, (std::vector<DeviceRange>{{0, 4 << 20}}));
+
+  AlignedBuffer w(2 * 4096);
+  std::memset(w.data(), 0x5a, w.size());
+  ASSERT_TRUE((*dev)->Write(1 << 20, w.span()).ok());
+  all = (*dev)->UnwrittenRanges(0, 4 << 20);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, (std::vector<DeviceRange>{{0, 1 << 20}, {(1 << 20) + 8192, (3 << 20) - 8192}}));
+  // Clipped to the query; a written range has none.
+  auto part = (*dev)->UnwrittenRanges((1 << 20) - 4096, 4 * 4096);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(*part, (std::vector<DeviceRange>{{(1 << 20) - 4096, 4096}, {(1 << 20) + 8192, 4096}}));
+  auto none = (*dev)->UnwrittenRanges(1 << 20, 8192);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  // Past the end of the device: nothing.
+  auto beyond = (*dev)->UnwrittenRanges(4 << 20, 1 << 20);
+  ASSERT_TRUE(beyond.ok());
+  EXPECT_TRUE(beyond->empty());
+}
+
 TEST(FileDeviceTest, WriteAllWritesEveryRangeAndReportsEachFailure) {
   ScratchDir dir;
   auto dev = FileDevice::Open(dir.path() + "/dev", 4 << 20, 8);

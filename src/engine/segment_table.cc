@@ -40,15 +40,27 @@ void SegmentTable::FinishRecovery() {
   }
 }
 
-Result<Extent> SegmentTable::Allocate(uint64_t bytes, AppendStream stream) {
+Result<Extent> SegmentTable::Allocate(uint64_t bytes, AppendStream stream, bool may_wait) {
   if (bytes == 0) return Extent{};
   if (bytes > segment_bytes_ || bytes % kBlockSize != 0) {
     return InvalidArgument(fmt::format("cannot allocate {} bytes: must be a multiple of 4 KiB and "
                                        "at most the segment size {}", bytes, segment_bytes_));
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   uint32_t& open = stream == AppendStream::kUser ? open_ : gc_open_;
-  PS_RETURN_IF_ERROR(MakeRoomLocked(open, bytes, stream == AppendStream::kUser ? reserve_ : 0));
+  const size_t floor = stream == AppendStream::kUser ? reserve_ : 0;
+  // A segment being zeroed is free: if it may be needed, wait for it rather than say "no space".
+  while (free_.size() <= floor && !zeroing_.empty()) {
+    zeroing_abort_ = true;
+    if (!may_wait) {
+      return ResourceExhausted("no free segment at hand: one is being zeroed; retry from a "
+                               "thread that may wait");
+    }
+    ++zeroing_waiters_;
+    zeroing_done_.wait(lock);
+    --zeroing_waiters_;
+  }
+  PS_RETURN_IF_ERROR(MakeRoomLocked(open, bytes, floor));
   Segment& s = segments_[open];
   Extent extent{.segment = open, .offset = s.fill, .length = bytes};
   s.fill += bytes;
@@ -146,6 +158,29 @@ void SegmentTable::ReleaseLocked(const Extent& extent) {
   MaybeFreeLocked(extent.segment);
 }
 
+bool SegmentTable::BeginZeroing(uint32_t segment) {
+  std::lock_guard lock(mu_);
+  if (free_.size() < size_t{reserve_} + 2 || !free_.contains(segment)) return false;
+  free_.erase(segment);
+  zeroing_.insert(segment);
+  return true;
+}
+
+void SegmentTable::EndZeroing(uint32_t segment) {
+  {
+    std::lock_guard lock(mu_);
+    if (zeroing_.erase(segment) == 0) return;
+    free_.insert(segment);
+    zeroing_abort_ = zeroing_waiters_ > 0 && !zeroing_.empty();
+  }
+  zeroing_done_.notify_all();
+}
+
+bool SegmentTable::zeroing_abort_requested() const {
+  std::lock_guard lock(mu_);
+  return zeroing_abort_;
+}
+
 void SegmentTable::Pin(uint32_t segment) {
   if (segment == kNoSegment) return;
   std::lock_guard lock(mu_);
@@ -191,7 +226,7 @@ SegmentTableStats SegmentTable::Stats() const {
   SegmentTableStats stats;
   stats.total_segments = segments_.size();
   stats.awaiting_sync_segments = awaiting_sync_.size();
-  stats.free_segments = free_.size() + awaiting_sync_.size();
+  stats.free_segments = free_.size() + awaiting_sync_.size() + zeroing_.size();
   stats.used_bytes = (segments_.size() - stats.free_segments) * segment_bytes_;
   uint64_t open_tail = 0;
   for (uint32_t i = 0; i < segments_.size(); ++i) {

@@ -24,10 +24,16 @@
 // through S (SetDurableSeq). Until then a freed segment waits sealed, counted as free in Stats.
 // Both sequence numbers stay 0 when there is no journal: space is then reused at once.
 //
+// Zeroing (engine_zero.cc): a free segment may be taken out of the free set while background
+// zeroing writes it (BeginZeroing .. EndZeroing); Stats counts it as free. An allocation that
+// finds no other free segment asks the zeroing to stop (zeroing_abort_requested) and waits for
+// the segment rather than fail with "no space".
+//
 // Thread safety: every method may be called from any thread; one mutex guards the table.
 #pragma once
 
 #include <cstdint>
+#include <condition_variable>
 #include <mutex>
 #include <span>
 #include <set>
@@ -83,7 +89,10 @@ class SegmentTable {
   // Reserves `bytes` (a multiple of kBlockSize, at most segment_bytes) at the open segment's
   // fill pointer, opening a free segment when it does not fit. bytes == 0 gives an empty
   // extent. Errors: kResourceExhausted when no segment has room (delete shards, then retry).
-  Result<Extent> Allocate(uint64_t bytes, AppendStream stream = AppendStream::kUser);
+  // When the only free segment is being zeroed, waits for it; with !may_wait returns
+  // kResourceExhausted then instead (and asks the zeroing to stop).
+  Result<Extent> Allocate(uint64_t bytes, AppendStream stream = AppendStream::kUser,
+                          bool may_wait = true);
   // pending -> live, and each of `released` live -> dead, at once: Stats never shows a new
   // extent and the space it replaces both live (GC's moves would count twice for a moment).
   void Commit(const Extent& extent, std::span<const Extent> released = {});
@@ -94,6 +103,15 @@ class SegmentTable {
   void SetJournalSeq(uint64_t seq);
   // The index is durable through journal record `seq`: space released up to it may be reused.
   void SetDurableSeq(uint64_t seq);
+
+  // Takes free segment `segment` out of the free set for zeroing; false (nothing changed) when
+  // it is not free, or fewer than reserve + 2 segments are free (writers keep one besides
+  // GC's reserve).
+  bool BeginZeroing(uint32_t segment);
+  // Returns a segment BeginZeroing took to the free set, and wakes allocations waiting for it.
+  void EndZeroing(uint32_t segment);
+  // True when an allocation waits for a segment being zeroed: the zeroing should stop soon.
+  bool zeroing_abort_requested() const;
 
   // A reader pins the segment of the extent it is about to read.
   void Pin(uint32_t segment);
@@ -135,6 +153,10 @@ class SegmentTable {
   std::vector<Segment> segments_;  // guarded by mu_
   std::set<uint32_t> free_;        // guarded by mu_; lowest index reused first
   std::set<uint32_t> awaiting_sync_;  // guarded by mu_; sealed, empty, released after durable_seq_
+  std::set<uint32_t> zeroing_;     // guarded by mu_; free, taken out of free_ while zeroed
+  uint32_t zeroing_waiters_ = 0;   // guarded by mu_; allocations waiting for one of zeroing_
+  bool zeroing_abort_ = false;     // guarded by mu_; until the next EndZeroing
+  std::condition_variable zeroing_done_;
   uint64_t journal_seq_ = 0;       // guarded by mu_
   uint64_t durable_seq_ = 0;       // guarded by mu_
   const uint32_t reserve_;

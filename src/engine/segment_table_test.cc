@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 namespace penstock::engine {
 namespace {
 
@@ -24,6 +28,51 @@ TEST(SegmentTableTest, AppendsInOneSegmentThenOpensTheNext) {
 
 // A commit that replaces space (an overwrite, a GC move) makes the new extent live and the old
 // dead in one step: live bytes never count both, and the emptied segment is freed.
+TEST(SegmentTableTest, SegmentBeingZeroedIsFreeButNotAllocated) {
+  SegmentTable t(4, kSeg, /*reserve_segments=*/1);
+  EXPECT_FALSE(t.BeginZeroing(4));  // not a segment
+  ASSERT_TRUE(t.BeginZeroing(0));
+  EXPECT_FALSE(t.BeginZeroing(0));  // already taken
+  EXPECT_EQ(t.Stats().free_segments, 4u);
+  auto a = t.Allocate(kSeg);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->segment, 1u);  // not the one being zeroed
+  // Two free (2, 3) with one kept for GC: writers need the other, so zeroing may not take it.
+  EXPECT_FALSE(t.BeginZeroing(2));
+  EXPECT_FALSE(t.zeroing_abort_requested());
+  t.EndZeroing(0);
+  EXPECT_EQ(t.Stats().free_segments, 3u);
+  auto b = t.Allocate(kSeg);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->segment, 0u);  // back in the free set, lowest first
+}
+
+TEST(SegmentTableTest, AllocationWaitsForTheLastFreeSegmentBeingZeroed) {
+  SegmentTable t(3, kSeg);
+  ASSERT_TRUE(t.BeginZeroing(2));
+  ASSERT_TRUE(t.Allocate(kSeg).ok());  // 0
+  ASSERT_TRUE(t.Allocate(kSeg).ok());  // 1; only 2 is left, being zeroed
+  // A caller that may not wait hears "not at hand", and the zeroing is asked to stop.
+  auto now = t.Allocate(kSeg, AppendStream::kUser, /*may_wait=*/false);
+  EXPECT_EQ(now.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(t.zeroing_abort_requested());
+  std::atomic<bool> got{false};
+  Result<Extent> waited = Extent{};
+  std::thread writer([&] {
+    waited = t.Allocate(kSeg);
+    got = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(got.load());  // waits rather than failing with "no space"
+  t.EndZeroing(2);
+  writer.join();
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  EXPECT_EQ(waited->segment, 2u);
+  EXPECT_FALSE(t.zeroing_abort_requested());
+  // Now truly full: "no space" at once.
+  EXPECT_EQ(t.Allocate(kSeg).status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST(SegmentTableTest, CommitReplacingSpaceMovesLiveBytesAtOnce) {
   SegmentTable t(2, kSeg);
   Extent a = *t.Allocate(kSeg);

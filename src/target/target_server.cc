@@ -81,6 +81,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   eo.segment_bytes = options.segment_bytes;
   eo.gc_rate_bytes_per_sec = options.gc_rate_bytes_per_sec;
   eo.scrub_rate_bytes_per_sec = options.scrub_rate_bytes_per_sec;
+  eo.zero_rate_bytes_per_sec = options.zero_rate_bytes_per_sec;
   // After a kill -9 the kernel may hold the dead process's lock on the data file for a moment
   // (while it tears down its io_uring): retry briefly before giving up.
   auto open_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -131,6 +132,11 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   gauge("penstock_engine_scrub_corrupt_shards", "Shards the scrub found corrupt.",
         &EngineStats::scrub_corrupt_shards);
   gauge("penstock_target_free_segments", "Free segments.", &EngineStats::free_segments);
+  gauge("penstock_engine_zero_pending_segments",
+        "Segments holding never-written space that background zeroing has still to write.",
+        &EngineStats::zero_pending_segments);
+  gauge("penstock_engine_zeroed_bytes", "Bytes written with zeros by background zeroing.",
+        &EngineStats::zeroed_bytes);
 
   t->service_ = std::make_unique<ShardService>(engine, &t->metrics_, options.io_threads);
   RpcServerOptions ro;

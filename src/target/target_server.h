@@ -46,6 +46,7 @@ struct TargetOptions {
   unsigned data_workers = 1;    // data-plane workers (threads) serving connections (RpcServer)
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background GC relocation rate (0: unlimited)
   uint64_t scrub_rate_bytes_per_sec = 16ull << 20;  // background scrub rate (0: off)
+  uint64_t zero_rate_bytes_per_sec = 64ull << 20;   // background zeroing rate when busy (0: off)
   int heartbeat_ms = 1000;
   int register_timeout_ms = 10000;  // how long to retry the first registration with mgmt
   TlsOptions tls;               // TLS to mgmt (mgmt/tls.h); empty: plaintext
