@@ -256,8 +256,9 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     blocks = std::span<const std::byte>(w->copy.data(), w->copy.size());
   }
   w->req.record.block_crcs = engine::BlockChecksums(blocks);
-  // Without waiting: only space at hand (no GC pass, no index sync first).
-  auto extent = may_wait ? AllocateForWrite(blocks.size()) : table_->Allocate(blocks.size());
+  // Without waiting: only space at hand (no GC pass, no index sync, no segment being zeroed).
+  auto extent = may_wait ? AllocateForWrite(blocks.size())
+                         : table_->Allocate(blocks.size(), engine::AppendStream::kUser, /*may_wait=*/false);
   if (!extent.ok()) {
     if (!may_wait && extent.status().code() == StatusCode::kResourceExhausted) return false;
     done(extent.status());
