@@ -6,7 +6,8 @@
 #         fio's file and the engine's data file and index both live there, and are removed.
 #   REPS  repetitions; the median of each figure is reported (default 3).
 # Env: ENGINE_BENCH (default build-engine/src/engine/engine_bench, else build/...),
-#      SEQ_SIZE (bytes, default 1 GiB), RAND_SIZE (default 256 MiB), SECONDS_RAND (default 5).
+#      SEQ_SIZE (bytes, default 1 GiB), RAND_SIZE (default 256 MiB), SECONDS_RAND (default 5),
+#      ENGINE_ARGS (more engine_bench options, e.g. "--zero-rate 0" to turn background zeroing off).
 #
 # Workloads, both sides io_uring + O_DIRECT:
 #   seq_write   1 MiB writes, 16 in flight      seq_read    1 MiB reads, 16 in flight
@@ -42,7 +43,7 @@ engine() {  # name mode bs qd size subdir
   local out
   mkdir -p "$DIR/$6"
   out=$("$BENCH" --dir "$DIR/$6" --mode "$2" --bs "$3" --qd "$4" --size "$5" \
-        --seconds "$SECONDS_RAND" 2>/dev/null | tail -1)
+        --seconds "$SECONDS_RAND" ${ENGINE_ARGS:-} 2>/dev/null | tail -1)
   echo "  engine $1: $out" >&2
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(sys.argv[2], d["mb_s"] if sys.argv[3]=="bw" else d["iops"])' \
     "$out" "engine_$1" "$7" >> "$RESULTS"
