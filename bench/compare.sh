@@ -23,6 +23,23 @@ dir=$(mktemp -d -p "${BENCH_DIR:-/var/tmp}" penstock-compare.XXXXXX)
 trap '"$PENSTOCK" down --data-dir "$dir/cluster" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 mgmt=$("$PENSTOCK" up --targets 3 --data-dir "$dir/cluster" --base-port 0 --capacity 4G --log-level warn 2>/dev/null)
 "$PENSTOCK" container create cmp --mgmt "$mgmt" >/dev/null
+# New targets write zeros over their fallocated data files in the background (unpaced while
+# idle, seconds): wait for that, so it does not share the disk with fio's baselines.
+"$PENSTOCK" status --mgmt "$mgmt" --json | /usr/bin/python3 -c '
+import json, sys, time, urllib.request
+addrs = [t["metrics"] for t in json.load(sys.stdin)["targets"]]
+def pending(a):
+    for line in urllib.request.urlopen(f"http://{a}/metrics", timeout=5).read().decode().splitlines():
+        if line.startswith("penstock_engine_zero_pending_segments "):
+            return float(line.split()[1])
+    return 0
+deadline = time.time() + 120
+while sum(pending(a) for a in addrs) > 0 and time.time() < deadline:
+    time.sleep(0.5)
+left = sum(pending(a) for a in addrs)
+if left:
+    print(f"warning: background zeroing still has {left:.0f} segments to write", file=sys.stderr)
+'
 
 fio_json() {  # rw bs iodepth size -> one line of JSON
   fio --name=cmp --filename="$dir/fio.dat" --size="$4" --rw="$1" --bs="$2" --iodepth="$3" \
