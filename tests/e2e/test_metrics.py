@@ -51,3 +51,24 @@ def test_every_daemon_serves_metrics(cluster, tmp_path):
             owner_entries += s["penstock_engine_segment_owner_entries"][0][1]
     assert total_writes >= 2  # at least one stripe and one head
     assert owner_entries >= 1  # the stored shards' runs, as GC finds them by segment
+
+
+def test_targets_zero_their_new_data_files_in_the_background(cluster_factory):
+    """A new target's fallocated data file is written with zeros while idle (engine_zero.cc):
+    its pending segments drain (all are free: nothing was written yet) and the bytes show."""
+    import time
+    c = cluster_factory(targets=2, capacity="256M")
+    targets = [d for d in c.record["daemons"] if d["name"] != "mgmt"]
+    deadline = time.time() + 60
+    while True:
+        samples = [scrape(d["metrics"])[1] for d in targets]
+        pending = [s["penstock_engine_zero_pending_segments"][0][1] for s in samples]
+        if not any(pending) or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert pending == [0] * len(targets), pending
+    for s in samples:
+        zeroed = s["penstock_engine_zeroed_bytes"][0][1]
+        capacity = s["penstock_target_capacity_bytes"][0][1]
+        # Nothing on a filesystem without unwritten extents (tmpfs); else the whole data area.
+        assert zeroed in (0, capacity), (zeroed, capacity)
