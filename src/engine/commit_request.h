@@ -34,6 +34,7 @@
 // On any failure the committer abandons `extent`, so the owner never cleans up space.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -94,6 +95,15 @@ struct CommitRequest {
 struct DecidedBatch {
   uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
   std::vector<CommitRequest*> requests;
+  // Per request, what the applier needs of it: a request the committer acknowledged itself
+  // (`acked`) may be gone by the time the applier runs, so the applier reads this, never it.
+  struct Copy {
+    CommitRequest::Kind kind;
+    ShardKey key;
+    Extent extent;
+    bool acked = false;
+  };
+  std::vector<Copy> copies;
   std::vector<IndexUpdate> updates;
   std::vector<std::optional<ShardRecord>> old;   // per request: its key's record before
   std::vector<std::optional<ShardRecord>> next;  // per request that applies: and after
@@ -112,8 +122,12 @@ struct CommitPipeline {
   std::deque<std::unique_ptr<DecidedBatch>> queue;  // guarded by mu
   // Updates handed to the applier and not yet in the index: key -> (batch number, record or
   // nullopt for a delete). The committer decides against these before the index.
+  // Readers look here before the index too (Engine::PendingRecord): a write is acknowledged
+  // once durable, before the applier has put it in the index.
   std::map<ShardKey, std::pair<uint64_t, std::optional<ShardRecord>>> pending;  // guarded by mu
+  std::atomic<size_t> pending_size{0};  // pending.size(), read without mu (readers' fast path)
   uint64_t handed = 0;          // guarded by mu
+  uint64_t applied = 0;         // guarded by mu; batches (and wraps) the applier is done with
   bool stop = false;            // guarded by mu; the committer has handed over its last batch
   bool sync_requested = false;  // guarded by mu
   uint64_t syncs_done = 0;      // guarded by mu

@@ -322,6 +322,7 @@ Status Engine::Recover() {
 }
 
 EngineStats Engine::Stats() const {
+  WaitApplied();  // the space and shards of acknowledged writes are accounted
   engine::SegmentTableStats t = table_->Stats();
   EngineStats s;
   s.capacity_bytes = t.total_segments * segment_bytes_;

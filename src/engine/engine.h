@@ -14,8 +14,9 @@
 // index record; a committer thread takes everything queued, decides it against the index,
 // writes the batch's data and its index updates (one record of the index journal, journal.h, in
 // the device's header region) in one submission followed by one flush (data and journal record
-// durable together), and hands the batch to an applier thread, which applies it to RocksDB
-// unsynced and wakes the writers (while the committer writes the next batch). RocksDB is synced
+// durable together), acknowledges its writes and deletes (readers find their records in the
+// pipeline's pending map until they are indexed) and hands the batch to an applier thread, which
+// applies it to RocksDB unsynced (while the committer writes the next batch). RocksDB is synced
 // lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
 // space waits for it, and at close); Open replays the journal records the index lacks before
 // anything reads the index. Space a batch releases is not reused until the index is durable
@@ -355,6 +356,13 @@ class Engine {
   void SyncIndex();
   // Any thread: asks the applier for an index sync and waits for it.
   void RequestIndexSync();
+  // Waits until the applier has applied every batch handed to it before the call (their writes
+  // may be acknowledged already): for callers that look at the index or the space accounting
+  // rather than a key (Stats, List, GC, scrub). Not on the committer or applier threads.
+  void WaitApplied() const;
+  // The record a batch handed to the applier gives `key` (nullopt inside: deleted), if one
+  // does and is not yet in the index. Readers look here first.
+  std::optional<std::optional<engine::ShardRecord>> PendingRecord(const ShardKey& key) const;
   // SegmentTable::Allocate, after an index sync if space only waits for one.
   Result<engine::Extent> AllocateSpace(uint64_t bytes, engine::AppendStream stream);
 

@@ -16,20 +16,26 @@
 //      in one submission followed by one flush (Device::WriteAll): data and record durable
 //      together. A batch too large for one record writes and flushes its data only, and is
 //      committed with a synced index batch in step 3 instead;
-//   then hands the batch to the applier and goes on with the next one. The applier, in order:
+//   then hands the batch to the applier (its updates join `pending`, where readers look before
+//   the index: Engine::PendingRecord) and, for a journaled batch, acknowledges its writes and
+//   deletes: they are durable and visible. It goes on with the next batch, waiting only when
+//   kMaxUnappliedBatches are handed over and not applied. The applier, in order:
 //   3. applies all updates to the index in one unsynced RocksDB WriteBatch that also records
 //      the journal position, so the index always knows which records it holds;
 //   4. moves space accounting (new extents live, the space of replaced blocks dead: ReleasedSpace)
 //      under each key's lock, so a reader that looked up the old record has pinned its segments
 //      first; space released here
 //      is reused only once the index is durable through this batch (SegmentTable);
-//   5. wakes the writers. A write is acknowledged only after steps 2 and 3 succeeded.
-// So batch N+1 is written and flushed while batch N is applied.
+//   5. acknowledges GC's moves (GC then counts the victim's live bytes) and the requests of a
+//      batch too large for the journal; removes the batch's updates from `pending`.
+// So batch N+1 is written and flushed while batch N is applied. What reads the index or the
+// space accounting as a whole (Stats, List, CollectGarbage, Scrub) or needs space released
+// (an allocation that found none) first waits for the applier to catch up (WaitApplied).
 // A request whose data write fails in step 2 fails alone: the rest of the batch is decided and
 // written again (the new journal record overwrites the old one, which the journal never
 // advanced past). Any other failure in step 2 fails every request of the batch and abandons
-// their extents. A failure in step 3 fails the batch and every later one: the index no longer
-// matches the journal until Open replays it.
+// their extents. A failure in step 3 fails every later batch (the index no longer matches the
+// journal until Open replays it); writes already acknowledged stay readable from `pending`.
 // Between batches the applier syncs the index (SyncIndex): every index_sync_interval_ms while it
 // holds batches not yet durable, when asked (space waiting for it), and when stopping. When the
 // next record does not fit the journal region, the committer has the applier wrap the journal
@@ -60,6 +66,9 @@ using engine::CommitRequest;
 using engine::ShardRecord;
 
 namespace {
+
+// Batches handed to the applier and not yet applied, at most (their writes are acknowledged).
+constexpr uint64_t kMaxUnappliedBatches = 4;
 
 // kWriteRange with expected_version: OK when the stored shard version is `expected`.
 Status VersionVerdict(const ShardKey& key, const std::optional<ShardRecord>& old, uint64_t expected) {
@@ -133,6 +142,7 @@ void Engine::HandOver(std::unique_ptr<engine::DecidedBatch> batch) {
     std::lock_guard lock(p.mu);
     batch->number = ++p.handed;
     for (const engine::IndexUpdate& u : batch->updates) p.pending[u.key] = {batch->number, u.record};
+    p.pending_size.store(p.pending.size(), std::memory_order_release);
     p.queue.push_back(std::move(batch));
   }
   p.work_cv.notify_one();
@@ -152,6 +162,11 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
   if (!index_failed.ok()) {
     for (CommitRequest* r : batch) fail(*r, index_failed);
     return;
+  }
+  {
+    // Acknowledged batches wait in memory (and in `pending`) until applied: bound them.
+    std::unique_lock lock(p.mu);
+    p.progress_cv.wait(lock, [&] { return p.handed - p.applied < kMaxUnappliedBatches; });
   }
   std::vector<CommitRequest*> todo = batch;
   for (;;) {  // again without the requests whose data write failed, if any did
@@ -318,7 +333,35 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     } else if (journal_) {
       d->position = journal_->position();
     }
+    // A journaled batch is durable now: its writes and deletes are acknowledged as soon as
+    // readers can find them (in `pending`, at hand-over), before the applier has indexed them.
+    // GC's moves wait for the applier (GC then counts the victim's live bytes); so does a
+    // batch too large for the journal (durable only once its synced index batch is written).
+    std::vector<CommitRequest*> acked;
+    d->copies.resize(todo.size());
+    for (size_t i = 0; i < todo.size(); ++i) {
+      CommitRequest& r = *todo[i];
+      d->copies[i] = {.kind = r.kind, .key = r.key, .extent = r.extent,
+                      .acked = d->journaled && d->applies[i] && r.kind != CommitRequest::Kind::kRelocate};
+      if (d->copies[i].acked) acked.push_back(&r);
+      if (!d->applies[i]) continue;
+      if (r.kind == CommitRequest::Kind::kDelete) {
+        shards_.fetch_sub(1, std::memory_order_relaxed);
+      } else if (!d->old[i]) {
+        shards_.fetch_add(1, std::memory_order_relaxed);
+      }
+      // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
+      const bool rewritten_whole =
+          r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
+          (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
+           r.record.block_crcs.size() == d->next[i]->block_crcs.size());
+      if (rewritten_whole) {
+        std::lock_guard lock(corrupt_mu_);
+        corrupt_.erase(r.key);
+      }
+    }
     HandOver(std::move(d));
+    for (CommitRequest* r : acked) Finish(*r, OkStatus());
     return;
   }
 }
@@ -408,6 +451,13 @@ void Engine::ApplyLoop() {
     } else if (batch) {
       ApplyBatch(*batch);
     }
+    if (batch) {
+      {
+        std::lock_guard lock(p.mu);
+        p.applied = batch->number;
+      }
+      p.progress_cv.notify_all();
+    }
     if (sync_now) SyncIndex();
     if (stop) return;
   }
@@ -446,43 +496,33 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
   commit_batches_.fetch_add(1, std::memory_order_relaxed);
   commit_ops_.fetch_add(batch.updates.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < batch.requests.size(); ++i) {
-    CommitRequest& r = *batch.requests[i];
-    if (!batch.applies[i] || !committed.ok()) {
-      table_->Abandon(r.extent);
-      Finish(r, batch.applies[i] ? committed : batch.verdict[i]);
+    const engine::DecidedBatch::Copy& c = batch.copies[i];
+    if (!batch.applies[i] || (!committed.ok() && !c.acked)) {
+      table_->Abandon(c.extent);
+      Finish(*batch.requests[i], batch.applies[i] ? committed : batch.verdict[i]);
       continue;
     }
+    if (!committed.ok()) continue;  // acknowledged (durable in the journal): Open replays it
     if (batch.old[i]) {
       std::vector<engine::Extent> released = engine::ReleasedSpace(*batch.old[i], batch.next[i]);
-      if (r.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
-        for (const engine::Extent& x : engine::UnusedSpace(r.extent, batch.next[i])) released.push_back(x);
+      if (c.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
+        for (const engine::Extent& x : engine::UnusedSpace(c.extent, batch.next[i])) released.push_back(x);
       }
-      std::unique_lock lock(KeyLock(r.key));
-      table_->Commit(r.extent, released);
+      std::unique_lock lock(KeyLock(c.key));
+      table_->Commit(c.extent, released);
     } else {
-      table_->Commit(r.extent);
+      table_->Commit(c.extent);
     }
-    if (r.kind == CommitRequest::Kind::kDelete) {
-      shards_.fetch_sub(1, std::memory_order_relaxed);
-    } else if (!batch.old[i]) {
-      shards_.fetch_add(1, std::memory_order_relaxed);
-    }
-    // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
-    const bool rewritten_whole =
-        r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
-        (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
-         r.record.block_crcs.size() == batch.next[i]->block_crcs.size());
-    if (rewritten_whole) {
-      std::lock_guard lock(corrupt_mu_);
-      corrupt_.erase(r.key);
-    }
-    Finish(r, OkStatus());
+    if (!c.acked) Finish(*batch.requests[i], OkStatus());
   }
+  // Once the index failed, acknowledged records stay in `pending`, where readers find them.
+  if (!committed.ok()) return;
   std::lock_guard lock(p.mu);
   for (const engine::IndexUpdate& u : batch.updates) {
     auto it = p.pending.find(u.key);
     if (it != p.pending.end() && it->second.first == batch.number) p.pending.erase(it);
   }
+  p.pending_size.store(p.pending.size(), std::memory_order_release);
 }
 
 void Engine::SyncIndex() {
@@ -511,6 +551,22 @@ void Engine::SyncIndex() {
   p.progress_cv.notify_all();
 }
 
+void Engine::WaitApplied() const {
+  engine::CommitPipeline& p = *pipeline_;
+  std::unique_lock lock(p.mu);
+  const uint64_t handed = p.handed;
+  p.progress_cv.wait(lock, [&] { return p.applied >= handed || !p.index_failed.ok(); });
+}
+
+std::optional<std::optional<ShardRecord>> Engine::PendingRecord(const ShardKey& key) const {
+  engine::CommitPipeline& p = *pipeline_;
+  if (p.pending_size.load(std::memory_order_acquire) == 0) return std::nullopt;
+  std::lock_guard lock(p.mu);
+  auto it = p.pending.find(key);
+  if (it == p.pending.end()) return std::nullopt;
+  return it->second.second;
+}
+
 void Engine::RequestIndexSync() {
   engine::CommitPipeline& p = *pipeline_;
   std::unique_lock lock(p.mu);
@@ -522,6 +578,10 @@ void Engine::RequestIndexSync() {
 
 Result<engine::Extent> Engine::AllocateSpace(uint64_t bytes, engine::AppendStream stream) {
   auto extent = table_->Allocate(bytes, stream);
+  if (!extent.ok() && extent.status().code() == StatusCode::kResourceExhausted) {
+    WaitApplied();  // acknowledged deletes and overwrites may not have released their space yet
+    extent = table_->Allocate(bytes, stream);
+  }
   if (!extent.ok() && extent.status().code() == StatusCode::kResourceExhausted &&
       table_->Stats().awaiting_sync_segments > 0) {
     RequestIndexSync();

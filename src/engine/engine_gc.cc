@@ -87,6 +87,7 @@ Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
 }
 
 Result<uint64_t> Engine::CollectGarbage(uint64_t max_segments) {
+  WaitApplied();  // the space acknowledged overwrites and deletes released
   {
     std::lock_guard lock(gc_mu_);
     gc_stuck_.clear();

@@ -357,7 +357,12 @@ Result<std::optional<ShardRecord>> Engine::LookUpAndPin(const ShardKey& key,
                                                         uint64_t offset, uint64_t length,
                                                         bool memory_only) {
   std::shared_lock lock(KeyLock(key));
-  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key, memory_only));
+  std::optional<ShardRecord> record;
+  if (auto pending = PendingRecord(key)) {
+    record = std::move(*pending);  // acknowledged, not yet in the index
+  } else {
+    PS_ASSIGN_OR_RETURN(record, index_->Get(key, memory_only));
+  }
   if (record && length > 0 && offset < record->length) {
     const uint64_t end = length >= record->length - offset ? record->length : offset + length;
     for (uint32_t segment : engine::SegmentsOf(*record, offset / kBlockSize, engine::BlocksFor(end))) {
@@ -499,7 +504,12 @@ Status Engine::Delete(const ShardKey& key) {
 }
 
 Result<ShardInfo> Engine::Stat(const ShardKey& key) {
-  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key));
+  std::optional<ShardRecord> record;
+  if (auto pending = PendingRecord(key)) {
+    record = std::move(*pending);
+  } else {
+    PS_ASSIGN_OR_RETURN(record, index_->Get(key));
+  }
   if (!record) return NotFoundStatus(key);
   return ShardInfo{record->length, record->version};
 }
@@ -509,6 +519,7 @@ Result<std::vector<std::pair<ShardKey, ShardInfo>>> Engine::List(
     size_t limit) {
   std::vector<std::pair<ShardKey, ShardInfo>> out;
   if (limit == 0) return out;
+  WaitApplied();  // acknowledged writes and deletes are in the index
   std::string prefix = object ? engine::ObjectPrefix(container, *object)
                               : engine::ContainerPrefix(container);
   PS_RETURN_IF_ERROR(index_->Scan(prefix, start_after,

@@ -27,7 +27,10 @@ constexpr auto kRestBetweenPasses = std::chrono::seconds(1);
 
 }  // namespace
 
-Result<uint64_t> Engine::Scrub() { return ScrubPass(/*throttled=*/false); }
+Result<uint64_t> Engine::Scrub() {
+  WaitApplied();  // every acknowledged write is in the index it walks
+  return ScrubPass(/*throttled=*/false);
+}
 
 void Engine::ScrubLoop() {
   for (;;) {
