@@ -164,8 +164,17 @@ TEST(EnginePropertyTest, EightThreadsWriteAndReadAtOnce) {
           continue;
         }
         mine[obj] = seed;
+        // A write is acknowledged before the index holds it: what reads the key must see it.
         auto got = e->Read(Key(t, obj));
         if (!got.ok() || !SameBytes(*got, Pattern(len, seed))) ++failures;
+        auto info = e->Stat(Key(t, obj));
+        if (!info.ok() || info->length != len || info->version != i) ++failures;
+        if (i % 7 == 6) {  // and a delete, at once
+          if (!e->Delete(Key(t, obj)).ok()) ++failures;
+          mine.erase(obj);
+          if (e->Read(Key(t, obj)).status().code() != StatusCode::kNotFound) ++failures;
+          if (e->Stat(Key(t, obj)).status().code() != StatusCode::kNotFound) ++failures;
+        }
         // Also read a shard that another thread may be overwriting right now: it must be
         // either absent or some complete version, never corrupt.
         auto other = e->Read(Key((t + 1) % 8, obj));
@@ -181,6 +190,9 @@ TEST(EnginePropertyTest, EightThreadsWriteAndReadAtOnce) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(e->Stats().checksum_errors, 0u);
+  size_t listed = 0;
+  for (uint64_t t = 0; t < 8; ++t) listed += e->List(t, std::nullopt, std::nullopt, 100)->size();
+  EXPECT_EQ(listed, e->Stats().shards);
 }
 
 }  // namespace
