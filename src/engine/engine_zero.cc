@@ -14,9 +14,9 @@
 // A segment being zeroed is out of the free set (SegmentTable::BeginZeroing) but counted as
 // free; an allocation that needs it asks the zeroing to stop, which it does before the next
 // chunk, and waits for it. A free segment holds nothing an index or journal record names, so
-// writing it is as safe as reusing it. A segment that was in use is tried again once it is free
-// (after GC), for whatever its writes left unwritten; one sealed early keeps its tail unwritten
-// until then. Chunks are paced to zero_rate_bytes_per_sec while the engine served a read, write
+// writing it is as safe as reusing it. A segment in use is looked at again every second: done
+// once its writes have covered it, zeroed once it is free again (after GC) for whatever they
+// left unwritten; one sealed early keeps its tail unwritten until then. Chunks are paced to zero_rate_bytes_per_sec while the engine served a read, write
 // or delete within the last second, and not paced while it is idle. Nothing is persisted: each
 // Open asks the device again. Devices that cannot tell (block devices, tmpfs) get no zeroing.
 #include <fmt/format.h>
@@ -79,7 +79,14 @@ void Engine::ZeroLoop() {
   while (!todo.empty()) {
     for (auto it = todo.begin(); it != todo.end();) {
       if (!table_->BeginZeroing(*it)) {
-        ++it;
+        // In use: done with it once its writes have covered it (read-only, safe meanwhile).
+        auto left = device_->UnwrittenRanges(DeviceOffset(*it, 0), segment_bytes_);
+        if (left.ok() && left->empty()) {
+          it = todo.erase(it);
+          zero_pending_segments_ = todo.size();
+        } else {
+          ++it;
+        }
         continue;
       }
       auto done = ZeroSegment(*it, pace);
