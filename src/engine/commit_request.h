@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 #include <span>
 #include <utility>
 #include <vector>
@@ -114,6 +115,48 @@ struct DecidedBatch {
   bool wrap = false;         // not a batch: wrap the journal, once everything before is applied
 };
 
+// The committer's own memory of the records the batches it handed over left their keys
+// (nullopt: deleted), so deciding a write to a key written lately skips the index lookup (a
+// RocksDB memtable search, the larger part of deciding). Every change to a record passes
+// through the committer, so an entry stays true until the key's next batch replaces it. Two
+// generations of at most kGenerationBytes each (approximate record sizes): when the newer is
+// full it becomes the older and the older is dropped. Committer thread only.
+class RecordCache {
+ public:
+  static constexpr size_t kGenerationBytes = 16u << 20;
+  // The cached record of `key`, or null when the cache has none.
+  const std::optional<ShardRecord>* Find(const ShardKey& key) const {
+    if (auto it = newer_.find(key); it != newer_.end()) return &it->second;
+    if (auto it = older_.find(key); it != older_.end()) return &it->second;
+    return nullptr;
+  }
+  void Put(const ShardKey& key, const std::optional<ShardRecord>& record) {
+    newer_bytes_ += 160 + (record ? record->runs.size() * sizeof(BlockRun) +
+                                        record->block_crcs.size() * sizeof(uint32_t)
+                                  : 0);
+    newer_.insert_or_assign(key, record);
+    if (newer_bytes_ > kGenerationBytes) {
+      older_ = std::move(newer_);
+      newer_ = {};
+      newer_bytes_ = 0;
+    }
+  }
+
+ private:
+  struct Hash {
+    size_t operator()(const ShardKey& k) const {
+      uint64_t h = k.container * 0x9E3779B97F4A7C15ull;
+      h ^= k.object.hi + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+      h ^= k.object.lo + 0x85157AF5ull + (h << 6) + (h >> 2);
+      h ^= k.stripe * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+      return h ^ (k.shard + (h << 6) + (h >> 2));
+    }
+  };
+  using Map = std::unordered_map<ShardKey, std::optional<ShardRecord>, Hash>;
+  Map newer_, older_;
+  size_t newer_bytes_ = 0;
+};
+
 // What the committer and the applier share.
 struct CommitPipeline {
   std::mutex mu;
@@ -134,6 +177,7 @@ struct CommitPipeline {
   bool wrap_done = false;       // guarded by mu
   Status wrap_status;           // guarded by mu
   Status index_failed;          // guarded by mu; an index batch failed after its record was durable
+  RecordCache cache;            // the committer's alone (no lock)
 };
 
 }  // namespace penstock::engine

@@ -196,6 +196,12 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
         }
       }
       if (!known) {
+        if (const std::optional<ShardRecord>* cached = p.cache.Find(r.key)) {
+          old = *cached;
+          known = true;
+        }
+      }
+      if (!known) {
         auto got = index_->Get(r.key);
         if (!got.ok()) {
           d->verdict[i] = got.status();
@@ -360,6 +366,7 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
         corrupt_.erase(r.key);
       }
     }
+    for (const engine::IndexUpdate& u : d->updates) p.cache.Put(u.key, u.record);
     HandOver(std::move(d));
     for (CommitRequest* r : acked) Finish(*r, OkStatus());
     return;
