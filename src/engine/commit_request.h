@@ -143,16 +143,7 @@ class RecordCache {
   }
 
  private:
-  struct Hash {
-    size_t operator()(const ShardKey& k) const {
-      uint64_t h = k.container * 0x9E3779B97F4A7C15ull;
-      h ^= k.object.hi + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-      h ^= k.object.lo + 0x85157AF5ull + (h << 6) + (h >> 2);
-      h ^= k.stripe * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
-      return h ^ (k.shard + (h << 6) + (h >> 2));
-    }
-  };
-  using Map = std::unordered_map<ShardKey, std::optional<ShardRecord>, Hash>;
+  using Map = std::unordered_map<ShardKey, std::optional<ShardRecord>, ShardKeyHash>;
   Map newer_, older_;
   size_t newer_bytes_ = 0;
 };

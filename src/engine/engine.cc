@@ -357,12 +357,7 @@ EngineStats Engine::Stats() const {
 }
 
 std::shared_mutex& Engine::KeyLock(const ShardKey& key) {
-  uint64_t h = key.container * 0x9E3779B97F4A7C15ull;
-  h ^= key.object.hi + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
-  h ^= key.object.lo + 0x85157AF5ull + (h << 6) + (h >> 2);
-  h ^= key.stripe * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
-  h ^= key.shard + (h << 6) + (h >> 2);
-  return key_locks_[h % kKeyLockStripes];
+  return key_locks_[ShardKeyHash{}(key) % kKeyLockStripes];
 }
 
 }  // namespace penstock

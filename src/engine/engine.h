@@ -79,6 +79,17 @@ struct ShardKey {
   std::string ToString() const;
 };
 
+// For hash maps keyed by ShardKey (and the engine's key-lock stripes).
+struct ShardKeyHash {
+  size_t operator()(const ShardKey& k) const {
+    uint64_t h = k.container * 0x9E3779B97F4A7C15ull;
+    h ^= k.object.hi + 0x632BE59BD9B4E019ull + (h << 6) + (h >> 2);
+    h ^= k.object.lo + 0x85157AF5ull + (h << 6) + (h >> 2);
+    h ^= k.stripe * 0xC2B2AE3D27D4EB4Full + (h << 6) + (h >> 2);
+    return h ^ (k.shard + (h << 6) + (h >> 2));
+  }
+};
+
 struct ShardInfo {
   uint64_t length = 0;
   uint64_t version = 0;
