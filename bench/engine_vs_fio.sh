@@ -16,7 +16,8 @@
 # depth). Engine writes are durable when acknowledged (group commit: fdatasync + synced RocksDB
 # batch); fio's are plain O_DIRECT writes with no flush, so the write ratios price durability.
 # A line before the last prices it apart: fio's random writes again, with an fdatasync every N
-# writes, N the engine's mean group commit (writes per flush) in the same rep.
+# writes, N the engine's mean group commit (writes per flush) in the same rep. fio still keeps
+# writing while its flushes run (~1.7 at a time), where each engine write waits for its own.
 # Last line: engine/fio seq_write=R seq_read=R randread4k=R randwrite4k=R
 set -euo pipefail
 
