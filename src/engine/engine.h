@@ -374,6 +374,9 @@ class Engine {
   // The record a batch handed to the applier gives `key` (nullopt inside: deleted), if one
   // does and is not yet in the index. Readers look here first.
   std::optional<std::optional<engine::ShardRecord>> PendingRecord(const ShardKey& key) const;
+  // The key's record as acknowledged (nullopt: absent): PendingRecord, else the index's. With
+  // `memory_only`, kUnavailable when that means reading the index from disk.
+  Result<std::optional<engine::ShardRecord>> CurrentRecord(const ShardKey& key, bool memory_only = false);
   // SegmentTable::Allocate, after an index sync if space only waits for one.
   Result<engine::Extent> AllocateSpace(uint64_t bytes, engine::AppendStream stream);
 

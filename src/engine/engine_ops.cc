@@ -352,17 +352,17 @@ Status Engine::RewriteWithRange(const ShardKey& key, uint64_t offset,
                              kMaxRangeAttempts, offset, end, aborted.message()));
 }
 
+Result<std::optional<ShardRecord>> Engine::CurrentRecord(const ShardKey& key, bool memory_only) {
+  if (auto pending = PendingRecord(key)) return std::move(*pending);  // not yet in the index
+  return index_->Get(key, memory_only);
+}
+
 Result<std::optional<ShardRecord>> Engine::LookUpAndPin(const ShardKey& key,
                                                         engine::SegmentPins& pins,
                                                         uint64_t offset, uint64_t length,
                                                         bool memory_only) {
   std::shared_lock lock(KeyLock(key));
-  std::optional<ShardRecord> record;
-  if (auto pending = PendingRecord(key)) {
-    record = std::move(*pending);  // acknowledged, not yet in the index
-  } else {
-    PS_ASSIGN_OR_RETURN(record, index_->Get(key, memory_only));
-  }
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, CurrentRecord(key, memory_only));
   if (record && length > 0 && offset < record->length) {
     const uint64_t end = length >= record->length - offset ? record->length : offset + length;
     for (uint32_t segment : engine::SegmentsOf(*record, offset / kBlockSize, engine::BlocksFor(end))) {
@@ -504,12 +504,7 @@ Status Engine::Delete(const ShardKey& key) {
 }
 
 Result<ShardInfo> Engine::Stat(const ShardKey& key) {
-  std::optional<ShardRecord> record;
-  if (auto pending = PendingRecord(key)) {
-    record = std::move(*pending);
-  } else {
-    PS_ASSIGN_OR_RETURN(record, index_->Get(key));
-  }
+  PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, CurrentRecord(key));
   if (!record) return NotFoundStatus(key);
   return ShardInfo{record->length, record->version};
 }
