@@ -8,7 +8,8 @@
 //     (AlignedBuffer); a call outside [0, size()) is kInvalidArgument.
 //   * Write is durable when it returns OK (as if followed by Sync). WriteUnsynced is durable
 //     only after a later Sync returns OK. WriteAll issues many writes at once and can sync after
-//     them (the engine's group commit: a batch's data and its journal record, one flush).
+//     them (the engine's group commit: a batch's data and its journal record, one flush);
+//     StartWriteAll/FinishWriteAll are its halves, for several such groups in flight.
 //   * Read returns the bytes last durably written (or garbage if never written).
 // Thread safety: every method may be called from any number of threads at once; calls on
 // overlapping ranges are not ordered against each other (the engine never issues them).
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,6 +71,23 @@ class Device {
   // Sync). Returns the first error: a write's, else the sync's. A write that failed is not
   // covered by the sync's success. The default is WriteUnsynced for each, then Sync.
   virtual Status WriteAll(std::span<DeviceWrite> writes, bool sync);
+  // WriteAll in two halves, so that several calls can be in flight at once (the committer
+  // overlaps one group commit's flush with the next one's writes): StartWriteAll starts it and
+  // returns; FinishWriteAll waits for it, sets the writes' statuses and returns what WriteAll
+  // would have. Each call's sync covers its own writes (and any completed before it), not those
+  // of calls still in flight. `writes` and their buffers must stay valid, and every started
+  // call must be finished, in any order. The default runs WriteAll in StartWriteAll.
+  class PendingWrites {
+   public:
+    virtual ~PendingWrites() = default;
+    Status result;  // the default's: WriteAll's
+  };
+  virtual std::unique_ptr<PendingWrites> StartWriteAll(std::span<DeviceWrite> writes, bool sync) {
+    auto pending = std::make_unique<PendingWrites>();
+    pending->result = WriteAll(writes, sync);
+    return pending;
+  }
+  virtual Status FinishWriteAll(std::unique_ptr<PendingWrites> pending) { return pending->result; }
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   // Every read of `reads` (at once, in no particular order), as Read; returns the first error.

@@ -204,37 +204,61 @@ Status FileDevice::WriteWithFlags(uint64_t offset, std::span<const std::byte> da
   return OkStatus();
 }
 
-Status FileDevice::WriteAll(std::span<DeviceWrite> writes, bool sync) {
+namespace {
+
+class FilePendingWrites final : public Device::PendingWrites {
+ public:
+  std::span<DeviceWrite> writes;
+  bool sync = false;
   std::vector<IoRing::Write> io;
-  io.reserve(writes.size());
   std::vector<size_t> which;  // writes[which[i]] is io[i]
-  Status first;
+  std::unique_ptr<IoRing::PendingWrites> ring;
+};
+
+}  // namespace
+
+std::unique_ptr<Device::PendingWrites> FileDevice::StartWriteAll(std::span<DeviceWrite> writes, bool sync) {
+  auto p = std::make_unique<FilePendingWrites>();
+  p->writes = writes;
+  p->sync = sync;
+  p->io.reserve(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
     DeviceWrite& w = writes[i];
     w.status = CheckDeviceRange(*this, w.offset, w.data.size(), w.data.data());
     if (!w.status.ok() || w.data.empty()) continue;
-    io.push_back({.offset = w.offset, .buf = w.data.data(), .length = w.data.size(), .result = 0});
-    which.push_back(i);
+    p->io.push_back({.offset = w.offset, .buf = w.data.data(), .length = w.data.size(), .result = 0});
+    p->which.push_back(i);
   }
-  int synced = ring_->WriteAll(fd_, io, sync);
-  for (size_t i = 0; i < io.size(); ++i) {
-    DeviceWrite& w = writes[which[i]];
-    if (io[i].result < 0) {
-      w.status = ErrnoStatus(static_cast<int>(-io[i].result),
+  p->ring = ring_->StartWriteAll(fd_, p->io, sync);
+  return p;
+}
+
+Status FileDevice::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
+  auto& p = static_cast<FilePendingWrites&>(*pending);
+  int synced = ring_->FinishWriteAll(std::move(p.ring));
+  for (size_t i = 0; i < p.io.size(); ++i) {
+    DeviceWrite& w = p.writes[p.which[i]];
+    if (p.io[i].result < 0) {
+      w.status = ErrnoStatus(static_cast<int>(-p.io[i].result),
                              fmt::format("write {} bytes at offset {} of '{}'", w.data.size(),
                                          w.offset, path_));
-    } else if (static_cast<size_t>(io[i].result) != w.data.size()) {
+    } else if (static_cast<size_t>(p.io[i].result) != w.data.size()) {
       // Short: finish it the slow way (does not happen for aligned O_DIRECT writes in practice).
-      const size_t done = static_cast<size_t>(io[i].result);
+      const size_t done = static_cast<size_t>(p.io[i].result);
       w.status = WriteWithFlags(w.offset + done, w.data.subspan(done), 0);
-      if (w.status.ok() && sync) synced = ::fdatasync(fd_) == 0 ? 0 : -errno;
+      if (w.status.ok() && p.sync) synced = ::fdatasync(fd_) == 0 ? 0 : -errno;
     }
   }
-  for (const DeviceWrite& w : writes) {
+  Status first;
+  for (const DeviceWrite& w : p.writes) {
     if (first.ok() && !w.status.ok()) first = w.status;
   }
   if (first.ok() && synced < 0) first = ErrnoStatus(-synced, fmt::format("fdatasync '{}'", path_));
   return first;
+}
+
+Status FileDevice::WriteAll(std::span<DeviceWrite> writes, bool sync) {
+  return FinishWriteAll(StartWriteAll(writes, sync));
 }
 
 Status FileDevice::Read(uint64_t offset, std::span<std::byte> out) {

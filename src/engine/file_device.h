@@ -2,7 +2,8 @@
 //
 // Opened with O_DIRECT (page cache bypassed); Write carries RWF_DSYNC so each is durable when
 // it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. WriteAll submits
-// its writes and the fdatasync in one io_uring call (IoRing::WriteAll). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
+// its writes and the fdatasync in one io_uring call (IoRing::WriteAll; StartWriteAll leaves it
+// in flight). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
 // RWF_DSYNC durability, and a warning in the log. A missing file is created and preallocated
 // (fallocate, or zero-filled) to the requested size; a block device's size comes from BLKGETSIZE64. The file
 // is locked (flock) so a second engine cannot open it at the same time.
@@ -37,6 +38,8 @@ class FileDevice final : public Device {
   Status Write(uint64_t offset, std::span<const std::byte> data) override;
   Status WriteUnsynced(uint64_t offset, std::span<const std::byte> data) override;
   Status WriteAll(std::span<DeviceWrite> writes, bool sync) override;
+  std::unique_ptr<PendingWrites> StartWriteAll(std::span<DeviceWrite> writes, bool sync) override;
+  Status FinishWriteAll(std::unique_ptr<PendingWrites> pending) override;
   Status Read(uint64_t offset, std::span<std::byte> out) override;
   // Through IoRing::ReadAll (one lane, the reads queued together).
   Status ReadAll(std::span<const DeviceRead> reads) override;

@@ -182,6 +182,52 @@ TEST(FileDeviceTest, WriteAllWritesEveryRangeAndReportsEachFailure) {
   EXPECT_TRUE((*dev)->WriteAll({}, /*sync=*/true).ok());
 }
 
+TEST(FileDeviceTest, SeveralWriteAllsInFlightFinishInAnyOrder) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 8 << 20, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  // More calls than the ring has batch rings (one more waits in StartWriteAll for a ring),
+  // each with more writes than a batch ring holds at once.
+  constexpr size_t kCalls = 5, kWrites = 300;
+  std::vector<AlignedBuffer> bufs;
+  std::vector<std::vector<DeviceWrite>> writes(kCalls);
+  for (size_t c = 0; c < kCalls; ++c) {
+    for (size_t i = 0; i < kWrites; ++i) {
+      bufs.emplace_back(4096);
+      std::memset(bufs.back().data(), static_cast<int>(c * 31 + i), 4096);
+    }
+  }
+  for (size_t c = 0; c < kCalls; ++c) {
+    for (size_t i = 0; i < kWrites; ++i) {
+      writes[c].push_back({.offset = (c * kWrites + i) * 4096, .data = bufs[c * kWrites + i].span(),
+                           .status = OkStatus()});
+    }
+  }
+  writes[2][5].offset = (8 << 20);  // past the end: fails alone, in its own call
+  std::vector<std::unique_ptr<Device::PendingWrites>> pending(kCalls);
+  for (size_t c = 0; c + 1 < kCalls; ++c) pending[c] = (*dev)->StartWriteAll(writes[c], /*sync=*/true);
+  // The last start waits for a free ring: finish one on another thread meanwhile.
+  std::thread finisher([&] { EXPECT_TRUE((*dev)->FinishWriteAll(std::move(pending[1])).ok()); });
+  pending[4] = (*dev)->StartWriteAll(writes[4], /*sync=*/true);
+  finisher.join();
+  EXPECT_TRUE((*dev)->FinishWriteAll(std::move(pending[4])).ok());
+  EXPECT_EQ((*dev)->FinishWriteAll(std::move(pending[2])).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*dev)->FinishWriteAll(std::move(pending[0])).ok());
+  EXPECT_TRUE((*dev)->FinishWriteAll(std::move(pending[3])).ok());
+  AlignedBuffer r(4096);
+  for (size_t c = 0; c < kCalls; ++c) {
+    for (size_t i = 0; i < kWrites; ++i) {
+      if (c == 2 && i == 5) {
+        EXPECT_EQ(writes[c][i].status.code(), StatusCode::kInvalidArgument);
+        continue;
+      }
+      EXPECT_TRUE(writes[c][i].status.ok()) << c << "/" << i << ": " << writes[c][i].status.ToString();
+      ASSERT_TRUE((*dev)->Read((c * kWrites + i) * 4096, r.span()).ok());
+      EXPECT_EQ(std::memcmp(r.data(), bufs[c * kWrites + i].data(), 4096), 0) << c << "/" << i;
+    }
+  }
+}
+
 TEST(FileDeviceTest, SecondOpenOfALockedFileIsUnavailable) {
   ScratchDir dir;
   auto a = FileDevice::Open(dir.path() + "/dev", 1 << 20, 4);

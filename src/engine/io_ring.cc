@@ -66,7 +66,7 @@ IoRing::~IoRing() {
   }
   if (async_lane_) io_uring_queue_exit(&async_lane_->ring);
   for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
-  if (batch_lane_) io_uring_queue_exit(&batch_lane_->ring);
+  for (auto& lane : batch_lanes_) io_uring_queue_exit(&lane->ring);
 }
 
 IoRing::Lane* IoRing::Acquire() {
@@ -133,15 +133,38 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
 
 namespace {
 
-// Runs entries 0..total-1 through `ring`, at most `window` in flight: `prepare(sqe, i)` fills
+// How far RunBatch got: entries prepared on the ring, submitted, and completed.
+struct BatchProgress {
+  size_t queued = 0, submitted = 0, completed = 0;
+};
+
+// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight and
+// submits them without waiting (errors are left for RunBatch, which submits again).
+template <typename Prepare>
+void StartBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at) {
+  while (at.queued < total && at.queued - at.completed < window) {
+    io_uring_sqe* sqe = io_uring_get_sqe(ring);
+    if (sqe == nullptr) break;
+    prepare(sqe, at.queued);
+    sqe->user_data = at.queued;
+    ++at.queued;
+  }
+  int rc = io_uring_submit(ring);
+  if (rc > 0) at.submitted += static_cast<size_t>(rc);
+}
+
+// Runs entries 0..total-1 through `ring` (from where `at` says an earlier StartBatch left
+// them), at most `window` in flight: `prepare(sqe, i)` fills
 // entry i, `complete(i, res)` takes its result. Blocks until all are done, or until the ring
 // fails: then it waits for what was submitted and returns the -errno, and entries that did not
 // run are the caller's to mark; `unsent` tells whether prepared entries were left on the ring
 // (which must then not be used again).
 template <typename Prepare, typename Complete>
 int RunBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Complete complete,
-             bool& unsent) {
-  size_t queued = 0, submitted = 0, completed = 0;
+             bool& unsent, BatchProgress at = {}) {
+  size_t& queued = at.queued;
+  size_t& submitted = at.submitted;
+  size_t& completed = at.completed;
   unsent = false;
   while (completed < total) {
     while (queued < total && queued - completed < window) {
@@ -210,48 +233,102 @@ int IoRing::ReadAll(int fd, std::span<Read> reads) {
   return failure;
 }
 
-int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
-  std::lock_guard lock(batch_mu_);
-  if (!batch_lane_) {
-    auto lane = std::make_unique<Lane>();
-    int rc = io_uring_queue_init(kBatchEntries, &lane->ring, 0);
-    if (rc < 0) {
-      for (Write& w : writes) w.result = rc;
-      return rc;
-    }
-    batch_lane_ = std::move(lane);
+void IoRing::PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i) {
+  if (i < p.writes.size()) {
+    io_uring_prep_write(sqe, p.fd, p.writes[i].buf, static_cast<unsigned>(p.writes[i].length), p.writes[i].offset);
+  } else {
+    io_uring_prep_fsync(sqe, p.fd, IORING_FSYNC_DATASYNC);
+    sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
   }
+}
+
+IoRing::Lane* IoRing::AcquireBatchLane(int& error) {
+  std::unique_lock lock(batch_mu_);
+  for (;;) {
+    if (!batch_idle_.empty()) {
+      Lane* lane = batch_idle_.back();
+      batch_idle_.pop_back();
+      return lane;
+    }
+    if (batch_lanes_.size() < kBatchRings) {
+      auto lane = std::make_unique<Lane>();
+      int rc = io_uring_queue_init(kBatchEntries, &lane->ring, 0);
+      if (rc == 0) {
+        batch_lanes_.push_back(std::move(lane));
+        return batch_lanes_.back().get();
+      }
+      if (batch_lanes_.empty()) {  // none to wait for
+        error = rc;
+        return nullptr;
+      }
+    }
+    batch_idle_cv_.wait(lock, [&] { return !batch_idle_.empty() || batch_lanes_.size() < kBatchRings; });
+  }
+}
+
+void IoRing::ReleaseBatchLane(Lane* lane, bool broken) {
+  {
+    std::lock_guard lock(batch_mu_);
+    if (broken) {  // drop it with whatever it still holds; the next caller makes a new one
+      std::erase_if(batch_lanes_, [&](const std::unique_ptr<Lane>& l) {
+        if (l.get() != lane) return false;
+        io_uring_queue_exit(&l->ring);
+        return true;
+      });
+    } else {
+      batch_idle_.push_back(lane);
+    }
+  }
+  batch_idle_cv_.notify_one();
+}
+
+std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<Write> writes, bool datasync) {
+  auto pending = std::make_unique<PendingWrites>();
+  pending->fd = fd;
+  pending->writes = writes;
+  pending->datasync = datasync;
   for (Write& w : writes) w.result = kNotRun;
-  int sync_result = 0;
-  bool unsent = false;
+  pending->lane = AcquireBatchLane(pending->failure);
+  if (pending->lane == nullptr) return pending;
+  PendingWrites& p = *pending;
   // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
   // flight (the completion queue holds twice that).
-  const int failure = RunBatch(
-      &batch_lane_->ring, writes.size() + (datasync ? 1 : 0), kBatchEntries,
-      [&](io_uring_sqe* sqe, size_t i) {
-        if (i < writes.size()) {
-          io_uring_prep_write(sqe, fd, writes[i].buf, static_cast<unsigned>(writes[i].length), writes[i].offset);
-        } else {
-          io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-          sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
-        }
-      },
-      [&](uint64_t i, int res) {
-        if (i < writes.size()) {
-          writes[i].result = res;
-        } else {
-          sync_result = res;
-        }
-      },
-      unsent);
-  if (failure == 0) return datasync ? sync_result : 0;
-  for (Write& w : writes) {
+  BatchProgress at;
+  StartBatch(&p.lane->ring, writes.size() + (datasync ? 1 : 0), kBatchEntries,
+             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, at);
+  p.queued = at.queued;
+  p.submitted = at.submitted;
+  p.completed = at.completed;
+  return pending;
+}
+
+int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
+  PendingWrites& p = *pending;
+  bool unsent = false;
+  int failure = p.failure;
+  if (p.lane != nullptr) {
+    failure = RunBatch(
+        &p.lane->ring, p.writes.size() + (p.datasync ? 1 : 0), kBatchEntries,
+        [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); },
+        [&](uint64_t i, int res) {
+          if (i < p.writes.size()) {
+            p.writes[i].result = res;
+          } else {
+            p.sync_result = res;
+          }
+        },
+        unsent, {.queued = p.queued, .submitted = p.submitted, .completed = p.completed});
+    ReleaseBatchLane(p.lane, failure != 0);
+  }
+  if (failure == 0) return p.datasync ? p.sync_result : 0;
+  for (Write& w : p.writes) {
     if (w.result == kNotRun) w.result = failure;
   }
-  // Drop the ring with whatever it still holds; the next call makes a new one.
-  io_uring_queue_exit(&batch_lane_->ring);
-  batch_lane_.reset();
   return failure;
+}
+
+int IoRing::WriteAll(int fd, std::span<Write> writes, bool datasync) {
+  return FinishWriteAll(StartWriteAll(fd, writes, datasync));
 }
 
 namespace {

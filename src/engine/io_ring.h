@@ -11,9 +11,11 @@
 // queues them on its lane, up to kLaneEntries at a time, and waits for them together, so the
 // device is notified once per group rather than per read.
 //
-// WriteAll is for a thread with many writes at once (the engine's committer): one more ring of
+// WriteAll is for a thread with many writes at once (the engine's committer): a ring of
 // kBatchEntries, on which it submits them all, and an fdatasync ordered after them, in one
 // system call, so they cost one wait and the device is notified once rather than per write.
+// StartWriteAll/FinishWriteAll are its two halves, for several such batches in flight, each on
+// a ring of its own.
 //
 // ReadAsync is for a thread that must not wait (a target's transport thread): it queues the
 // read on one more ring, shared by every caller, and returns; a completion thread (started on
@@ -23,8 +25,8 @@
 // event fd the loop watches, and complete on the thread itself (no completion thread, no
 // hand-off back to it).
 //
-// Thread safety: ReadAt/WriteAt/WriteAll/ReadAsync may be called from any thread (WriteAll
-// calls take turns). Destroy the ring only when no call is in flight; the destructor waits for
+// Thread safety: ReadAt/WriteAt/WriteAll/StartWriteAll/ReadAsync may be called from any thread
+// (a batch's FinishWriteAll from any one thread). Destroy the ring only when no call is in flight; the destructor waits for
 // the asynchronous reads still queued and stops the completion thread.
 #pragma once
 
@@ -85,6 +87,17 @@ class IoRing {
   // not run have that result too).
   int WriteAll(int fd, std::span<Write> writes, bool datasync);
 
+  // WriteAll in two halves, so that a caller can have several batches in flight (the engine's
+  // committer overlaps one batch's flush with the next one's writes). StartWriteAll queues the
+  // writes and the fdatasync on a batch ring of their own and submits them, without waiting;
+  // FinishWriteAll waits for them and returns what WriteAll would have. Up to kBatchRings
+  // batches are in flight at once: one more waits in StartWriteAll for the oldest's ring.
+  // Each batch's fdatasync is ordered after its own writes only. `writes` must stay valid until
+  // FinishWriteAll, which every started batch must reach.
+  class PendingWrites;
+  std::unique_ptr<PendingWrites> StartWriteAll(int fd, std::span<Write> writes, bool datasync);
+  int FinishWriteAll(std::unique_ptr<PendingWrites> pending);
+
   // Starts a pread of `length` bytes at `offset` into `buf` and returns at once; `done` (taken)
   // runs once on the completion thread with the bytes read (maybe short) or -errno. Returns
   // false, leaving `done` to the caller and starting nothing, when kAsyncEntries reads are
@@ -130,6 +143,21 @@ class IoRing {
     io_uring ring{};
   };
 
+ public:
+  class PendingWrites {  // a batch of StartWriteAll; only IoRing looks inside
+   private:
+    friend class IoRing;
+    int fd = -1;
+    std::span<Write> writes;
+    bool datasync = false;
+    Lane* lane = nullptr;  // null: no ring could be had (`failure` says why)
+    int failure = 0;
+    size_t queued = 0, submitted = 0, completed = 0;  // entries of `lane`
+    int sync_result = 0;
+  };
+
+ private:
+
   explicit IoRing(unsigned max_lanes) : max_lanes_(max_lanes) {}
   // A lane for the caller's exclusive use: an idle one, a new one, or (all busy) the next
   // one released.
@@ -141,13 +169,20 @@ class IoRing {
 
   static constexpr unsigned kLaneEntries = 32;  // a lane's ring: one I/O, or a ReadAll group
   static constexpr unsigned kBatchEntries = 256;
+  static constexpr unsigned kBatchRings = 4;
   static constexpr unsigned kAsyncEntries = 256;
 
   void ReapLoop();  // the completion thread of the asynchronous ring
 
   const unsigned max_lanes_;
-  std::mutex batch_mu_;                  // one WriteAll at a time
-  std::unique_ptr<Lane> batch_lane_;     // guarded by batch_mu_; created on first use
+  // Batch rings of WriteAll/StartWriteAll, created on first use, up to kBatchRings.
+  Lane* AcquireBatchLane(int& error);
+  static void PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i);
+  void ReleaseBatchLane(Lane* lane, bool broken);
+  std::mutex batch_mu_;
+  std::condition_variable batch_idle_cv_;
+  std::vector<std::unique_ptr<Lane>> batch_lanes_;  // guarded by batch_mu_; every one made
+  std::vector<Lane*> batch_idle_;                   // guarded by batch_mu_
   std::mutex mu_;
   std::condition_variable idle_cv_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mu_; every lane ever created
