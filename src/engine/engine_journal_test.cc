@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include "common/buffer.h"
 #include "engine/engine.h"
@@ -38,21 +39,28 @@ EngineOptions LazyOptions(const ScratchDir& dir, uint64_t segments = 16,
   return o;
 }
 
-// Device offset of the last whole journal record, walking from kJournalBegin (the tests below
-// start from a fresh device, whose first record is number 1 there); 0 when there is none.
-uint64_t LastJournalRecord(const std::string& data_path) {
+// Device offsets of the whole journal records, walking from kJournalBegin (the tests below
+// start from a fresh device, whose first record is number 1 there).
+std::vector<uint64_t> JournalRecords(const std::string& data_path) {
   std::ifstream f(data_path, std::ios::binary);
   std::string region(kDeviceHeaderBytes, '\0');
   f.read(region.data(), static_cast<std::streamsize>(region.size()));
   DeviceHeader header;
   std::memcpy(&header, region.data(), sizeof(header));
-  uint64_t at = kJournalBegin, last = 0;
+  std::vector<uint64_t> records;
+  uint64_t at = kJournalBegin;
   for (uint64_t seq = 1;; ++seq) {
     auto h = ParseJournalHeader(std::as_bytes(std::span(region)).subspan(at), header.uuid, seq);
-    if (!h) return last;
-    last = at;
+    if (!h) return records;
+    records.push_back(at);
     at += (sizeof(*h) + h->payload_bytes + kBlockSize - 1) / kBlockSize * kBlockSize;
   }
+}
+
+// The offset of the last of them; 0 when there is none.
+uint64_t LastJournalRecord(const std::string& data_path) {
+  std::vector<uint64_t> records = JournalRecords(data_path);
+  return records.empty() ? 0 : records.back();
 }
 
 void FlipByteAt(const std::string& path, uint64_t offset) {
@@ -140,8 +148,8 @@ TEST(EngineJournalTest, TornRecordAtTheTailEndsTheReplay) {
     ASSERT_TRUE(got.ok()) << i << ": " << got.status().ToString();
     EXPECT_TRUE(SameBytes(*got, Pattern(6000, i))) << i;  // Key(2, 3) at its older version
   }
-  // The journal goes on where the torn record was, with its sequence number; a second crash
-  // replays the new records, not the torn one.
+  // The journal goes on where the torn record was, numbered above it; a second crash replays
+  // the new records, not the torn one.
   ASSERT_TRUE(r->Write(Key(2, 20), Pattern(100, 20), 1).ok());
   ASSERT_TRUE(r->Write(Key(2, 3), Pattern(50, 21), 3).ok());
   CrashImage(image.path(), image2.path());
@@ -152,6 +160,40 @@ TEST(EngineJournalTest, TornRecordAtTheTailEndsTheReplay) {
   EXPECT_TRUE(SameBytes(*r2->Read(Key(2, 20)), Pattern(100, 20)));
   EXPECT_TRUE(SameBytes(*r2->Read(Key(2, 3)), Pattern(50, 21)));
   EXPECT_EQ(r2->Stats().checksum_errors, 0u);
+}
+
+// Batches overlap, so a record can reach the device while the one before it does not (its
+// writes were never acknowledged: acknowledgements follow record order). Replay stops at the
+// gap, and the whole record after it must never be replayed, not even once new records have
+// filled the gap with records of the same size: the journal numbers them above it.
+TEST(EngineJournalTest, AWholeRecordAfterAMissingOneIsNeverReplayed) {
+  ScratchDir live, image, image2;
+  auto e = MustOpen(LazyOptions(live));
+  for (uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(e->Write(Key(6, i), Pattern(5000, i), 1).ok());
+  CrashImage(live.path(), image.path());
+  e.reset();
+  std::vector<uint64_t> records = JournalRecords(image.path() + "/data");
+  ASSERT_EQ(records.size(), 3u);
+  ASSERT_EQ(records[2] - records[1], kBlockSize);  // one block each
+  FlipByteAt(image.path() + "/data", records[1] + sizeof(JournalRecordHeader) + 8);  // record 2
+
+  auto r = MustOpen(LazyOptions(image));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->Stats().journal_replayed, 1u);
+  EXPECT_TRUE(SameBytes(*r->Read(Key(6, 1)), Pattern(5000, 1)));
+  EXPECT_EQ(r->Stat(Key(6, 2)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r->Stat(Key(6, 3)).status().code(), StatusCode::kNotFound);
+  // A delete: one block, like record 2, and no data that could land on Key(6, 3)'s (still
+  // whole) bytes. Record 3 is next in line after it, whole, with its data intact.
+  ASSERT_TRUE(r->Delete(Key(6, 1)).ok());
+  CrashImage(image.path(), image2.path());
+  r.reset();
+  auto r2 = MustOpen(LazyOptions(image2));
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->Stats().journal_replayed, 1u);
+  EXPECT_EQ(r2->Stat(Key(6, 1)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r2->Stat(Key(6, 3)).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r2->Stats().shards, 0u);
 }
 
 TEST(EngineJournalTest, RecordWhoseDataDidNotReachTheDeviceEndsTheReplay) {

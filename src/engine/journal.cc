@@ -137,12 +137,16 @@ Status Journal::Replay() {
     position_ = next;
     ++replayed_;
   }
-  // Durable through position_ from here on, whether replayed now or recovered by RocksDB (which
-  // may still sit in the page cache).
-  PS_RETURN_IF_ERROR(index_.SyncWal());
   if (replayed_ > 0) {
     PS_LOG_INFO("index journal: replayed records {} to {} into the index", from + 1, position_.seq);
   }
+  // The committer writes up to kMaxRecordsInFlight records at once, so records after the one
+  // that ended the journal may be whole on the device (written, never acknowledged). Number
+  // the next record above all of them, so that none can ever pass for it or for one after it.
+  // This synced index write also makes what was replayed (or recovered by RocksDB, which may
+  // still sit in the page cache) durable.
+  position_.seq += kMaxRecordsInFlight;
+  PS_RETURN_IF_ERROR(index_.PutJournalPosition(position_));
   // Whatever follows is not a whole record; make sure it never becomes one by chance (the next
   // record, reusing its sequence number, may be shorter).
   if (position_.offset + kBlockSize <= header_.data_offset) {

@@ -12,6 +12,13 @@
 // A range write onto an existing record is journaled as the written blocks only (their run and
 // checksums, kJournalRange); replay rebuilds its record from the key's record before it.
 //
+// Several records may be in flight at once (the committer overlaps batches), so one can reach
+// the device while the one before it does not; it is never acknowledged (acknowledgements go
+// in record order), and must never be replayed. So replay ends at the first record missing,
+// and the records after it are numbered above any that might lie beyond (Open skips
+// kMaxRecordsInFlight sequence numbers; the committer, after a failed batch with later ones in
+// flight, wraps).
+//
 // Replay (Open): from the index's position, read records seq+1, seq+2, ... while each is whole
 // (magic, device uuid, expected seq, crc32c) and every 4 KiB block of data its puts wrote (for a
 // range write only the range's blocks: the rest were durable before) matches the put's checksum
@@ -42,6 +49,10 @@ class Index;
 
 class Journal {
  public:
+  // The most records written and not yet known durable at once (the committer's batches in
+  // flight): Open numbers the next record this much above the last it replayed.
+  static constexpr uint64_t kMaxRecordsInFlight = 8;
+
   // Replays the records `index` lacks (see above) and returns the journal, positioned after
   // them. `region_end` is the header's data_offset, or less (a small journal wraps often); it
   // bounds new records only: replay reads up to data_offset, as an earlier run may have used
