@@ -48,6 +48,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/buffer.h"
+#include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/format.h"
 #include "engine/segment_table.h"
@@ -148,6 +150,22 @@ class RecordCache {
   size_t newer_bytes_ = 0;
 };
 
+// A batch the committer has decided and whose data and journal record it has started writing
+// (Device::StartWriteAll), not yet known durable. Committer thread only.
+struct InFlightBatch {
+  std::unique_ptr<DecidedBatch> d;
+  std::vector<CommitRequest*> todo;  // d->requests: the batch's requests, in order
+  std::vector<DeviceWrite> writes;
+  std::vector<size_t> data_of;       // writes[k] holds the data of todo[data_of[k]]
+  AlignedBuffer record;              // its journal record (journaled)
+  JournalPosition start;             // the journal's position before the record
+  uint64_t tag = 0;                  // its entries' tag in CommitPipeline::in_flight_records
+  std::unique_ptr<Device::PendingWrites> io;  // null: nothing to write
+  // Set by the completion thread (under Engine::commit_mu_) once `io` is finished.
+  bool io_done = false;
+  Status io_status;
+};
+
 // What the committer and the applier share.
 struct CommitPipeline {
   std::mutex mu;
@@ -169,6 +187,12 @@ struct CommitPipeline {
   Status wrap_status;           // guarded by mu
   Status index_failed;          // guarded by mu; an index batch failed after its record was durable
   RecordCache cache;            // the committer's alone (no lock)
+  // The committer's alone: batches started and not yet finished, oldest first, and the
+  // records their updates leave (key -> (batch tag, record or nullopt for a delete)), which
+  // the next batches are decided against before `pending`.
+  std::deque<std::unique_ptr<InFlightBatch>> in_flight;
+  std::unordered_map<ShardKey, std::pair<uint64_t, std::optional<ShardRecord>>, ShardKeyHash> in_flight_records;
+  uint64_t in_flight_tags = 0;
 };
 
 }  // namespace penstock::engine

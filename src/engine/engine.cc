@@ -55,6 +55,10 @@ Status ValidateOptions(const EngineOptions& o) {
                                        "at least {}", o.journal_bytes,
                                        engine::kMaxJournalRecordBytes));
   }
+  if (o.commit_batches_in_flight == 0 || o.commit_batches_in_flight > engine::Journal::kMaxRecordsInFlight) {
+    return InvalidArgument(fmt::format("commit_batches_in_flight {} must be between 1 and {}",
+                                       o.commit_batches_in_flight, engine::Journal::kMaxRecordsInFlight));
+  }
   if (!(o.gc_min_dead_fraction > 0 && o.gc_min_dead_fraction <= 1)) {
     return InvalidArgument(fmt::format("gc_min_dead_fraction {} must be in (0, 1]",
                                        o.gc_min_dead_fraction));
@@ -245,6 +249,7 @@ Engine::~Engine() {
 
 void Engine::StartThreads() {
   committer_ = NamedThread("ps-commit", [this] { CommitLoop(); });
+  commit_io_thread_ = NamedThread("ps-commit-io", [this] { CommitIoLoop(); });
   applier_ = NamedThread("ps-apply", [this] { ApplyLoop(); });
   if (options_.gc_enabled && options_.gc_background) gc_thread_ = NamedThread("ps-gc", [this] { GcLoop(); });
   if (options_.scrub_rate_bytes_per_sec > 0) scrub_thread_ = NamedThread("ps-scrub", [this] { ScrubLoop(); });
@@ -268,6 +273,12 @@ void Engine::StopThreads() {
   }
   commit_cv_.notify_all();
   if (committer_.joinable()) committer_.join();
+  {
+    std::lock_guard lock(commit_mu_);
+    commit_io_stop_ = true;
+  }
+  commit_io_cv_.notify_all();
+  if (commit_io_thread_.joinable()) commit_io_thread_.join();
   {
     std::lock_guard lock(pipeline_->mu);
     pipeline_->stop = true;
@@ -344,6 +355,8 @@ EngineStats Engine::Stats() const {
                                     static_cast<double>(s.bytes_written);
   s.commit_batches = commit_batches_.load();
   s.commit_ops = commit_ops_.load();
+  s.commit_overlapped = commit_overlapped_.load();
+  s.commit_redone = commit_redone_.load();
   s.segment_owner_entries = owners_->Entries();
   s.index_syncs = index_syncs_.load();
   s.journal_replayed = journal_replayed_.load();

@@ -44,6 +44,7 @@
 #include <atomic>
 #include <compare>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -130,6 +131,11 @@ struct EngineOptions {
   // Index journal (journal.h): the index is synced at least this often while it changes (and
   // when the journal region is full); a crash replays at most what came since.
   uint64_t index_sync_interval_ms = 200;
+  // Group commit: batches whose data, journal record and flush are in flight at once (1 = one
+  // at a time), and the requests a batch needs to start while another is in flight (fewer
+  // wait for it: each batch costs a device flush). At most Journal::kMaxRecordsInFlight.
+  uint32_t commit_batches_in_flight = 3;
+  uint32_t commit_overlap_min_requests = 16;
   // Bytes of the device's header region used for the journal; 0 = all of it (1 MiB less the
   // header block). At least 256 KiB; tests use little so that the journal wraps often.
   uint64_t journal_bytes = 0;
@@ -156,6 +162,8 @@ struct EngineStats {
   double write_amplification = 0;  // device_bytes_written / bytes_written (0 before any write)
   uint64_t commit_batches = 0;     // group commits (one device flush each)
   uint64_t commit_ops = 0;         // writes, deletes and relocations those batches carried
+  uint64_t commit_overlapped = 0;  // batches started while an earlier one was still in flight
+  uint64_t commit_redone = 0;      // requests written again: a write of their batch or one before failed
   uint64_t index_syncs = 0;        // lazy index syncs (each makes the journal so far unneeded)
   uint64_t journal_replayed = 0;   // journal records Open replayed into the index
   uint64_t gc_segments_cleaned = 0;  // segments GC emptied
@@ -170,6 +178,7 @@ namespace engine {
 struct CommitPipeline;
 struct CommitRequest;
 struct DecidedBatch;
+struct InFlightBatch;
 struct Extent;
 struct IndexUpdate;
 class Device;
@@ -351,7 +360,24 @@ class Engine {
   void CountWrite(uint64_t bytes);  // a write or range write of `bytes` succeeded
   void CountRead(uint64_t bytes);   // a client read (Read, ReadRange, async) of `bytes` succeeded
   void CommitLoop();
-  void CommitBatch(std::vector<engine::CommitRequest*>& batch);
+  // The committer's completion thread: finishes the writes of batches in flight, in order
+  // (Device::FinishWriteAll blocks), and wakes the committer for each.
+  void CommitIoLoop();
+  // Committer: waits until the completion thread has finished `b`'s writes.
+  void WaitBatchIo(engine::InFlightBatch& b);
+  // Committer: decides `todo` and starts writing its data and journal record (the batch is
+  // then in flight: CommitPipeline::in_flight).
+  void StartBatch(std::vector<engine::CommitRequest*> todo);
+  // Committer: waits for the oldest batch in flight; hands it over and acknowledges it. When
+  // its writes failed: fails what must fail, finishes the batches after it and returns their
+  // requests (and its own that may go again) to be decided again, or with `start_redo` starts
+  // them as a batch itself and returns nothing.
+  std::vector<engine::CommitRequest*> FinishOldestBatch(bool start_redo = true);
+  // Committer: finishes every batch in flight, stopping at a failed one (returns as above).
+  std::vector<engine::CommitRequest*> FinishAllBatches();
+  // Committer: has the applier wrap the journal once everything handed over is applied.
+  Status WrapJournal();
+  void FailRequest(engine::CommitRequest& r, const Status& s);  // abandons its extent too
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from
   // `old` (its key's record as the batch leaves it; blocks written earlier in the batch come
   // from `earlier` requests' buffers) and checksums them again. Errors: kDataLoss (an old block
@@ -423,6 +449,7 @@ class Engine {
   std::atomic<uint64_t> reads_{0}, writes_{0}, deletes_{0}, checksum_errors_{0};
   std::atomic<uint64_t> bytes_read_{0}, bytes_written_{0};
   std::atomic<uint64_t> device_bytes_written_{0}, commit_batches_{0}, commit_ops_{0};
+  std::atomic<uint64_t> commit_overlapped_{0}, commit_redone_{0};
   std::atomic<uint64_t> index_syncs_{0}, journal_replayed_{0};
   std::atomic<uint64_t> gc_segments_cleaned_{0}, gc_bytes_moved_{0};
   std::atomic<uint64_t> scrub_bytes_verified_{0}, scrub_corrupt_shards_{0};
@@ -430,7 +457,13 @@ class Engine {
 
   // Group commit queue: writers push, the committer thread drains.
   std::mutex commit_mu_;
-  std::condition_variable commit_cv_;
+  std::condition_variable commit_cv_;     // the committer waits here
+  std::condition_variable commit_io_cv_;  // its completion thread waits here
+  // Batches whose writes the completion thread is to finish, oldest first (guarded by
+  // commit_mu_; the committer owns them), and its stop flag.
+  std::deque<engine::InFlightBatch*> commit_io_;
+  bool commit_io_stop_ = false;
+  std::thread commit_io_thread_;
   std::vector<engine::CommitRequest*> commit_queue_;  // guarded by commit_mu_
   bool commit_stop_ = false;                          // guarded by commit_mu_
   std::thread committer_;

@@ -5,18 +5,22 @@
 // relocations whose copies it has already written, unsynced). The committer takes everything
 // queued at once (what piled up while it was busy is the next batch), and:
 //   1. decides each request against the index as the batches before it leave it (including
-//      those handed to the applier and not yet applied: CommitPipeline::pending) plus the
-//      batch's own earlier updates (two writes of one key in a batch: the later wins; a
+//      those still in flight, CommitPipeline::in_flight_records, and those handed to the
+//      applier and not yet applied, CommitPipeline::pending) plus the batch's own earlier
+//      updates (two writes of one key in a batch: the later wins; a
 //      relocation moves only the blocks still where GC read them, and is aborted when none
 //      are; a range write's record is composed here from the key's record as it stands then,
 //      block_map.h, and a conditional one whose key changed since its writer read it is
 //      aborted; version conditions, a write's not_older and a range write's expected_version,
 //      are decided here too, so no other lock orders them);
-//   2. writes the batch's data and its updates, as the next index journal record (journal.h),
-//      in one submission followed by one flush (Device::WriteAll): data and record durable
-//      together. A batch too large for one record writes and flushes its data only, and is
-//      committed with a synced index batch in step 3 instead;
-//   then hands the batch to the applier (its updates join `pending`, where readers look before
+//   2. starts writing the batch's data and its updates, as the next index journal record
+//      (journal.h), in one submission followed by one flush (Device::StartWriteAll): data and
+//      record durable together. A batch too large for one record writes and flushes its data
+//      only, and is committed with a synced index batch in step 3 instead. The batch is now in
+//      flight; the committer goes on with the next (up to commit_batches_in_flight at once; a
+//      new one while one is in flight only with commit_overlap_min_requests queued). A
+//      completion thread (CommitIoLoop) waits for each batch's I/O, in order, and wakes it;
+//   once the oldest batch's I/O is done, the committer hands it to the applier (its updates join `pending`, where readers look before
 //   the index: Engine::PendingRecord) and, for a journaled batch, acknowledges its writes and
 //   deletes: they are durable and visible. It goes on with the next batch, waiting only when
 //   kMaxUnappliedBatches are handed over and not applied. The applier, in order:
@@ -32,9 +36,12 @@
 // space accounting as a whole (Stats, List, CollectGarbage, Scrub) or needs space released
 // (an allocation that found none) first waits for the applier to catch up (WaitApplied).
 // A request whose data write fails in step 2 fails alone: the rest of the batch is decided and
-// written again (the new journal record overwrites the old one, which the journal never
-// advanced past). Any other failure in step 2 fails every request of the batch and abandons
-// their extents. A failure in step 3 fails every later batch (the index no longer matches the
+// written again. Any other failure in step 2 fails every request of the batch and abandons
+// their extents. Either way the batches in flight after it were decided against it: they are
+// finished (their I/O) and decided and written again after it. The journal goes back to the
+// failed batch's record (the next overwrites it) when no later record was written; otherwise
+// it wraps first (the sequence numbers go on above every record written), since a later
+// record may lie whole past the new ones and must never pass for one of them. A failure in step 3 fails every later batch (the index no longer matches the
 // journal until Open replays it); writes already acknowledged stay readable from `pending`.
 // Between batches the applier syncs the index (SyncIndex): every index_sync_interval_ms while it
 // holds batches not yet durable, when asked (space waiting for it), and when stopping. When the
@@ -69,6 +76,7 @@ namespace {
 
 // Batches handed to the applier and not yet applied, at most (their writes are acknowledged).
 constexpr uint64_t kMaxUnappliedBatches = 4;
+
 
 // kWriteRange with expected_version: OK when the stored shard version is `expected`.
 Status VersionVerdict(const ShardKey& key, const std::optional<ShardRecord>& old, uint64_t expected) {
@@ -123,17 +131,66 @@ Status Engine::Commit(std::span<CommitRequest* const> requests) {
 }
 
 void Engine::CommitLoop() {
+  engine::CommitPipeline& p = *pipeline_;
   std::vector<CommitRequest*> batch;
   for (;;) {
+    bool finish = false;
     {
       std::unique_lock lock(commit_mu_);
-      commit_cv_.wait(lock, [&] { return commit_stop_ || !commit_queue_.empty(); });
-      if (commit_queue_.empty()) return;  // stopping, and everything queued is handed over
-      batch.swap(commit_queue_);
+      // Finish the oldest batch once its writes are done; start the next from what piled up
+      // meanwhile, while fewer than kMaxBatchesInFlight are in flight.
+      // While a batch is in flight the next starts only once it has enough requests (fewer
+      // wait for the oldest to finish): each batch costs a device flush and a turn of every
+      // thread involved, which small ones do not earn back.
+      auto may_start = [&] {
+        return p.in_flight.empty() ? !commit_queue_.empty()
+                                   : p.in_flight.size() < options_.commit_batches_in_flight &&
+                                         commit_queue_.size() >= options_.commit_overlap_min_requests;
+      };
+      commit_cv_.wait(lock, [&] {
+        return (!p.in_flight.empty() && p.in_flight.front()->io_done) || may_start() ||
+               (commit_stop_ && p.in_flight.empty());
+      });
+      if (!p.in_flight.empty() && p.in_flight.front()->io_done) {
+        finish = true;
+      } else if (may_start()) {
+        batch.swap(commit_queue_);
+      } else {
+        return;  // stopping, and everything queued is handed over
+      }
     }
-    CommitBatch(batch);
+    if (finish) {
+      FinishOldestBatch();
+      continue;
+    }
+    StartBatch(std::move(batch));
     batch.clear();
   }
+}
+
+void Engine::CommitIoLoop() {
+  for (;;) {
+    engine::InFlightBatch* b = nullptr;
+    {
+      std::unique_lock lock(commit_mu_);
+      commit_io_cv_.wait(lock, [&] { return commit_io_stop_ || !commit_io_.empty(); });
+      if (commit_io_.empty()) return;
+      b = commit_io_.front();
+      commit_io_.pop_front();
+    }
+    Status io = device_->FinishWriteAll(std::move(b->io));
+    {
+      std::lock_guard lock(commit_mu_);
+      b->io_status = std::move(io);
+      b->io_done = true;
+    }
+    commit_cv_.notify_one();
+  }
+}
+
+void Engine::WaitBatchIo(engine::InFlightBatch& b) {
+  std::unique_lock lock(commit_mu_);
+  commit_cv_.wait(lock, [&] { return b.io_done; });
 }
 
 void Engine::HandOver(std::unique_ptr<engine::DecidedBatch> batch) {
@@ -148,19 +205,20 @@ void Engine::HandOver(std::unique_ptr<engine::DecidedBatch> batch) {
   p.work_cv.notify_one();
 }
 
-void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
+void Engine::FailRequest(CommitRequest& r, const Status& s) {
+  table_->Abandon(r.extent);
+  Finish(r, s);
+}
+
+void Engine::StartBatch(std::vector<CommitRequest*> todo) {
   engine::CommitPipeline& p = *pipeline_;
-  auto fail = [&](CommitRequest& r, const Status& s) {
-    table_->Abandon(r.extent);
-    Finish(r, s);
-  };
   Status index_failed;
   {
     std::lock_guard lock(p.mu);
     index_failed = p.index_failed;
   }
   if (!index_failed.ok()) {
-    for (CommitRequest* r : batch) fail(*r, index_failed);
+    for (CommitRequest* r : todo) FailRequest(*r, index_failed);
     return;
   }
   {
@@ -168,16 +226,22 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     std::unique_lock lock(p.mu);
     p.progress_cv.wait(lock, [&] { return p.handed - p.applied < kMaxUnappliedBatches; });
   }
-  std::vector<CommitRequest*> todo = batch;
-  for (;;) {  // again without the requests whose data write failed, if any did
-    auto d = std::make_unique<engine::DecidedBatch>();
+  for (;;) {  // again when the batches before it had to be decided again
+    auto b = std::make_unique<engine::InFlightBatch>();
+    b->todo = todo;
+    auto& d = b->d = std::make_unique<engine::DecidedBatch>();
     d->requests = todo;
     d->old.resize(todo.size());
     d->next.resize(todo.size());
     d->applies.resize(todo.size(), false);
     d->verdict.resize(todo.size());
-    // Decide each request against the index as the batches before it (applied or not) and
-    // this batch's own earlier updates leave it.
+    // Requests whose buffers hold data not yet durable, oldest first: those of the batches in
+    // flight, then this batch's earlier ones (MergeEdges reads old blocks there).
+    std::vector<CommitRequest*> carriers;
+    for (const auto& f : p.in_flight) carriers.insert(carriers.end(), f->todo.begin(), f->todo.end());
+    const size_t carriers_before = carriers.size();
+    // Decide each request against the index as the batches before it (in flight, handed over
+    // or applied) and this batch's own earlier updates leave it.
     std::map<ShardKey, std::optional<ShardRecord>> overlay;
     bool has_data = false;
     for (size_t i = 0; i < todo.size(); ++i) {
@@ -186,6 +250,9 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
       bool known = false;
       if (auto it = overlay.find(r.key); it != overlay.end()) {
         old = it->second;
+        known = true;
+      } else if (auto fit = p.in_flight_records.find(r.key); fit != p.in_flight_records.end()) {
+        old = fit->second.second;
         known = true;
       } else {
         // Only this thread hands batches over, so a key not pending now is in the index.
@@ -251,7 +318,9 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
             continue;
           }
           if (r.merge_edges) {
-            if (Status merged = MergeEdges(r, old, {todo.data(), i}); !merged.ok()) {
+            carriers.resize(carriers_before);
+            carriers.insert(carriers.end(), todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(i));
+            if (Status merged = MergeEdges(r, old, carriers); !merged.ok()) {
               d->verdict[i] = merged;
               continue;
             }
@@ -278,99 +347,183 @@ void Engine::CommitBatch(std::vector<CommitRequest*>& batch) {
     }
 
     // Data and journal record in one submission, then one flush.
-    std::vector<engine::DeviceWrite> writes;
-    std::vector<size_t> data_of;  // writes[k] holds the data of todo[data_of[k]]
     for (size_t i = 0; i < todo.size(); ++i) {
       if (!d->applies[i] || todo[i]->data.empty()) continue;
-      writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
-                        .data = todo[i]->data, .status = OkStatus()});
-      data_of.push_back(i);
+      b->writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
+                           .data = todo[i]->data, .status = OkStatus()});
+      b->data_of.push_back(i);
     }
     const uint64_t record_bytes = journal_ ? engine::JournalRecordBytes(d->updates) : 0;
     d->journaled = journal_ && !d->updates.empty() &&
                    record_bytes <= engine::kMaxJournalRecordBytes;
-    Status io;
     if (d->journaled && !journal_->Fits(record_bytes)) {
-      // The applier wraps the journal once everything before is in the index.
-      auto wrap = std::make_unique<engine::DecidedBatch>();
-      wrap->wrap = true;
-      HandOver(std::move(wrap));
-      std::unique_lock lock(p.mu);
-      p.progress_cv.wait(lock, [&] { return p.wrap_done; });
-      p.wrap_done = false;
-      io = p.wrap_status;
+      // The applier wraps the journal once everything before is in the index: finish the
+      // batches in flight first. Should one of them fail, this batch follows it and is decided
+      // again with it.
+      std::vector<CommitRequest*> redo = FinishAllBatches();
+      if (!redo.empty()) {
+        redo.insert(redo.end(), todo.begin(), todo.end());
+        todo = std::move(redo);
+        continue;
+      }
+      if (Status wrapped = WrapJournal(); !wrapped.ok()) {
+        for (CommitRequest* r : todo) FailRequest(*r, wrapped);
+        return;
+      }
     }
-    AlignedBuffer record;
-    if (io.ok() && d->journaled) {
-      record = journal_->Encode(d->updates);
-      writes.push_back({.offset = journal_->position().offset,
-                        .data = std::span<const std::byte>(record.data(), record_bytes),
-                        .status = OkStatus()});
-    }
-    if (io.ok() && !writes.empty()) {
-      io = device_->WriteAll(writes, /*sync=*/has_data || d->journaled)
-               .WithContext(d->journaled ? "write shard data and its index journal record"
-                                         : "flush shard data before committing its index record");
-    }
-    bool retry = false;
-    for (size_t k = 0; k < data_of.size(); ++k) {
-      if (writes[k].status.ok()) continue;
-      CommitRequest& r = *todo[data_of[k]];
-      fail(r, writes[k].status.WithContext(fmt::format("write shard {}", r.key.ToString())));
-      todo[data_of[k]] = nullptr;
-      retry = true;
-    }
-    if (retry) {  // their journal record (if written) is overwritten by the next one
-      std::erase(todo, nullptr);
-      if (todo.empty()) return;
-      continue;
-    }
-    if (!io.ok()) {
-      for (CommitRequest* r : todo) fail(*r, io);
-      return;
-    }
-    device_bytes_written_.fetch_add(
-        std::accumulate(data_of.begin(), data_of.end(), uint64_t{0},
-                        [&](uint64_t sum, size_t i) { return sum + todo[i]->data.size(); }),
-        std::memory_order_relaxed);
+    if (journal_) b->start = journal_->position();
     if (d->journaled) {
+      b->record = journal_->Encode(d->updates);
+      b->writes.push_back({.offset = journal_->position().offset,
+                           .data = std::span<const std::byte>(b->record.data(), record_bytes),
+                           .status = OkStatus()});
       d->position = journal_->After(record_bytes);
-      journal_->Advance(d->position);  // the record is durable: the next one goes after it
+      journal_->Advance(d->position);  // the next record goes after it, written or not
     } else if (journal_) {
       d->position = journal_->position();
     }
-    // A journaled batch is durable now: its writes and deletes are acknowledged as soon as
-    // readers can find them (in `pending`, at hand-over), before the applier has indexed them.
-    // GC's moves wait for the applier (GC then counts the victim's live bytes); so does a
-    // batch too large for the journal (durable only once its synced index batch is written).
-    std::vector<CommitRequest*> acked;
-    d->copies.resize(todo.size());
-    for (size_t i = 0; i < todo.size(); ++i) {
-      CommitRequest& r = *todo[i];
-      d->copies[i] = {.kind = r.kind, .key = r.key, .extent = r.extent,
-                      .acked = d->journaled && d->applies[i] && r.kind != CommitRequest::Kind::kRelocate};
-      if (d->copies[i].acked) acked.push_back(&r);
-      if (!d->applies[i]) continue;
-      if (r.kind == CommitRequest::Kind::kDelete) {
-        shards_.fetch_sub(1, std::memory_order_relaxed);
-      } else if (!d->old[i]) {
-        shards_.fetch_add(1, std::memory_order_relaxed);
-      }
-      // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
-      const bool rewritten_whole =
-          r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
-          (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
-           r.record.block_crcs.size() == d->next[i]->block_crcs.size());
-      if (rewritten_whole) {
-        std::lock_guard lock(corrupt_mu_);
-        corrupt_.erase(r.key);
+    b->tag = ++p.in_flight_tags;
+    for (const engine::IndexUpdate& u : d->updates) p.in_flight_records[u.key] = {b->tag, u.record};
+    if (!p.in_flight.empty()) commit_overlapped_.fetch_add(1, std::memory_order_relaxed);
+    engine::InFlightBatch* started = b.get();
+    const bool has_io = !b->writes.empty();
+    if (has_io) b->io = device_->StartWriteAll(b->writes, /*sync=*/has_data || d->journaled);
+    {
+      std::lock_guard lock(commit_mu_);
+      p.in_flight.push_back(std::move(b));
+      if (has_io) {
+        commit_io_.push_back(started);
+      } else {
+        started->io_done = true;
       }
     }
-    for (const engine::IndexUpdate& u : d->updates) p.cache.Put(u.key, u.record);
-    HandOver(std::move(d));
-    for (CommitRequest* r : acked) Finish(*r, OkStatus());
+    if (has_io) commit_io_cv_.notify_one();
     return;
   }
+}
+
+std::vector<CommitRequest*> Engine::FinishAllBatches() {
+  std::vector<CommitRequest*> redo;
+  while (redo.empty() && !pipeline_->in_flight.empty()) redo = FinishOldestBatch(/*start_redo=*/false);
+  return redo;
+}
+
+Status Engine::WrapJournal() {
+  engine::CommitPipeline& p = *pipeline_;
+  auto wrap = std::make_unique<engine::DecidedBatch>();
+  wrap->wrap = true;
+  HandOver(std::move(wrap));
+  std::unique_lock lock(p.mu);
+  p.progress_cv.wait(lock, [&] { return p.wrap_done; });
+  p.wrap_done = false;
+  return p.wrap_status;
+}
+
+std::vector<CommitRequest*> Engine::FinishOldestBatch(bool start_redo) {
+  engine::CommitPipeline& p = *pipeline_;
+  std::unique_ptr<engine::InFlightBatch> b;
+  {
+    std::lock_guard lock(commit_mu_);
+    b = std::move(p.in_flight.front());
+    p.in_flight.pop_front();
+  }
+  WaitBatchIo(*b);
+  engine::DecidedBatch& d = *b->d;
+  std::vector<CommitRequest*>& todo = b->todo;
+  Status io = b->io_status;
+  if (!io.ok()) {
+    io = io.WithContext(d.journaled ? "write shard data and its index journal record"
+                                    : "flush shard data before committing its index record");
+  }
+  bool write_failed = false;
+  for (size_t k = 0; k < b->data_of.size(); ++k) write_failed |= !b->writes[k].status.ok();
+  if (write_failed || !io.ok()) {
+    // The batches after this one were decided against it, and their records follow its
+    // record: let them finish, and decide and write them again. A request whose data write
+    // failed fails alone (the rest of its batch goes again too); any other failure fails the
+    // whole batch and abandons its extents.
+    std::vector<CommitRequest*> redo;
+    if (write_failed) {
+      for (size_t k = 0; k < b->data_of.size(); ++k) {
+        if (b->writes[k].status.ok()) continue;
+        CommitRequest& r = *todo[b->data_of[k]];
+        FailRequest(r, b->writes[k].status.WithContext(fmt::format("write shard {}", r.key.ToString())));
+        todo[b->data_of[k]] = nullptr;
+      }
+      std::erase(todo, nullptr);
+      redo = todo;
+    } else {
+      for (CommitRequest* r : todo) FailRequest(*r, io);
+    }
+    bool later_records = false;
+    for (;;) {
+      std::unique_ptr<engine::InFlightBatch> later;
+      {
+        std::lock_guard lock(commit_mu_);
+        if (p.in_flight.empty()) break;
+        later = std::move(p.in_flight.front());
+        p.in_flight.pop_front();
+      }
+      WaitBatchIo(*later);
+      later_records |= later->d->journaled;
+      redo.insert(redo.end(), later->todo.begin(), later->todo.end());
+    }
+    p.in_flight_records.clear();
+    if (journal_) {
+      if (!later_records) {
+        journal_->Advance(b->start);  // this batch's record (if written) is overwritten by the next
+      } else if (Status wrapped = WrapJournal(); !wrapped.ok()) {
+        // Records of later batches may lie past this one's, whole: the next record must not
+        // take their sequence numbers. Wrapping (seq continues above theirs) does that; without
+        // it nothing more can be acknowledged.
+        for (CommitRequest* r : redo) FailRequest(*r, wrapped);
+        return {};
+      }
+    }
+    commit_redone_.fetch_add(redo.size(), std::memory_order_relaxed);
+    if (redo.empty() || !start_redo) return redo;
+    StartBatch(std::move(redo));
+    return {};
+  }
+  device_bytes_written_.fetch_add(
+      std::accumulate(b->data_of.begin(), b->data_of.end(), uint64_t{0},
+                      [&](uint64_t sum, size_t i) { return sum + todo[i]->data.size(); }),
+      std::memory_order_relaxed);
+  // A journaled batch is durable now: its writes and deletes are acknowledged as soon as
+  // readers can find them (in `pending`, at hand-over), before the applier has indexed them.
+  // GC's moves wait for the applier (GC then counts the victim's live bytes); so does a
+  // batch too large for the journal (durable only once its synced index batch is written).
+  std::vector<CommitRequest*> acked;
+  d.copies.resize(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i) {
+    CommitRequest& r = *todo[i];
+    d.copies[i] = {.kind = r.kind, .key = r.key, .extent = r.extent,
+                   .acked = d.journaled && d.applies[i] && r.kind != CommitRequest::Kind::kRelocate};
+    if (d.copies[i].acked) acked.push_back(&r);
+    if (!d.applies[i]) continue;
+    if (r.kind == CommitRequest::Kind::kDelete) {
+      shards_.fetch_sub(1, std::memory_order_relaxed);
+    } else if (!d.old[i]) {
+      shards_.fetch_add(1, std::memory_order_relaxed);
+    }
+    // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
+    const bool rewritten_whole =
+        r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
+        (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
+         r.record.block_crcs.size() == d.next[i]->block_crcs.size());
+    if (rewritten_whole) {
+      std::lock_guard lock(corrupt_mu_);
+      corrupt_.erase(r.key);
+    }
+  }
+  for (const engine::IndexUpdate& u : d.updates) {
+    p.cache.Put(u.key, u.record);
+    auto it = p.in_flight_records.find(u.key);
+    if (it != p.in_flight_records.end() && it->second.first == b->tag) p.in_flight_records.erase(it);
+  }
+  HandOver(std::move(b->d));
+  for (CommitRequest* r : acked) Finish(*r, OkStatus());
+  return {};
 }
 
 Status Engine::MergeEdges(CommitRequest& r, const std::optional<ShardRecord>& old,

@@ -127,6 +127,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
         &EngineStats::segment_owner_entries);
   gauge("penstock_engine_commit_ops", "Writes and deletes made durable by group commits.",
         &EngineStats::commit_ops);
+  gauge("penstock_engine_commit_overlapped", "Group commits started while an earlier one was still "
+        "being written and flushed.", &EngineStats::commit_overlapped);
+  gauge("penstock_engine_commit_redone", "Requests written again because a group commit before "
+        "theirs failed.", &EngineStats::commit_redone);
   gauge("penstock_engine_scrub_bytes_verified", "Bytes verified by the background scrub.",
         &EngineStats::scrub_bytes_verified);
   gauge("penstock_engine_scrub_corrupt_shards", "Shards the scrub found corrupt.",
