@@ -13,8 +13,11 @@
 #   seq_write   1 MiB writes, 16 in flight      seq_read    1 MiB reads, 16 in flight
 #   randwrite4k 4 KiB writes, 64 in flight      randread4k  4 KiB reads, 64 in flight
 # The engine runs N threads of synchronous Engine calls (its API blocks, so threads = queue
-# depth). Engine writes are durable when acknowledged (group commit: fdatasync + synced RocksDB
-# batch); fio's are plain O_DIRECT writes with no flush, so the write ratios price durability.
+# depth). The random workloads also run through the asynchronous API from one thread keeping
+# 64 calls in flight (WriteRangeAsync / TryReadRangeAsync, as a target's transport threads call
+# them), printed on a line of their own. Engine writes are durable when acknowledged (group
+# commit: data and journal record, one fdatasync); fio's are plain O_DIRECT writes with no
+# flush, so the write ratios price durability.
 # A line before the last prices it apart: fio's random writes again, with an fdatasync every N
 # writes, N the engine's mean group commit (writes per flush) in the same rep. fio still keeps
 # writing while its flushes run (~1.7 at a time), where each engine write waits for its own.
@@ -74,6 +77,8 @@ for rep in $(seq 1 "$REPS"); do
   engine seq_read seqread $((1 << 20)) 16 "$SEQ_SIZE" seq bw
   engine randread4k randread 4096 64 "$RAND_SIZE" rand iops
   engine randwrite4k randwrite 4096 64 "$RAND_SIZE" rand iops
+  engine randread4k_async randread-async 4096 64 "$RAND_SIZE" rand iops
+  engine randwrite4k_async randwrite-async 4096 64 "$RAND_SIZE" rand iops
   rm -rf "$DIR/seq" "$DIR/rand"
   fio_run seq_write write 1M 16 "$SEQ_SIZE" bw
   fio_run seq_read read 1M 16 "$SEQ_SIZE" bw
@@ -100,6 +105,10 @@ names = ["seq_write", "seq_read", "randread4k", "randwrite4k"]
 unit = {"seq_write": "MB/s", "seq_read": "MB/s", "randread4k": "IOPS", "randwrite4k": "IOPS"}
 for n in names:
     print(f"{n:12s} engine {med['engine_'+n]:10.1f} {unit[n]:5s} fio {med['fio_'+n]:10.1f} {unit[n]}")
+if "engine_randwrite4k_async" in med:
+    print(f"asynchronous API, one thread, 64 in flight: randread4k {med['engine_randread4k_async']:.1f} IOPS "
+          f"(/fio {med['engine_randread4k_async']/med['fio_randread4k']:.2f}), randwrite4k "
+          f"{med['engine_randwrite4k_async']:.1f} IOPS (/fio {med['engine_randwrite4k_async']/med['fio_randwrite4k']:.2f})")
 if "fio_randwrite4k_flushed" in med:
     print(f"like for like: fio flushing every {med['batch_randwrite4k']:.0f} writes (the engine's group "
           f"commit) {med['fio_randwrite4k_flushed']:.1f} IOPS; engine/fio_flushed "

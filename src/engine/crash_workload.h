@@ -96,6 +96,7 @@ inline EngineOptions CrashOptions(const std::string& dir) {
   o.index_sync_interval_ms = 150;
   // Batches overlap whenever a request waits (kWorkerThreads writers could never queue the
   // default 16), so kills land with several journal records in flight.
+  o.commit_batches_in_flight = 3;
   o.commit_overlap_min_requests = 1;
   return o;
 }

@@ -5,10 +5,13 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "common/log.h"
 #include "common/thread_pool.h"
@@ -38,6 +41,13 @@ namespace {
 
 constexpr uint64_t kMaxSegmentBytes = 1ull << 30;
 
+// CPUs this process may run on.
+unsigned UsableCpus() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return static_cast<unsigned>(CPU_COUNT(&cpus));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 Status ValidateOptions(const EngineOptions& o) {
   if (o.index_dir.empty()) return InvalidArgument("index_dir is empty; set it to a directory");
   if (o.segment_bytes < kBlockSize || o.segment_bytes % kBlockSize != 0 ||
@@ -55,8 +65,8 @@ Status ValidateOptions(const EngineOptions& o) {
                                        "at least {}", o.journal_bytes,
                                        engine::kMaxJournalRecordBytes));
   }
-  if (o.commit_batches_in_flight == 0 || o.commit_batches_in_flight > engine::Journal::kMaxRecordsInFlight) {
-    return InvalidArgument(fmt::format("commit_batches_in_flight {} must be between 1 and {}",
+  if (o.commit_batches_in_flight > engine::Journal::kMaxRecordsInFlight) {
+    return InvalidArgument(fmt::format("commit_batches_in_flight {} must be at most {} (0: chosen by CPU count)",
                                        o.commit_batches_in_flight, engine::Journal::kMaxRecordsInFlight));
   }
   if (!(o.gc_min_dead_fraction > 0 && o.gc_min_dead_fraction <= 1)) {
@@ -230,6 +240,9 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
                std::unique_ptr<engine::SegmentTable> table, uint64_t data_offset)
     : options_(std::move(options)),
       segment_bytes_(table->segment_bytes()),
+      commit_batches_in_flight_(options_.commit_batches_in_flight != 0 ? options_.commit_batches_in_flight
+                                : UsableCpus() >= 4                  ? 3u
+                                                                     : 1u),
       data_offset_(data_offset),
       device_(std::move(device)),
       index_(std::move(index)),

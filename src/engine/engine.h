@@ -132,9 +132,11 @@ struct EngineOptions {
   // when the journal region is full); a crash replays at most what came since.
   uint64_t index_sync_interval_ms = 200;
   // Group commit: batches whose data, journal record and flush are in flight at once (1 = one
-  // at a time), and the requests a batch needs to start while another is in flight (fewer
-  // wait for it: each batch costs a device flush). At most Journal::kMaxRecordsInFlight.
-  uint32_t commit_batches_in_flight = 3;
+  // at a time; at most Journal::kMaxRecordsInFlight), and the requests a batch needs to start
+  // while another is in flight (fewer wait for it: each batch costs a device flush). 0 = 3 on
+  // a host with at least 4 CPUs, else 1: overlapping costs a thread hand-off per batch, which
+  // on 2 cores took more than it saved (docs/performance.md, twelfth session).
+  uint32_t commit_batches_in_flight = 0;
   uint32_t commit_overlap_min_requests = 16;
   // Bytes of the device's header region used for the journal; 0 = all of it (1 MiB less the
   // header block). At least 256 KiB; tests use little so that the journal wraps often.
@@ -433,6 +435,7 @@ class Engine {
 
   const EngineOptions options_;
   const uint64_t segment_bytes_;
+  const uint32_t commit_batches_in_flight_;  // options_.commit_batches_in_flight, 0 resolved
   const uint64_t data_offset_;
   std::unique_ptr<engine::Device> device_;
   std::unique_ptr<engine::Index> index_;

@@ -3,12 +3,13 @@
 // Usage: engine_bench --dir DIR --mode seqwrite|seqread|randwrite|randread|randwrite-range|
 //                     randwrite-async|randread-async
 //                     --bs BYTES --qd N --size BYTES [--seconds S] [--device file|null]
-//                     [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES]
+//                     [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N]
 // Opens (creating) an engine in DIR (data file DIR/engine.dat, index DIR/engine.idx) with room
 // for twice --size (a new data file fallocated, as a target's and as fio's own; --zero-fill 1
 // writes it with zeros first, untimed, which spares the group commit's flushes the filesystem's
 // extent conversions but also makes seqwrite an overwrite; --zero-rate sets the engine's
-// background zeroing, 0 = off, default the engine's), then runs --qd threads, each with
+// background zeroing, 0 = off, default the engine's; --batches-in-flight sets
+// EngineOptions::commit_batches_in_flight, default 0: by CPU count), then runs --qd threads, each with
 // one synchronous call in flight (the Engine API blocks, so threads are its queue depth):
 //   seqwrite   writes --size bytes as shards of --bs, keys in order, each key once;
 //   seqread    reads those shards back in key order (prefilling them first if absent);
@@ -59,6 +60,7 @@ struct Args {
   std::optional<uint64_t> zero_rate;
   uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30, shard = 1 << 20;
   double seconds = 10;
+  uint32_t batches_in_flight = 0;  // EngineOptions::commit_batches_in_flight (0: by CPU count)
 };
 
 // CPU seconds (user + system) of this process so far, all threads.
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
     else if (k == "--size") a.size = std::stoull(v);
     else if (k == "--shard") a.shard = std::stoull(v);
     else if (k == "--seconds") a.seconds = std::stod(v);
+    else if (k == "--batches-in-flight") a.batches_in_flight = static_cast<uint32_t>(std::stoul(v));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
   if (a.dir.empty() || a.mode.empty()) {
     std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
                  "randwrite-range|randwrite-async|randread-async --bs BYTES --qd N --size BYTES [--seconds S] "
-                 "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES]\n", argv[0]);
+                 "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N]\n", argv[0]);
     return 2;
   }
   // Keep freed shard buffers in the heap instead of unmapping them: otherwise every Read
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
   o.device_kind = a.device;
   o.capacity_bytes = 2 * a.size + (64ull << 20) * 4;
   o.zero_fill_new_file = a.zero_fill;
+  o.commit_batches_in_flight = a.batches_in_flight;
   if (a.zero_rate) o.zero_rate_bytes_per_sec = *a.zero_rate;
   o.queue_depth = static_cast<unsigned>(std::max<uint64_t>(64, 2 * a.qd));
   auto opened = Engine::Open(o);

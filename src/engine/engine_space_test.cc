@@ -156,7 +156,10 @@ TEST(EngineSpaceTest, FailedWritesLeaveOldDataAndLeakNoSpace) {
 void FailedWritesAmongOthers(bool overlap) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 16, 1 << 20);
-  if (overlap) o.commit_overlap_min_requests = 1;
+  if (overlap) {
+    o.commit_batches_in_flight = 3;
+    o.commit_overlap_min_requests = 1;
+  }
   auto file = FileDevice::Open(o.data_path, o.capacity_bytes, 16);
   ASSERT_TRUE(file.ok());
   auto flaky = std::make_unique<FlakyDevice>(std::move(*file));
