@@ -32,6 +32,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/crash_workload.h"
 
@@ -209,6 +210,26 @@ TEST(EngineCrashTest, AcknowledgedWritesSurviveKillNine) {
               "%llu journal records replayed\n", rounds, static_cast<unsigned long long>(acks),
               static_cast<unsigned long long>(range_acks),
               static_cast<unsigned long long>(replayed));
+}
+
+// The kills above only test overlapping group commits if the workload overlaps them: with
+// CrashOptions it does whenever a request waits.
+TEST(EngineCrashTest, TheWorkloadKeepsSeveralBatchesInFlight) {
+  testing::ScratchDir dir;
+  auto opened = Engine::Open(CrashOptions(dir.path()));
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  Engine& e = **opened;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWorkerThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t v = 1; v <= 60; ++v) {
+        const uint64_t object = static_cast<uint64_t>(t) + kWorkerThreads * (v % (kObjects / kWorkerThreads));
+        ASSERT_TRUE(e.Write(KeyOf(object), DataOf(object, v), v).ok());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_GT(e.Stats().commit_overlapped, 0u);
 }
 
 }  // namespace
