@@ -20,25 +20,16 @@ void* const kStopTag = &stop_tag_storage;
 
 }  // namespace
 
-int IoRing::NewLane(std::unique_ptr<Lane>& out) {
-  auto lane = std::make_unique<Lane>();
-  int rc = io_uring_queue_init(kLaneEntries, &lane->ring, 0);
-  if (rc < 0) return rc;
-  out = std::move(lane);
-  return 0;
-}
-
 Result<std::unique_ptr<IoRing>> IoRing::Create(unsigned entries) {
   entries = std::clamp(entries, 1u, kMaxEntries);
   std::unique_ptr<IoRing> ring(new IoRing(entries));
-  std::unique_ptr<Lane> first;
-  int rc = NewLane(first);
-  if (rc < 0) {
+  int rc = 0;
+  IoRing::Lane* first = ring->lanes_.Acquire(rc);  // fail here rather than on the first I/O
+  if (first == nullptr) {
     return ErrnoStatus(-rc, "io_uring_queue_init failed; the kernel needs io_uring enabled "
                             "(sysctl kernel.io_uring_disabled=0) and enough RLIMIT_MEMLOCK");
   }
-  ring->idle_.push_back(first.get());
-  ring->lanes_.push_back(std::move(first));
+  ring->lanes_.Release(first);
   return ring;
 }
 
@@ -65,11 +56,13 @@ IoRing::~IoRing() {
     }
   }
   if (async_lane_) io_uring_queue_exit(&async_lane_->ring);
-  for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
-  for (auto& lane : batch_lanes_) io_uring_queue_exit(&lane->ring);
 }
 
-IoRing::Lane* IoRing::Acquire() {
+IoRing::LanePool::~LanePool() {
+  for (auto& lane : lanes_) io_uring_queue_exit(&lane->ring);
+}
+
+IoRing::Lane* IoRing::LanePool::Acquire(int& error) {
   std::unique_lock lock(mu_);
   for (;;) {
     if (!idle_.empty()) {
@@ -77,28 +70,44 @@ IoRing::Lane* IoRing::Acquire() {
       idle_.pop_back();
       return lane;
     }
-    if (lanes_.size() < max_lanes_) {
-      std::unique_ptr<Lane> lane;
-      if (NewLane(lane) == 0) {  // on failure (memlock, fds) make do with the lanes we have
+    if (lanes_.size() < max_) {
+      auto lane = std::make_unique<Lane>();
+      int rc = io_uring_queue_init(entries_, &lane->ring, 0);
+      if (rc == 0) {
         lanes_.push_back(std::move(lane));
         return lanes_.back().get();
       }
+      if (lanes_.empty()) {  // none to wait for
+        error = rc;
+        return nullptr;
+      }
+      // Out of memlock or fds: make do with the lanes there are.
     }
-    idle_cv_.wait(lock, [&] { return !idle_.empty(); });
+    idle_cv_.wait(lock, [&] { return !idle_.empty() || lanes_.size() < max_; });
   }
 }
 
-void IoRing::Release(Lane* lane) {
+void IoRing::LanePool::Release(Lane* lane, bool broken) {
   {
     std::lock_guard lock(mu_);
-    idle_.push_back(lane);
+    if (broken) {
+      std::erase_if(lanes_, [&](const std::unique_ptr<Lane>& l) {
+        if (l.get() != lane) return false;
+        io_uring_queue_exit(&l->ring);
+        return true;
+      });
+    } else {
+      idle_.push_back(lane);
+    }
   }
   idle_cv_.notify_one();
 }
 
 template <typename Prepare>
 int64_t IoRing::Execute(Prepare prepare) {
-  Lane* lane = Acquire();
+  int error = 0;
+  Lane* lane = lanes_.Acquire(error);
+  if (lane == nullptr) return error;
   io_uring_sqe* sqe = io_uring_get_sqe(&lane->ring);  // never null: the lane is empty
   prepare(sqe);
   int rc = io_uring_submit_and_wait(&lane->ring, 1);
@@ -114,7 +123,7 @@ int64_t IoRing::Execute(Prepare prepare) {
     result = cqe->res;
     io_uring_cqe_seen(&lane->ring, cqe);
   }
-  Release(lane);
+  lanes_.Release(lane);
   return result;
 }
 
@@ -207,8 +216,13 @@ constexpr int64_t kNotRun = INT64_MIN;
 }  // namespace
 
 int IoRing::ReadAll(int fd, std::span<Read> reads) {
+  int error = 0;
+  Lane* lane = lanes_.Acquire(error);
+  if (lane == nullptr) {
+    for (Read& r : reads) r.result = error;
+    return error;
+  }
   for (Read& r : reads) r.result = kNotRun;
-  Lane* lane = Acquire();
   bool unsent = false;
   const int failure = RunBatch(
       &lane->ring, reads.size(), kLaneEntries,
@@ -219,17 +233,7 @@ int IoRing::ReadAll(int fd, std::span<Read> reads) {
   for (Read& r : reads) {
     if (r.result == kNotRun) r.result = failure;
   }
-  if (unsent) {  // the lane holds entries that never went out: drop it
-    std::lock_guard lock(mu_);
-    std::erase_if(lanes_, [&](const std::unique_ptr<Lane>& l) {
-      if (l.get() != lane) return false;
-      io_uring_queue_exit(&l->ring);
-      return true;
-    });
-    idle_cv_.notify_one();
-    return failure;
-  }
-  Release(lane);
+  lanes_.Release(lane, /*broken=*/unsent);  // entries that never went out: drop the lane
   return failure;
 }
 
@@ -242,53 +246,13 @@ void IoRing::PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t
   }
 }
 
-IoRing::Lane* IoRing::AcquireBatchLane(int& error) {
-  std::unique_lock lock(batch_mu_);
-  for (;;) {
-    if (!batch_idle_.empty()) {
-      Lane* lane = batch_idle_.back();
-      batch_idle_.pop_back();
-      return lane;
-    }
-    if (batch_lanes_.size() < kBatchRings) {
-      auto lane = std::make_unique<Lane>();
-      int rc = io_uring_queue_init(kBatchEntries, &lane->ring, 0);
-      if (rc == 0) {
-        batch_lanes_.push_back(std::move(lane));
-        return batch_lanes_.back().get();
-      }
-      if (batch_lanes_.empty()) {  // none to wait for
-        error = rc;
-        return nullptr;
-      }
-    }
-    batch_idle_cv_.wait(lock, [&] { return !batch_idle_.empty() || batch_lanes_.size() < kBatchRings; });
-  }
-}
-
-void IoRing::ReleaseBatchLane(Lane* lane, bool broken) {
-  {
-    std::lock_guard lock(batch_mu_);
-    if (broken) {  // drop it with whatever it still holds; the next caller makes a new one
-      std::erase_if(batch_lanes_, [&](const std::unique_ptr<Lane>& l) {
-        if (l.get() != lane) return false;
-        io_uring_queue_exit(&l->ring);
-        return true;
-      });
-    } else {
-      batch_idle_.push_back(lane);
-    }
-  }
-  batch_idle_cv_.notify_one();
-}
-
 std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<Write> writes, bool datasync) {
   auto pending = std::make_unique<PendingWrites>();
   pending->fd = fd;
   pending->writes = writes;
   pending->datasync = datasync;
   for (Write& w : writes) w.result = kNotRun;
-  pending->lane = AcquireBatchLane(pending->failure);
+  pending->lane = batch_lanes_.Acquire(pending->failure);
   if (pending->lane == nullptr) return pending;
   PendingWrites& p = *pending;
   // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
@@ -318,7 +282,7 @@ int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
           }
         },
         unsent, {.queued = p.queued, .submitted = p.submitted, .completed = p.completed});
-    ReleaseBatchLane(p.lane, failure != 0);
+    batch_lanes_.Release(p.lane, /*broken=*/failure != 0);
   }
   if (failure == 0) return p.datasync ? p.sync_result : 0;
   for (Write& w : p.writes) {

@@ -158,14 +158,31 @@ class IoRing {
 
  private:
 
-  explicit IoRing(unsigned max_lanes) : max_lanes_(max_lanes) {}
-  // A lane for the caller's exclusive use: an idle one, a new one, or (all busy) the next
-  // one released.
-  Lane* Acquire();
-  void Release(Lane* lane);
-  static int NewLane(std::unique_ptr<Lane>& out);
+  // Lanes for one caller's exclusive use at a time, each a ring of `entries`, made on demand up
+  // to `max`.
+  class LanePool {
+   public:
+    LanePool(unsigned max, unsigned entries) : max_(max), entries_(entries) {}
+    ~LanePool();  // exits every ring; no lane may be in use
+    // An idle lane, a new one, or (all `max` busy, or no more can be made) the next one
+    // released. Null, with io_uring_queue_init's -errno in `error`, when there is none and
+    // none can be made.
+    Lane* Acquire(int& error);
+    // Gives `lane` back; a `broken` one (prepared entries left on its ring) is dropped instead.
+    void Release(Lane* lane, bool broken = false);
+
+   private:
+    const unsigned max_, entries_;
+    std::mutex mu_;
+    std::condition_variable idle_cv_;
+    std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mu_; every lane alive
+    std::vector<Lane*> idle_;                   // guarded by mu_
+  };
+
+  explicit IoRing(unsigned max_lanes) : lanes_(max_lanes, kLaneEntries), batch_lanes_(kBatchRings, kBatchEntries) {}
   template <typename Prepare>
   int64_t Execute(Prepare prepare);
+  static void PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i);
 
   static constexpr unsigned kLaneEntries = 32;  // a lane's ring: one I/O, or a ReadAll group
   static constexpr unsigned kBatchEntries = 256;
@@ -174,19 +191,8 @@ class IoRing {
 
   void ReapLoop();  // the completion thread of the asynchronous ring
 
-  const unsigned max_lanes_;
-  // Batch rings of WriteAll/StartWriteAll, created on first use, up to kBatchRings.
-  Lane* AcquireBatchLane(int& error);
-  static void PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i);
-  void ReleaseBatchLane(Lane* lane, bool broken);
-  std::mutex batch_mu_;
-  std::condition_variable batch_idle_cv_;
-  std::vector<std::unique_ptr<Lane>> batch_lanes_;  // guarded by batch_mu_; every one made
-  std::vector<Lane*> batch_idle_;                   // guarded by batch_mu_
-  std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::vector<std::unique_ptr<Lane>> lanes_;  // guarded by mu_; every lane ever created
-  std::vector<Lane*> idle_;                   // guarded by mu_
+  LanePool lanes_;        // ReadAt, WriteAt, ReadAll
+  LanePool batch_lanes_;  // WriteAll, StartWriteAll
 
   std::mutex async_mu_;               // submissions to the asynchronous ring
   std::unique_ptr<Lane> async_lane_;  // guarded by async_mu_ (the reaper only reaps it)
