@@ -154,9 +154,8 @@ class RecordCache {
 // (Device::StartWriteAll), not yet known durable. Committer thread only.
 struct InFlightBatch {
   std::unique_ptr<DecidedBatch> d;
-  std::vector<CommitRequest*> todo;  // d->requests: the batch's requests, in order
   std::vector<DeviceWrite> writes;
-  std::vector<size_t> data_of;       // writes[k] holds the data of todo[data_of[k]]
+  std::vector<size_t> data_of;       // writes[k] holds the data of d->requests[data_of[k]]
   AlignedBuffer record;              // its journal record (journaled)
   JournalPosition start;             // the journal's position before the record
   uint64_t tag = 0;                  // its entries' tag in CommitPipeline::in_flight_records

@@ -365,8 +365,9 @@ class Engine {
   // The committer's completion thread: finishes the writes of batches in flight, in order
   // (Device::FinishWriteAll blocks), and wakes the committer for each.
   void CommitIoLoop();
-  // Committer: waits until the completion thread has finished `b`'s writes.
-  void WaitBatchIo(engine::InFlightBatch& b);
+  // Committer: the oldest batch in flight, taken off the list once its writes are finished
+  // (null when none is in flight).
+  std::unique_ptr<engine::InFlightBatch> TakeOldestBatch();
   // Committer: decides `todo` and starts writing its data and journal record (the batch is
   // then in flight: CommitPipeline::in_flight).
   void StartBatch(std::vector<engine::CommitRequest*> todo);
@@ -381,8 +382,9 @@ class Engine {
   Status WrapJournal();
   void FailRequest(engine::CommitRequest& r, const Status& s);  // abandons its extent too
   // Committer: fills the bytes of a merge_edges range write's blocks outside its range from
-  // `old` (its key's record as the batch leaves it; blocks written earlier in the batch come
-  // from `earlier` requests' buffers) and checksums them again. Errors: kDataLoss (an old block
+  // `old` (its key's record as the batch leaves it; blocks not yet durable, written by a batch
+  // in flight or earlier in this one, come from `earlier` requests' buffers) and checksums them
+  // again. Errors: kDataLoss (an old block
   // fails its checksum), device errors.
   Status MergeEdges(engine::CommitRequest& r, const std::optional<engine::ShardRecord>& old,
                     std::span<engine::CommitRequest* const> earlier);

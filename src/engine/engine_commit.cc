@@ -20,9 +20,9 @@
 //      flight; the committer goes on with the next (up to commit_batches_in_flight at once; a
 //      new one while one is in flight only with commit_overlap_min_requests queued). A
 //      completion thread (CommitIoLoop) waits for each batch's I/O, in order, and wakes it;
-//   once the oldest batch's I/O is done, the committer hands it to the applier (its updates join `pending`, where readers look before
-//   the index: Engine::PendingRecord) and, for a journaled batch, acknowledges its writes and
-//   deletes: they are durable and visible. It goes on with the next batch, waiting only when
+//   once the oldest batch's I/O is done, the committer hands it to the applier (its updates
+//   join `pending`, where readers look before the index: Engine::PendingRecord) and, for a
+//   journaled batch, acknowledges its writes and deletes: they are durable and visible. It goes on with the next batch, waiting only when
 //   kMaxUnappliedBatches are handed over and not applied. The applier, in order:
 //   3. applies all updates to the index in one unsynced RocksDB WriteBatch that also records
 //      the journal position, so the index always knows which records it holds;
@@ -41,8 +41,9 @@
 // finished (their I/O) and decided and written again after it. The journal goes back to the
 // failed batch's record (the next overwrites it) when no later record was written; otherwise
 // it wraps first (the sequence numbers go on above every record written), since a later
-// record may lie whole past the new ones and must never pass for one of them. A failure in step 3 fails every later batch (the index no longer matches the
-// journal until Open replays it); writes already acknowledged stay readable from `pending`.
+// record may lie whole past the new ones and must never pass for one of them. A failure in
+// step 3 fails every later batch (the index no longer matches the journal until Open replays
+// it); writes already acknowledged stay readable from `pending`.
 // Between batches the applier syncs the index (SyncIndex): every index_sync_interval_ms while it
 // holds batches not yet durable, when asked (space waiting for it), and when stopping. When the
 // next record does not fit the journal region, the committer has the applier wrap the journal
@@ -76,7 +77,6 @@ namespace {
 
 // Batches handed to the applier and not yet applied, at most (their writes are acknowledged).
 constexpr uint64_t kMaxUnappliedBatches = 4;
-
 
 // kWriteRange with expected_version: OK when the stored shard version is `expected`.
 Status VersionVerdict(const ShardKey& key, const std::optional<ShardRecord>& old, uint64_t expected) {
@@ -138,10 +138,10 @@ void Engine::CommitLoop() {
     {
       std::unique_lock lock(commit_mu_);
       // Finish the oldest batch once its writes are done; start the next from what piled up
-      // meanwhile, while fewer than kMaxBatchesInFlight are in flight.
-      // While a batch is in flight the next starts only once it has enough requests (fewer
-      // wait for the oldest to finish): each batch costs a device flush and a turn of every
-      // thread involved, which small ones do not earn back.
+      // meanwhile, while fewer than commit_batches_in_flight_ are in flight. While a batch is in
+      // flight the next starts only once it has enough requests (fewer wait for the oldest to
+      // finish): each batch costs a device flush and a turn of every thread involved, which
+      // small ones do not earn back.
       auto may_start = [&] {
         return p.in_flight.empty() ? !commit_queue_.empty()
                                    : p.in_flight.size() < commit_batches_in_flight_ &&
@@ -188,11 +188,6 @@ void Engine::CommitIoLoop() {
   }
 }
 
-void Engine::WaitBatchIo(engine::InFlightBatch& b) {
-  std::unique_lock lock(commit_mu_);
-  commit_cv_.wait(lock, [&] { return b.io_done; });
-}
-
 void Engine::HandOver(std::unique_ptr<engine::DecidedBatch> batch) {
   engine::CommitPipeline& p = *pipeline_;
   {
@@ -228,18 +223,12 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
   }
   for (;;) {  // again when the batches before it had to be decided again
     auto b = std::make_unique<engine::InFlightBatch>();
-    b->todo = todo;
     auto& d = b->d = std::make_unique<engine::DecidedBatch>();
     d->requests = todo;
     d->old.resize(todo.size());
     d->next.resize(todo.size());
     d->applies.resize(todo.size(), false);
     d->verdict.resize(todo.size());
-    // Requests whose buffers hold data not yet durable, oldest first: those of the batches in
-    // flight, then this batch's earlier ones (MergeEdges reads old blocks there).
-    std::vector<CommitRequest*> carriers;
-    for (const auto& f : p.in_flight) carriers.insert(carriers.end(), f->todo.begin(), f->todo.end());
-    const size_t carriers_before = carriers.size();
     // Decide each request against the index as the batches before it (in flight, handed over
     // or applied) and this batch's own earlier updates leave it.
     std::map<ShardKey, std::optional<ShardRecord>> overlay;
@@ -318,7 +307,12 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
             continue;
           }
           if (r.merge_edges) {
-            carriers.resize(carriers_before);
+            // Requests whose buffers hold data not yet durable, oldest first: those of the
+            // batches in flight, then this batch's earlier ones (old blocks may be there).
+            std::vector<CommitRequest*> carriers;
+            for (const auto& f : p.in_flight) {
+              carriers.insert(carriers.end(), f->d->requests.begin(), f->d->requests.end());
+            }
             carriers.insert(carriers.end(), todo.begin(), todo.begin() + static_cast<std::ptrdiff_t>(i));
             if (Status merged = MergeEdges(r, old, carriers); !merged.ok()) {
               d->verdict[i] = merged;
@@ -428,17 +422,21 @@ Status Engine::WrapJournal() {
   return p.wrap_status;
 }
 
+std::unique_ptr<engine::InFlightBatch> Engine::TakeOldestBatch() {
+  engine::CommitPipeline& p = *pipeline_;
+  std::unique_lock lock(commit_mu_);
+  if (p.in_flight.empty()) return nullptr;
+  std::unique_ptr<engine::InFlightBatch> b = std::move(p.in_flight.front());
+  p.in_flight.pop_front();
+  commit_cv_.wait(lock, [&] { return b->io_done; });
+  return b;
+}
+
 std::vector<CommitRequest*> Engine::FinishOldestBatch(bool start_redo) {
   engine::CommitPipeline& p = *pipeline_;
-  std::unique_ptr<engine::InFlightBatch> b;
-  {
-    std::lock_guard lock(commit_mu_);
-    b = std::move(p.in_flight.front());
-    p.in_flight.pop_front();
-  }
-  WaitBatchIo(*b);
+  std::unique_ptr<engine::InFlightBatch> b = TakeOldestBatch();
   engine::DecidedBatch& d = *b->d;
-  std::vector<CommitRequest*>& todo = b->todo;
+  std::vector<CommitRequest*>& todo = d.requests;
   Status io = b->io_status;
   if (!io.ok()) {
     io = io.WithContext(d.journaled ? "write shard data and its index journal record"
@@ -465,17 +463,9 @@ std::vector<CommitRequest*> Engine::FinishOldestBatch(bool start_redo) {
       for (CommitRequest* r : todo) FailRequest(*r, io);
     }
     bool later_records = false;
-    for (;;) {
-      std::unique_ptr<engine::InFlightBatch> later;
-      {
-        std::lock_guard lock(commit_mu_);
-        if (p.in_flight.empty()) break;
-        later = std::move(p.in_flight.front());
-        p.in_flight.pop_front();
-      }
-      WaitBatchIo(*later);
+    while (std::unique_ptr<engine::InFlightBatch> later = TakeOldestBatch()) {
       later_records |= later->d->journaled;
-      redo.insert(redo.end(), later->todo.begin(), later->todo.end());
+      redo.insert(redo.end(), later->d->requests.begin(), later->d->requests.end());
     }
     p.in_flight_records.clear();
     if (journal_) {

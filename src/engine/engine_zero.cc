@@ -16,8 +16,9 @@
 // chunk, and waits for it. A free segment holds nothing an index or journal record names, so
 // writing it is as safe as reusing it. A segment in use is looked at again every second: done
 // once its writes have covered it, zeroed once it is free again (after GC) for whatever they
-// left unwritten; one sealed early keeps its tail unwritten until then. Chunks are paced to zero_rate_bytes_per_sec while the engine served a read, write
-// or delete within the last second, and not paced while it is idle. Nothing is persisted: each
+// left unwritten; one sealed early keeps its tail unwritten until then. Chunks are paced to
+// zero_rate_bytes_per_sec while the engine served a read, write or delete within the last
+// second, and not paced while it is idle. Nothing is persisted: each
 // Open asks the device again. Devices that cannot tell (block devices, tmpfs) get no zeroing.
 #include <fmt/format.h>
 

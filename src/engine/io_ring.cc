@@ -142,15 +142,11 @@ int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length,
 
 namespace {
 
-// How far RunBatch got: entries prepared on the ring, submitted, and completed.
-struct BatchProgress {
-  size_t queued = 0, submitted = 0, completed = 0;
-};
+using BatchProgress = IoRing::BatchProgress;
 
-// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight and
-// submits them without waiting (errors are left for RunBatch, which submits again).
+// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight.
 template <typename Prepare>
-void StartBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at) {
+void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at) {
   while (at.queued < total && at.queued - at.completed < window) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) break;
@@ -158,12 +154,10 @@ void StartBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Ba
     sqe->user_data = at.queued;
     ++at.queued;
   }
-  int rc = io_uring_submit(ring);
-  if (rc > 0) at.submitted += static_cast<size_t>(rc);
 }
 
-// Runs entries 0..total-1 through `ring` (from where `at` says an earlier StartBatch left
-// them), at most `window` in flight: `prepare(sqe, i)` fills
+// Runs entries 0..total-1 through `ring` (from where `at` says StartWriteAll left them), at
+// most `window` in flight: `prepare(sqe, i)` fills
 // entry i, `complete(i, res)` takes its result. Blocks until all are done, or until the ring
 // fails: then it waits for what was submitted and returns the -errno, and entries that did not
 // run are the caller's to mark; `unsent` tells whether prepared entries were left on the ring
@@ -176,13 +170,7 @@ int RunBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Compl
   size_t& completed = at.completed;
   unsent = false;
   while (completed < total) {
-    while (queued < total && queued - completed < window) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);
-      if (sqe == nullptr) break;
-      prepare(sqe, queued);
-      sqe->user_data = queued;
-      ++queued;
-    }
+    QueueBatch(ring, total, window, prepare, at);
     // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
     // waiting).
     int rc = io_uring_submit_and_wait(ring, 1);
@@ -256,13 +244,11 @@ std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<W
   if (pending->lane == nullptr) return pending;
   PendingWrites& p = *pending;
   // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
-  // flight (the completion queue holds twice that).
-  BatchProgress at;
-  StartBatch(&p.lane->ring, writes.size() + (datasync ? 1 : 0), kBatchEntries,
-             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, at);
-  p.queued = at.queued;
-  p.submitted = at.submitted;
-  p.completed = at.completed;
+  // flight (the completion queue holds twice that). Submitted without waiting; a failed
+  // submission is tried again, and reported, by FinishWriteAll.
+  QueueBatch(&p.lane->ring, p.entries(), kBatchEntries,
+             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, p.progress);
+  if (int rc = io_uring_submit(&p.lane->ring); rc > 0) p.progress.submitted += static_cast<size_t>(rc);
   return pending;
 }
 
@@ -272,7 +258,7 @@ int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
   int failure = p.failure;
   if (p.lane != nullptr) {
     failure = RunBatch(
-        &p.lane->ring, p.writes.size() + (p.datasync ? 1 : 0), kBatchEntries,
+        &p.lane->ring, p.entries(), kBatchEntries,
         [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); },
         [&](uint64_t i, int res) {
           if (i < p.writes.size()) {
@@ -281,7 +267,7 @@ int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
             p.sync_result = res;
           }
         },
-        unsent, {.queued = p.queued, .submitted = p.submitted, .completed = p.completed});
+        unsent, p.progress);
     batch_lanes_.Release(p.lane, /*broken=*/failure != 0);
   }
   if (failure == 0) return p.datasync ? p.sync_result : 0;

@@ -144,6 +144,11 @@ class IoRing {
   };
 
  public:
+  // How far a batch got on its ring: entries prepared, submitted, and completed.
+  struct BatchProgress {
+    size_t queued = 0, submitted = 0, completed = 0;
+  };
+
   class PendingWrites {  // a batch of StartWriteAll; only IoRing looks inside
    private:
     friend class IoRing;
@@ -152,8 +157,9 @@ class IoRing {
     bool datasync = false;
     Lane* lane = nullptr;  // null: no ring could be had (`failure` says why)
     int failure = 0;
-    size_t queued = 0, submitted = 0, completed = 0;  // entries of `lane`
+    BatchProgress progress;  // of the entries on `lane`
     int sync_result = 0;
+    size_t entries() const { return writes.size() + (datasync ? 1 : 0); }
   };
 
  private:
