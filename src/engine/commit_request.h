@@ -133,10 +133,14 @@ class RecordCache {
     return nullptr;
   }
   void Put(const ShardKey& key, const std::optional<ShardRecord>& record) {
-    newer_bytes_ += 160 + (record ? record->runs.size() * sizeof(BlockRun) +
-                                        record->block_crcs.size() * sizeof(uint32_t)
-                                  : 0);
-    newer_.insert_or_assign(key, record);
+    // Sizes count once per key: a key written again replaces its entry (a generation sized by
+    // puts dropped keys still in use under a small working set, and each miss costs a lookup).
+    auto [it, added] = newer_.insert_or_assign(key, record);
+    if (added) {
+      newer_bytes_ += 160 + (record ? record->runs.size() * sizeof(BlockRun) +
+                                          record->block_crcs.size() * sizeof(uint32_t)
+                                    : 0);
+    }
     if (newer_bytes_ > kGenerationBytes) {
       older_ = std::move(newer_);
       newer_ = {};
