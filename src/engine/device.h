@@ -88,6 +88,18 @@ class Device {
     return pending;
   }
   virtual Status FinishWriteAll(std::unique_ptr<PendingWrites> pending) { return pending->result; }
+  // StartWriteAll in two steps, for a caller that has some writes before it knows the rest
+  // (the committer writes a batch's data while it decides the batch's index updates):
+  // StartEarlyWrites starts `writes` at once, unsynced, or returns null when the device does
+  // not (the default). ContinueWriteAll then starts the whole call: `writes` holds the early
+  // writes first, in the same order (the array may have moved), then the others, and `sync`
+  // covers them all. With a null `early` it is StartWriteAll. Either way the result goes to
+  // FinishWriteAll, which every early start must reach.
+  virtual std::unique_ptr<PendingWrites> StartEarlyWrites(std::span<DeviceWrite> /*writes*/) { return nullptr; }
+  virtual std::unique_ptr<PendingWrites> ContinueWriteAll(std::unique_ptr<PendingWrites> /*early*/,
+                                                          std::span<DeviceWrite> writes, bool sync) {
+    return StartWriteAll(writes, sync);  // the default starts nothing early
+  }
   // Fills `out` from `offset`. Errors as Write.
   virtual Status Read(uint64_t offset, std::span<std::byte> out) = 0;
   // Every read of `reads` (at once, in no particular order), as Read; returns the first error.

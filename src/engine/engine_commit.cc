@@ -223,6 +223,24 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
   }
   for (;;) {  // again when the batches before it had to be decided again
     auto b = std::make_unique<engine::InFlightBatch>();
+    // Requests whose data is final are written while the batch is decided: the device works
+    // while the committer does. A request that turns out not to apply has its extent abandoned
+    // (by the applier, once this I/O is done), so what was written there is never read.
+    b->writes.reserve(todo.size() + 1);
+    for (size_t i = 0; i < todo.size(); ++i) {
+      const CommitRequest& r = *todo[i];
+      if (r.data.empty() || r.merge_edges) continue;  // merge_edges: data filled while deciding
+      b->writes.push_back({.offset = DeviceOffset(r.extent.segment, r.extent.offset), .data = r.data,
+                           .status = OkStatus()});
+      b->data_of.push_back(i);
+    }
+    std::unique_ptr<engine::Device::PendingWrites> early;
+    if (!b->writes.empty()) early = device_->StartEarlyWrites(b->writes);
+    // Waits for the early writes (the requests own their buffers), for a path that does not
+    // start this batch.
+    auto drop_early = [&] {
+      if (early) (void)device_->FinishWriteAll(device_->ContinueWriteAll(std::move(early), b->writes, false));
+    };
     auto& d = b->d = std::make_unique<engine::DecidedBatch>();
     d->requests = todo;
     d->old.resize(todo.size());
@@ -340,9 +358,9 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
       overlay[r.key] = std::move(next);
     }
 
-    // Data and journal record in one submission, then one flush.
+    // The other data and the journal record, then one flush after all of them.
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!d->applies[i] || todo[i]->data.empty()) continue;
+      if (!d->applies[i] || todo[i]->data.empty() || !todo[i]->merge_edges) continue;
       b->writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
                            .data = todo[i]->data, .status = OkStatus()});
       b->data_of.push_back(i);
@@ -354,6 +372,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
       // The applier wraps the journal once everything before is in the index: finish the
       // batches in flight first. Should one of them fail, this batch follows it and is decided
       // again with it.
+      drop_early();
       std::vector<CommitRequest*> redo = FinishAllBatches();
       if (!redo.empty()) {
         redo.insert(redo.end(), todo.begin(), todo.end());
@@ -389,7 +408,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
     if (!wait_here) {
       for (const engine::IndexUpdate& u : d->updates) p.in_flight_records[u.key] = {b->tag, u.record};
     }
-    if (has_io) b->io = device_->StartWriteAll(b->writes, /*sync=*/has_data || d->journaled);
+    if (has_io) b->io = device_->ContinueWriteAll(std::move(early), b->writes, /*sync=*/has_data || d->journaled);
     if (wait_here) b->io_status = device_->FinishWriteAll(std::move(b->io));
     {
       std::lock_guard lock(commit_mu_);

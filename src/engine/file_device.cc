@@ -215,22 +215,44 @@ class FilePendingWrites final : public Device::PendingWrites {
   std::unique_ptr<IoRing::PendingWrites> ring;
 };
 
+// Adds the writes of `writes` past those `p` has (the array may have moved) to p's.
+void AddWrites(const Device& device, FilePendingWrites& p, std::span<DeviceWrite> writes) {
+  const size_t from = p.writes.size();
+  p.writes = writes;
+  for (size_t i = from; i < writes.size(); ++i) {
+    DeviceWrite& w = writes[i];
+    w.status = CheckDeviceRange(device, w.offset, w.data.size(), w.data.data());
+    if (!w.status.ok() || w.data.empty()) continue;
+    p.io.push_back({.offset = w.offset, .buf = w.data.data(), .length = w.data.size(), .result = 0});
+    p.which.push_back(i);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Device::PendingWrites> FileDevice::StartWriteAll(std::span<DeviceWrite> writes, bool sync) {
   auto p = std::make_unique<FilePendingWrites>();
-  p->writes = writes;
   p->sync = sync;
-  p->io.reserve(writes.size());
-  for (size_t i = 0; i < writes.size(); ++i) {
-    DeviceWrite& w = writes[i];
-    w.status = CheckDeviceRange(*this, w.offset, w.data.size(), w.data.data());
-    if (!w.status.ok() || w.data.empty()) continue;
-    p->io.push_back({.offset = w.offset, .buf = w.data.data(), .length = w.data.size(), .result = 0});
-    p->which.push_back(i);
-  }
+  AddWrites(*this, *p, writes);
   p->ring = ring_->StartWriteAll(fd_, p->io, sync);
   return p;
+}
+
+std::unique_ptr<Device::PendingWrites> FileDevice::StartEarlyWrites(std::span<DeviceWrite> writes) {
+  auto p = std::make_unique<FilePendingWrites>();
+  AddWrites(*this, *p, writes);
+  p->ring = ring_->StartEarlyWrites(fd_, p->io);
+  return p;
+}
+
+std::unique_ptr<Device::PendingWrites> FileDevice::ContinueWriteAll(std::unique_ptr<PendingWrites> early,
+                                                                    std::span<DeviceWrite> writes, bool sync) {
+  if (!early) return StartWriteAll(writes, sync);
+  auto& p = static_cast<FilePendingWrites&>(*early);
+  p.sync = sync;
+  AddWrites(*this, p, writes);  // may move `io`: the ring takes the new array (it has reaped nothing yet)
+  ring_->ContinueWriteAll(*p.ring, p.io, sync);
+  return early;
 }
 
 Status FileDevice::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {

@@ -40,6 +40,9 @@ class FileDevice final : public Device {
   Status WriteAll(std::span<DeviceWrite> writes, bool sync) override;
   std::unique_ptr<PendingWrites> StartWriteAll(std::span<DeviceWrite> writes, bool sync) override;
   Status FinishWriteAll(std::unique_ptr<PendingWrites> pending) override;
+  std::unique_ptr<PendingWrites> StartEarlyWrites(std::span<DeviceWrite> writes) override;
+  std::unique_ptr<PendingWrites> ContinueWriteAll(std::unique_ptr<PendingWrites> early,
+                                                  std::span<DeviceWrite> writes, bool sync) override;
   Status Read(uint64_t offset, std::span<std::byte> out) override;
   // Through IoRing::ReadAll (one lane, the reads queued together).
   Status ReadAll(std::span<const DeviceRead> reads) override;

@@ -228,6 +228,47 @@ TEST(FileDeviceTest, SeveralWriteAllsInFlightFinishInAnyOrder) {
   }
 }
 
+TEST(FileDeviceTest, EarlyWritesJoinTheCallThatContinuesThem) {
+  ScratchDir dir;
+  auto dev = FileDevice::Open(dir.path() + "/dev", 8 << 20, 8);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  // More early writes than a batch ring holds at once, then more, which move the array.
+  constexpr size_t kEarly = 300, kLater = 200;
+  std::vector<AlignedBuffer> bufs;
+  for (size_t i = 0; i < kEarly + kLater; ++i) {
+    bufs.emplace_back(4096);
+    std::memset(bufs.back().data(), static_cast<int>(i * 7 + 1), 4096);
+  }
+  std::vector<DeviceWrite> writes;
+  auto add = [&](size_t i) {
+    writes.push_back({.offset = i * 4096, .data = bufs[i].span(), .status = OkStatus()});
+  };
+  for (size_t i = 0; i < kEarly; ++i) add(i);
+  writes[7].offset = (8 << 20);  // past the end: fails alone, before anything is started
+  std::unique_ptr<Device::PendingWrites> early = (*dev)->StartEarlyWrites(writes);
+  ASSERT_NE(early, nullptr);
+  writes.shrink_to_fit();
+  for (size_t i = kEarly; i < kEarly + kLater; ++i) add(i);
+  writes[kEarly + 3].offset = (8 << 20) + 4096;
+  EXPECT_EQ((*dev)->FinishWriteAll((*dev)->ContinueWriteAll(std::move(early), writes, /*sync=*/true)).code(),
+            StatusCode::kInvalidArgument);
+  AlignedBuffer r(4096);
+  for (size_t i = 0; i < kEarly + kLater; ++i) {
+    if (i == 7 || i == kEarly + 3) {
+      EXPECT_EQ(writes[i].status.code(), StatusCode::kInvalidArgument) << i;
+      continue;
+    }
+    EXPECT_TRUE(writes[i].status.ok()) << i << ": " << writes[i].status.ToString();
+    ASSERT_TRUE((*dev)->Read(i * 4096, r.span()).ok());
+    EXPECT_EQ(std::memcmp(r.data(), bufs[i].data(), 4096), 0) << i;
+  }
+  // Early writes that nothing continues are still waited for.
+  std::vector<DeviceWrite> lone = {{.offset = 0, .data = bufs[1].span(), .status = OkStatus()}};
+  EXPECT_TRUE((*dev)->FinishWriteAll((*dev)->StartEarlyWrites(lone)).ok());
+  ASSERT_TRUE((*dev)->Read(0, r.span()).ok());
+  EXPECT_EQ(std::memcmp(r.data(), bufs[1].data(), 4096), 0);
+}
+
 TEST(FileDeviceTest, SecondOpenOfALockedFileIsUnavailable) {
   ScratchDir dir;
   auto a = FileDevice::Open(dir.path() + "/dev", 1 << 20, 4);

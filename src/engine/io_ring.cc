@@ -144,10 +144,13 @@ namespace {
 
 using BatchProgress = IoRing::BatchProgress;
 
-// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight.
+// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight; entries
+// from `barrier` on only once every entry before it has completed.
 template <typename Prepare>
-void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at) {
-  while (at.queued < total && at.queued - at.completed < window) {
+void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at,
+                size_t barrier = SIZE_MAX) {
+  while (at.queued < total && at.queued - at.completed < window &&
+         (at.queued < barrier || at.completed >= barrier)) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) break;
     prepare(sqe, at.queued);
@@ -157,20 +160,20 @@ void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Ba
 }
 
 // Runs entries 0..total-1 through `ring` (from where `at` says StartWriteAll left them), at
-// most `window` in flight: `prepare(sqe, i)` fills
+// most `window` in flight, those from `barrier` on after all before it: `prepare(sqe, i)` fills
 // entry i, `complete(i, res)` takes its result. Blocks until all are done, or until the ring
 // fails: then it waits for what was submitted and returns the -errno, and entries that did not
 // run are the caller's to mark; `unsent` tells whether prepared entries were left on the ring
 // (which must then not be used again).
 template <typename Prepare, typename Complete>
 int RunBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Complete complete,
-             bool& unsent, BatchProgress at = {}) {
+             bool& unsent, BatchProgress at = {}, size_t barrier = SIZE_MAX) {
   size_t& queued = at.queued;
   size_t& submitted = at.submitted;
   size_t& completed = at.completed;
   unsent = false;
   while (completed < total) {
-    QueueBatch(ring, total, window, prepare, at);
+    QueueBatch(ring, total, window, prepare, at, barrier);
     // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
     // waiting).
     int rc = io_uring_submit_and_wait(ring, 1);
@@ -229,27 +232,42 @@ void IoRing::PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t
   if (i < p.writes.size()) {
     io_uring_prep_write(sqe, p.fd, p.writes[i].buf, static_cast<unsigned>(p.writes[i].length), p.writes[i].offset);
   } else {
+    // Queued once every write has completed. Not IOSQE_IO_DRAIN: the request after a drained
+    // one goes to an io-wq worker, so the next batch's first write would wait for a thread.
     io_uring_prep_fsync(sqe, p.fd, IORING_FSYNC_DATASYNC);
-    sqe->flags |= IOSQE_IO_DRAIN;  // starts once every write before it has completed
   }
 }
 
 std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<Write> writes, bool datasync) {
+  auto pending = StartEarlyWrites(fd, {});
+  ContinueWriteAll(*pending, writes, datasync);
+  return pending;
+}
+
+std::unique_ptr<IoRing::PendingWrites> IoRing::StartEarlyWrites(int fd, std::span<Write> writes) {
   auto pending = std::make_unique<PendingWrites>();
   pending->fd = fd;
-  pending->writes = writes;
-  pending->datasync = datasync;
-  for (Write& w : writes) w.result = kNotRun;
   pending->lane = batch_lanes_.Acquire(pending->failure);
-  if (pending->lane == nullptr) return pending;
-  PendingWrites& p = *pending;
+  SubmitBatchWrites(*pending, writes, /*datasync=*/false);
+  return pending;
+}
+
+void IoRing::ContinueWriteAll(PendingWrites& p, std::span<Write> writes, bool datasync) {
+  SubmitBatchWrites(p, writes, datasync);
+}
+
+void IoRing::SubmitBatchWrites(PendingWrites& p, std::span<Write> writes, bool datasync) {
+  for (size_t i = p.writes.size(); i < writes.size(); ++i) writes[i].result = kNotRun;
+  p.writes = writes;
+  p.datasync = datasync;
+  if (p.lane == nullptr) return;
   // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
   // flight (the completion queue holds twice that). Submitted without waiting; a failed
   // submission is tried again, and reported, by FinishWriteAll.
   QueueBatch(&p.lane->ring, p.entries(), kBatchEntries,
-             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, p.progress);
+             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, p.progress,
+             p.writes.size());
   if (int rc = io_uring_submit(&p.lane->ring); rc > 0) p.progress.submitted += static_cast<size_t>(rc);
-  return pending;
 }
 
 int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
@@ -267,7 +285,7 @@ int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
             p.sync_result = res;
           }
         },
-        unsent, p.progress);
+        unsent, p.progress, p.writes.size());
     batch_lanes_.Release(p.lane, /*broken=*/failure != 0);
   }
   if (failure == 0) return p.datasync ? p.sync_result : 0;

@@ -12,10 +12,12 @@
 // device is notified once per group rather than per read.
 //
 // WriteAll is for a thread with many writes at once (the engine's committer): a ring of
-// kBatchEntries, on which it submits them all, and an fdatasync ordered after them, in one
-// system call, so they cost one wait and the device is notified once rather than per write.
+// kBatchEntries, on which it submits them all in one system call, so the device is notified
+// once rather than per write, then, once they have completed, an fdatasync. (Not with
+// IOSQE_IO_DRAIN: the kernel sends the request after a drained one to an io-wq worker, so
+// every batch's first write waited for a thread; one wake-up more per batch is cheaper.)
 // StartWriteAll/FinishWriteAll are its two halves, for several such batches in flight, each on
-// a ring of its own.
+// a ring of its own; StartEarlyWrites/ContinueWriteAll split the start in two again.
 //
 // ReadAsync is for a thread that must not wait (a target's transport thread): it queues the
 // read on one more ring, shared by every caller, and returns; a completion thread (started on
@@ -89,14 +91,21 @@ class IoRing {
 
   // WriteAll in two halves, so that a caller can have several batches in flight (the engine's
   // committer overlaps one batch's flush with the next one's writes). StartWriteAll queues the
-  // writes and the fdatasync on a batch ring of their own and submits them, without waiting;
-  // FinishWriteAll waits for them and returns what WriteAll would have. Up to kBatchRings
-  // batches are in flight at once: one more waits in StartWriteAll for the oldest's ring.
-  // Each batch's fdatasync is ordered after its own writes only. `writes` must stay valid until
-  // FinishWriteAll, which every started batch must reach.
+  // writes on a batch ring of their own and submits them, without waiting; FinishWriteAll
+  // waits for them, then runs the fdatasync, and returns what WriteAll would have. Up to
+  // kBatchRings batches are in flight at once: one more waits in StartWriteAll for the
+  // oldest's ring. Each batch's fdatasync is ordered after its own writes only. `writes` must
+  // stay valid until FinishWriteAll, which every started batch must reach.
   class PendingWrites;
   std::unique_ptr<PendingWrites> StartWriteAll(int fd, std::span<Write> writes, bool datasync);
   int FinishWriteAll(std::unique_ptr<PendingWrites> pending);
+  // StartWriteAll in two steps, for a caller that has some writes before it knows the rest:
+  // StartEarlyWrites submits `writes` at once; ContinueWriteAll adds the batch's other writes
+  // and its fdatasync, which then starts after all of them. `writes` there holds the early
+  // writes first, in the same order (the array may have moved: results go to the new one),
+  // then the others. FinishWriteAll without ContinueWriteAll just waits for the early writes.
+  std::unique_ptr<PendingWrites> StartEarlyWrites(int fd, std::span<Write> writes);
+  void ContinueWriteAll(PendingWrites& pending, std::span<Write> writes, bool datasync);
 
   // Starts a pread of `length` bytes at `offset` into `buf` and returns at once; `done` (taken)
   // runs once on the completion thread with the bytes read (maybe short) or -errno. Returns
@@ -189,6 +198,9 @@ class IoRing {
   template <typename Prepare>
   int64_t Execute(Prepare prepare);
   static void PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i);
+  // Makes `writes` (which extend p's) and, with `datasync`, the fdatasync p's entries, and
+  // submits the writes not yet submitted.
+  static void SubmitBatchWrites(PendingWrites& p, std::span<Write> writes, bool datasync);
 
   static constexpr unsigned kLaneEntries = 32;  // a lane's ring: one I/O, or a ReadAll group
   static constexpr unsigned kBatchEntries = 256;
