@@ -133,9 +133,12 @@ struct EngineOptions {
   uint64_t index_sync_interval_ms = 200;
   // Group commit: batches whose data, journal record and flush are in flight at once (1 = one
   // at a time; at most Journal::kMaxRecordsInFlight), and the requests a batch needs to start
-  // while another is in flight (fewer wait for it: each batch costs a device flush). 0 = 3 on
-  // a host with at least 4 CPUs, else 1: overlapping costs a thread hand-off per batch, which
-  // on 2 cores took more than it saved (docs/performance.md, twelfth session).
+  // while another is in flight (fewer wait for it: each batch costs a device flush), which is
+  // also the size from which a batch's data is written while it is decided (a smaller one is
+  // decided quickly, and its data goes with its journal record in one submission: each
+  // submission notifies the device, a VM exit on a virtual disk). 0 = 3 on a host with at
+  // least 4 CPUs, else 1: overlapping costs a thread hand-off per batch, which on 2 cores took
+  // more than it saved (docs/performance.md, twelfth session).
   uint32_t commit_batches_in_flight = 0;
   uint32_t commit_overlap_min_requests = 16;
   // Bytes of the device's header region used for the journal; 0 = all of it (1 MiB less the

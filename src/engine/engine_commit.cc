@@ -223,11 +223,13 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
   }
   for (;;) {  // again when the batches before it had to be decided again
     auto b = std::make_unique<engine::InFlightBatch>();
-    // Requests whose data is final are written while the batch is decided: the device works
-    // while the committer does. A request that turns out not to apply has its extent abandoned
-    // (by the applier, once this I/O is done), so what was written there is never read.
+    // In a batch of commit_overlap_min_requests or more, requests whose data is final are
+    // written while the batch is decided: the device works while the committer does. A request
+    // that turns out not to apply has its extent abandoned (by the applier, once this I/O is
+    // done), so what was written there is never read.
+    const bool write_early = todo.size() >= options_.commit_overlap_min_requests;
     b->writes.reserve(todo.size() + 1);
-    for (size_t i = 0; i < todo.size(); ++i) {
+    for (size_t i = 0; write_early && i < todo.size(); ++i) {
       const CommitRequest& r = *todo[i];
       if (r.data.empty() || r.merge_edges) continue;  // merge_edges: data filled while deciding
       b->writes.push_back({.offset = DeviceOffset(r.extent.segment, r.extent.offset), .data = r.data,
@@ -360,7 +362,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
 
     // The other data and the journal record, then one flush after all of them.
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!d->applies[i] || todo[i]->data.empty() || !todo[i]->merge_edges) continue;
+      if (!d->applies[i] || todo[i]->data.empty() || (write_early && !todo[i]->merge_edges)) continue;
       b->writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
                            .data = todo[i]->data, .status = OkStatus()});
       b->data_of.push_back(i);

@@ -172,6 +172,7 @@ TEST(EngineRangeTest, TooManyRunsRewriteTheShardWhole) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir, 16, kFragmentableBytes);
   o.gc_background = false;  // the device bytes each write costs are counted: no GC moves meanwhile
+  o.commit_overlap_min_requests = 1;  // every batch's data written while it is decided
   auto e = MustOpen(o);
   const ShardKey k = Key(3, 1);
   std::vector<std::byte> model = Pattern(kFragmentableBytes, 8);
