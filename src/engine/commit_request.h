@@ -107,10 +107,9 @@ struct DecidedBatch {
     bool acked = false;
   };
   std::vector<Copy> copies;
-  std::vector<IndexUpdate> updates;
-  std::vector<std::optional<ShardRecord>> old;   // per request: its key's record before
-  std::vector<std::optional<ShardRecord>> next;  // per request that applies: and after
-  std::vector<bool> applies;                    // per request: it has an update
+  std::vector<IndexUpdate> updates;  // their `old` and `record`: the key's record before and after
+  std::vector<bool> applies;         // per request: it has an update
+  std::vector<uint32_t> update_of;   // per request that applies: its index in `updates`
   std::vector<Status> verdict;                  // per request that does not apply: why
   bool journaled = false;    // the journal holds it: apply unsynced, carrying `position`
   JournalPosition position;  // journaled: after its record; else: the journal's position

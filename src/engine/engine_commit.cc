@@ -245,20 +245,19 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
     };
     auto& d = b->d = std::make_unique<engine::DecidedBatch>();
     d->requests = todo;
-    d->old.resize(todo.size());
-    d->next.resize(todo.size());
     d->applies.resize(todo.size(), false);
+    d->update_of.resize(todo.size());
     d->verdict.resize(todo.size());
     // Decide each request against the index as the batches before it (in flight, handed over
     // or applied) and this batch's own earlier updates leave it.
-    std::map<ShardKey, std::optional<ShardRecord>> overlay;
+    std::map<ShardKey, size_t> overlay;  // key -> its latest update in this batch
     bool has_data = false;
     for (size_t i = 0; i < todo.size(); ++i) {
       CommitRequest& r = *todo[i];
-      std::optional<ShardRecord>& old = d->old[i];
+      std::optional<ShardRecord> old;
       bool known = false;
       if (auto it = overlay.find(r.key); it != overlay.end()) {
-        old = it->second;
+        old = d->updates[it->second].record;
         known = true;
       } else if (auto fit = p.in_flight_records.find(r.key); fit != p.in_flight_records.end()) {
         old = fit->second.second;
@@ -353,11 +352,10 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
       }
       d->applies[i] = true;
       has_data |= r.extent.length > 0;
-      d->next[i] = next;
-      d->updates.push_back({.key = r.key, .record = next, .old = old, .written_begin = written_begin,
-                            .written_end = written_end,
+      overlay[r.key] = d->update_of[i] = static_cast<uint32_t>(d->updates.size());
+      d->updates.push_back({.key = r.key, .record = std::move(next), .old = std::move(old),
+                            .written_begin = written_begin, .written_end = written_end,
                             .range_write = r.kind == CommitRequest::Kind::kWriteRange});
-      overlay[r.key] = std::move(next);
     }
 
     // The other data and the journal record, then one flush after all of them.
@@ -521,16 +519,17 @@ std::vector<CommitRequest*> Engine::FinishOldestBatch(bool start_redo) {
                    .acked = d.journaled && d.applies[i] && r.kind != CommitRequest::Kind::kRelocate};
     if (d.copies[i].acked) acked.push_back(&r);
     if (!d.applies[i]) continue;
+    const engine::IndexUpdate& u = d.updates[d.update_of[i]];
     if (r.kind == CommitRequest::Kind::kDelete) {
       shards_.fetch_sub(1, std::memory_order_relaxed);
-    } else if (!d.old[i]) {
+    } else if (!u.old) {
       shards_.fetch_add(1, std::memory_order_relaxed);
     }
     // A shard found corrupt stays so until all of its blocks are rewritten (or it is deleted).
     const bool rewritten_whole =
         r.kind == CommitRequest::Kind::kWrite || r.kind == CommitRequest::Kind::kDelete ||
         (r.kind == CommitRequest::Kind::kWriteRange && r.first_block == 0 &&
-         r.record.block_crcs.size() == d.next[i]->block_crcs.size());
+         r.record.block_crcs.size() == u.record->block_crcs.size());
     if (rewritten_whole) {
       std::lock_guard lock(corrupt_mu_);
       corrupt_.erase(r.key);
@@ -683,10 +682,11 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
       continue;
     }
     if (!committed.ok()) continue;  // acknowledged (durable in the journal): Open replays it
-    if (batch.old[i]) {
-      std::vector<engine::Extent> released = engine::ReleasedSpace(*batch.old[i], batch.next[i]);
+    const engine::IndexUpdate& u = batch.updates[batch.update_of[i]];
+    if (u.old) {
+      std::vector<engine::Extent> released = engine::ReleasedSpace(*u.old, u.record);
       if (c.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
-        for (const engine::Extent& x : engine::UnusedSpace(c.extent, batch.next[i])) released.push_back(x);
+        for (const engine::Extent& x : engine::UnusedSpace(c.extent, u.record)) released.push_back(x);
       }
       std::unique_lock lock(KeyLock(c.key));
       table_->Commit(c.extent, released);
