@@ -284,8 +284,10 @@ class Engine {
   // starts (TryReadRangeAsync, on any engine) complete on it rather than on the device's
   // completion thread, sparing a hand-off per read. Makes a completion queue for the calling
   // thread and hands `watch` its event fd and its reap function: the loop must call reap once
-  // the fd is readable (after reading it, an eventfd, to re-arm it) and may call it any time
-  // (it returns whether it ran anything; cheap when not). Returns what the thread must call
+  // the fd is readable (after reading it, an eventfd, to re-arm it) and after each round of
+  // work that may have started reads, before it sleeps: the reads started since are submitted
+  // then, together (one system call and one device notification for the lot). It returns
+  // whether it ran anything; cheap when there is nothing to do. Returns what the thread must call
   // before it exits (waits for its reads, running their callbacks); an empty function when the
   // queue could not be made (reads then complete on the completion thread, as without it).
   using WatchFd = std::function<void(int fd, std::function<bool()> reap)>;

@@ -380,9 +380,10 @@ TEST(EngineRangeTest, AsynchronousReadsMatchReadRange) {
   EXPECT_EQ(e->ReadRange(whole, 8192, 100).status().code(), StatusCode::kDataLoss);
 }
 
-// CompleteReadsOnThisThread: reads this thread starts complete on it, when its loop reaps the
-// queue after the event fd fires, with the bytes ReadRange gives; the function it returns waits
-// for the reads still in flight and runs their callbacks, on this thread.
+// CompleteReadsOnThisThread: reads this thread starts are submitted together when its loop
+// next reaps the queue, and complete on it, when it reaps the queue after the event fd fires,
+// with the bytes ReadRange gives; the function it returns waits for the reads still in flight
+// (submitting those only queued) and runs their callbacks, on this thread.
 TEST(EngineRangeTest, ReadsCompleteOnTheThreadWithAQueue) {
   ScratchDir dir;
   auto e = MustOpen(SmallOptions(dir, 16, 1 << 20));
@@ -415,9 +416,13 @@ TEST(EngineRangeTest, ReadsCompleteOnTheThreadWithAQueue) {
     }
     return started;
   };
-  // Reaped by this thread's "loop": wait for the fd, read it, reap.
+  // Reaped by this thread's "loop": after its round of work (which submits the reads), wait
+  // for the fd, read it, reap.
   int started = start_reads(0);
   EXPECT_EQ(started, kShards);
+  pollfd idle{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&idle, 1, 100), 0) << "queued reads ran before the loop submitted them";
+  reap();
   while (done_count < started) {
     pollfd p{fd, POLLIN, 0};
     ASSERT_EQ(poll(&p, 1, 5000), 1) << "the event fd never fired";

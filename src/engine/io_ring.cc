@@ -342,6 +342,7 @@ Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigne
 }
 
 IoRing::ThreadQueue::~ThreadQueue() {
+  if (ring_ready_) SubmitQueued();
   while (ring_ready_ && in_flight_ > 0) {
     io_uring_cqe* cqe = nullptr;
     if (io_uring_wait_cqe(&ring_, &cqe) < 0) continue;  // interrupted: wait again
@@ -351,7 +352,37 @@ IoRing::ThreadQueue::~ThreadQueue() {
   if (event_fd_ >= 0) close(event_fd_);
 }
 
+void IoRing::ThreadQueue::SubmitQueued() {
+  while (queued_ > 0) {
+    int rc = io_uring_submit(&ring_);
+    if (rc > 0) {
+      queued_ -= std::min(queued_, static_cast<unsigned>(rc));
+      continue;
+    }
+    if (rc == -EINTR) continue;
+    if (rc == -EAGAIN || rc == -EBUSY) return;  // no resources now: the next Reap tries again
+    // The kernel will not take them (or took none): fail their reads. Still on the ring,
+    // unsubmitted, they become no-ops without callbacks, which the next submission sends.
+    const int error = rc < 0 ? rc : -EIO;
+    std::vector<ReadDone*> failed;
+    for (unsigned i = 0; i < queued_; ++i) {
+      io_uring_sqe* sqe = &ring_.sq.sqes[(ring_.sq.sqe_tail - queued_ + i) & ring_.sq.ring_mask];
+      failed.push_back(reinterpret_cast<ReadDone*>(sqe->user_data));
+      io_uring_prep_nop(sqe);
+      io_uring_sqe_set_data(sqe, nullptr);
+    }
+    in_flight_ -= queued_;
+    queued_ = 0;
+    for (ReadDone* callback : failed) {
+      (*callback)(error);
+      delete callback;
+    }
+    return;
+  }
+}
+
 size_t IoRing::ThreadQueue::Reap() {
+  SubmitQueued();
   if (io_uring_cq_ready(&ring_) == 0) return 0;
   std::vector<std::pair<ReadDone*, int64_t>>& reaped = reaped_;  // kept: no allocation per reap
   reaped.clear();
@@ -365,17 +396,22 @@ size_t IoRing::ThreadQueue::Reap() {
   }
   io_uring_cq_advance(&ring_, seen);
   in_flight_ -= static_cast<unsigned>(reaped.size());
-  for (auto& [callback, result] : reaped) {  // a callback may submit again: the CQ is advanced
+  for (auto& [callback, result] : reaped) {  // a callback may queue again: the CQ is advanced
     (*callback)(result);
     delete callback;
   }
+  SubmitQueued();
   return reaped.size();  // (a callback does not reap, so `reaped` is not changed under the loop)
 }
 
 bool IoRing::ThreadQueue::Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
   if (in_flight_ >= entries_) return false;
-  if (!SubmitRead(&ring_, fd, offset, buf, length, done)) return false;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) return false;
+  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  io_uring_sqe_set_data(sqe, new ReadDone(std::move(done)));
   ++in_flight_;
+  ++queued_;
   return true;
 }
 

@@ -129,10 +129,14 @@ class IoRing {
     // An eventfd, signalled when completions arrive; the owner's loop watches it, reads it
     // (to re-arm) and calls Reap.
     int event_fd() const { return event_fd_; }
-    // Runs the callbacks of the reads completed so far; returns how many. Cheap when none:
-    // no system call.
+    // Submits the reads queued since the last call, runs the callbacks of the reads completed
+    // so far (then submits what they queued); returns how many callbacks ran. The owner calls
+    // it when the event fd fires and after each round of work that may have queued reads,
+    // before it sleeps. Cheap when there is nothing to do: no system call.
     size_t Reap();
-    // As IoRing::ReadAsync.
+    // As IoRing::ReadAsync, but the read is only queued: the next Reap submits it, with every
+    // other read queued meanwhile (a transport thread starts several reads per round of
+    // network progress: one system call and one device notification for them all).
     bool Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
 
    private:
@@ -141,8 +145,11 @@ class IoRing {
     bool ring_ready_ = false;
     int event_fd_ = -1;
     unsigned entries_ = 0;
-    unsigned in_flight_ = 0;
+    unsigned in_flight_ = 0;  // queued or submitted, not reaped
+    unsigned queued_ = 0;     // prepared on the ring, not yet submitted
     std::vector<std::pair<ReadDone*, int64_t>> reaped_;  // Reap's scratch
+    // Submits what is queued; entries the kernel refuses fail their reads with its error.
+    void SubmitQueued();
   };
   // Makes `queue` (nullptr: none) the calling thread's: its ReadAsync calls use it.
   static void UseOnThisThread(ThreadQueue* queue);
