@@ -287,7 +287,8 @@ class Engine {
   // the fd is readable (after reading it, an eventfd, to re-arm it) and after each round of
   // work that may have started reads, before it sleeps: the reads started since are submitted
   // then, together (one system call and one device notification for the lot). It returns
-  // whether it ran anything; cheap when there is nothing to do. Returns what the thread must call
+  // whether it ran anything or still holds reads the kernel had no room for (the loop must
+  // then not sleep); cheap when there is nothing to do. Returns what the thread must call
   // before it exits (waits for its reads, running their callbacks); an empty function when the
   // queue could not be made (reads then complete on the completion thread, as without it).
   using WatchFd = std::function<void(int fd, std::function<bool()> reap)>;

@@ -414,7 +414,7 @@ std::function<void()> Engine::CompleteReadsOnThisThread(const WatchFd& watch) {
   }
   std::shared_ptr<engine::IoRing::ThreadQueue> q = std::move(queue).value();
   engine::IoRing::UseOnThisThread(q.get());
-  watch(q->event_fd(), [raw = q.get()] { return raw->Reap() > 0; });
+  watch(q->event_fd(), [raw = q.get()] { return raw->Reap() > 0 || raw->has_queued(); });
   return [q]() mutable {
     engine::IoRing::UseOnThisThread(nullptr);
     q.reset();  // waits for its reads

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "common/thread_pool.h"
 
@@ -342,8 +344,12 @@ Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigne
 }
 
 IoRing::ThreadQueue::~ThreadQueue() {
-  if (ring_ready_) SubmitQueued();
   while (ring_ready_ && in_flight_ > 0) {
+    SubmitQueued();
+    if (queued_ == in_flight_) {  // nothing submitted to wait for: the kernel had no room
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     io_uring_cqe* cqe = nullptr;
     if (io_uring_wait_cqe(&ring_, &cqe) < 0) continue;  // interrupted: wait again
     Reap();

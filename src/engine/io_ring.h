@@ -134,6 +134,9 @@ class IoRing {
     // it when the event fd fires and after each round of work that may have queued reads,
     // before it sleeps. Cheap when there is nothing to do: no system call.
     size_t Reap();
+    // Reads queued that the kernel had no room for yet (Reap tries again): the owner's loop
+    // must not sleep while there are any.
+    bool has_queued() const { return queued_ > 0; }
     // As IoRing::ReadAsync, but the read is only queued: the next Reap submits it, with every
     // other read queued meanwhile (a transport thread starts several reads per round of
     // network progress: one system call and one device notification for them all).
