@@ -229,12 +229,15 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
     // done), so what was written there is never read.
     const bool write_early = todo.size() >= options_.commit_overlap_min_requests;
     b->writes.reserve(todo.size() + 1);
-    for (size_t i = 0; write_early && i < todo.size(); ++i) {
+    auto write_data = [&](size_t i) {
       const CommitRequest& r = *todo[i];
-      if (r.data.empty() || r.merge_edges) continue;  // merge_edges: data filled while deciding
       b->writes.push_back({.offset = DeviceOffset(r.extent.segment, r.extent.offset), .data = r.data,
                            .status = OkStatus()});
       b->data_of.push_back(i);
+    };
+    for (size_t i = 0; write_early && i < todo.size(); ++i) {
+      // merge_edges: its data is filled while deciding
+      if (!todo[i]->data.empty() && !todo[i]->merge_edges) write_data(i);
     }
     std::unique_ptr<engine::Device::PendingWrites> early;
     if (!b->writes.empty()) early = device_->StartEarlyWrites(b->writes);
@@ -360,10 +363,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
 
     // The other data and the journal record, then one flush after all of them.
     for (size_t i = 0; i < todo.size(); ++i) {
-      if (!d->applies[i] || todo[i]->data.empty() || (write_early && !todo[i]->merge_edges)) continue;
-      b->writes.push_back({.offset = DeviceOffset(todo[i]->extent.segment, todo[i]->extent.offset),
-                           .data = todo[i]->data, .status = OkStatus()});
-      b->data_of.push_back(i);
+      if (d->applies[i] && !todo[i]->data.empty() && (!write_early || todo[i]->merge_edges)) write_data(i);
     }
     const uint64_t record_bytes = journal_ ? engine::JournalRecordBytes(d->updates) : 0;
     d->journaled = journal_ && !d->updates.empty() &&

@@ -231,11 +231,7 @@ void AddWrites(const Device& device, FilePendingWrites& p, std::span<DeviceWrite
 }  // namespace
 
 std::unique_ptr<Device::PendingWrites> FileDevice::StartWriteAll(std::span<DeviceWrite> writes, bool sync) {
-  auto p = std::make_unique<FilePendingWrites>();
-  p->sync = sync;
-  AddWrites(*this, *p, writes);
-  p->ring = ring_->StartWriteAll(fd_, p->io, sync);
-  return p;
+  return ContinueWriteAll(StartEarlyWrites({}), writes, sync);
 }
 
 std::unique_ptr<Device::PendingWrites> FileDevice::StartEarlyWrites(std::span<DeviceWrite> writes) {

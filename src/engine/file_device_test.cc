@@ -18,6 +18,16 @@
 namespace penstock::engine {
 namespace {
 
+// `n` 4 KiB buffers, each filled with a byte of its own (mod 256).
+std::vector<AlignedBuffer> FilledBlocks(size_t n) {
+  std::vector<AlignedBuffer> bufs;
+  for (size_t i = 0; i < n; ++i) {
+    bufs.emplace_back(4096);
+    std::memset(bufs.back().data(), static_cast<int>(i * 7 + 1), 4096);
+  }
+  return bufs;
+}
+
 using testing::ScratchDir;
 
 TEST(FileDeviceTest, AsynchronousReadsCompleteOnceEachWithTheirBytes) {
@@ -189,14 +199,8 @@ TEST(FileDeviceTest, SeveralWriteAllsInFlightFinishInAnyOrder) {
   // More calls than the ring has batch rings (one more waits in StartWriteAll for a ring),
   // each with more writes than a batch ring holds at once.
   constexpr size_t kCalls = 5, kWrites = 300;
-  std::vector<AlignedBuffer> bufs;
+  std::vector<AlignedBuffer> bufs = FilledBlocks(kCalls * kWrites);
   std::vector<std::vector<DeviceWrite>> writes(kCalls);
-  for (size_t c = 0; c < kCalls; ++c) {
-    for (size_t i = 0; i < kWrites; ++i) {
-      bufs.emplace_back(4096);
-      std::memset(bufs.back().data(), static_cast<int>(c * 31 + i), 4096);
-    }
-  }
   for (size_t c = 0; c < kCalls; ++c) {
     for (size_t i = 0; i < kWrites; ++i) {
       writes[c].push_back({.offset = (c * kWrites + i) * 4096, .data = bufs[c * kWrites + i].span(),
@@ -234,11 +238,7 @@ TEST(FileDeviceTest, EarlyWritesJoinTheCallThatContinuesThem) {
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   // More early writes than a batch ring holds at once, then more, which move the array.
   constexpr size_t kEarly = 300, kLater = 200;
-  std::vector<AlignedBuffer> bufs;
-  for (size_t i = 0; i < kEarly + kLater; ++i) {
-    bufs.emplace_back(4096);
-    std::memset(bufs.back().data(), static_cast<int>(i * 7 + 1), 4096);
-  }
+  std::vector<AlignedBuffer> bufs = FilledBlocks(kEarly + kLater);
   std::vector<DeviceWrite> writes;
   auto add = [&](size_t i) {
     writes.push_back({.offset = i * 4096, .data = bufs[i].span(), .status = OkStatus()});

@@ -250,15 +250,11 @@ std::unique_ptr<IoRing::PendingWrites> IoRing::StartEarlyWrites(int fd, std::spa
   auto pending = std::make_unique<PendingWrites>();
   pending->fd = fd;
   pending->lane = batch_lanes_.Acquire(pending->failure);
-  SubmitBatchWrites(*pending, writes, /*datasync=*/false);
+  ContinueWriteAll(*pending, writes, /*datasync=*/false);
   return pending;
 }
 
 void IoRing::ContinueWriteAll(PendingWrites& p, std::span<Write> writes, bool datasync) {
-  SubmitBatchWrites(p, writes, datasync);
-}
-
-void IoRing::SubmitBatchWrites(PendingWrites& p, std::span<Write> writes, bool datasync) {
   for (size_t i = p.writes.size(); i < writes.size(); ++i) writes[i].result = kNotRun;
   p.writes = writes;
   p.datasync = datasync;

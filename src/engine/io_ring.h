@@ -208,9 +208,6 @@ class IoRing {
   template <typename Prepare>
   int64_t Execute(Prepare prepare);
   static void PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i);
-  // Makes `writes` (which extend p's) and, with `datasync`, the fdatasync p's entries, and
-  // submits the writes not yet submitted.
-  static void SubmitBatchWrites(PendingWrites& p, std::span<Write> writes, bool datasync);
 
   static constexpr unsigned kLaneEntries = 32;  // a lane's ring: one I/O, or a ReadAll group
   static constexpr unsigned kBatchEntries = 256;
