@@ -18,10 +18,17 @@ def write(target, name, data):
 
 
 def wire(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
-         version=1):
+         version=2, flags=0, data=None):
     h = struct.pack("<IBBHQIIiIQ", magic, version, kind, opcode, rid, len(op_header),
-                    len(message), status, 0, payload)
-    return struct.pack("<Q", payload) + h + op_header + message
+                    len(message), status, flags, payload)
+    return struct.pack("<Q", payload if data is None else data) + h + op_header + message
+
+
+def placement(pid, ticket_addr, ticket, iovs):
+    out = struct.pack("<IIQQ", pid, len(iovs), ticket_addr, ticket)
+    for addr, length in iovs:
+        out += struct.pack("<QQ", addr, length)
+    return out
 
 
 key = struct.pack("<QQQQII", 7, 1, 2, 3, 4, 0)
@@ -36,6 +43,14 @@ write("wire_decode", "reply_error", wire(2, 2, 43, b"", b"shard 17 not found", s
 write("wire_decode", "bad_magic", wire(1, 1, 1, magic=0xDEADBEEF))
 write("wire_decode", "bad_version", wire(1, 1, 1, version=9))
 write("wire_decode", "truncated", wire(1, 1, 42, shard_req)[:30])
+write("wire_decode", "request_placement",
+      wire(1, 6, 44, shard_req, placement(4242, 0x7f0000001000, 0x1234, [(0x7f0000100000, 1 << 20)])))
+write("wire_decode", "request_placement_iovs",
+      wire(1, 6, 45, shard_req, placement(4242, 0x7f0000001000, 0x99,
+                                          [(0x7f0000100000 + i * 8192, 4096) for i in range(8)])))
+write("wire_decode", "reply_placed", wire(2, 6, 44, shard_reply, payload=1 << 20, flags=1, data=0))
+write("wire_decode", "request_placement_zero_ticket",
+      wire(1, 6, 46, b"", placement(1, 4096, 0, [(8192, 4096)])))
 
 write("shard_header_decode", "request", b"\x00" + shard_req)
 write("shard_header_decode", "reply", b"\x01" + shard_reply)

@@ -1,6 +1,6 @@
 // Fuzzes wire::DecodeMessage and wire::PeekRequestId (src/transport/wire.h): the first 8 bytes
 // of the input are the payload length UCX would report, the rest is the AM header. A decoded
-// message must stay inside the input and re-encode to the same bytes.
+// message (with its reply placement or placed flag) must re-encode to the same bytes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -24,19 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Invariants of an accepted message.
   if (m->op_header.size() > wire::kMaxOpHeader) std::abort();
   if (m->status_message.size() > wire::kMaxStatusMessage) std::abort();
-  if (m->payload_len != payload_len) std::abort();
+  if (m->placed ? payload_len != 0 : m->payload_len != payload_len) std::abort();
+  if (m->placement && (m->placement->iovs.empty() || m->placement->capacity() == 0)) std::abort();
   Result<std::vector<std::byte>> again =
       m->kind == wire::MessageKind::kRequest
-          ? wire::EncodeRequest(m->request_id, m->opcode, m->op_header, m->payload_len)
+          ? wire::EncodeRequest(m->request_id, m->opcode, m->op_header, m->payload_len,
+                                m->placement ? &*m->placement : nullptr)
           : wire::EncodeReply(m->request_id, m->opcode,
                               Status(m->status_code, std::string(m->status_message)),
-                              m->op_header, m->payload_len);
+                              m->op_header, m->payload_len, m->placed);
   if (!again.ok()) std::abort();
-  // The reserved field is not checked by the decoder, so compare what follows the header.
-  if (again->size() != size) std::abort();
-  if (std::memcmp(again->data() + sizeof(wire::MessageHeader),
-                  data + sizeof(wire::MessageHeader), size - sizeof(wire::MessageHeader)) != 0) {
-    std::abort();
-  }
+  if (again->size() != size || std::memcmp(again->data(), data, size) != 0) std::abort();
   return 0;
 }

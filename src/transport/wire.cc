@@ -6,17 +6,64 @@
 namespace penstock::wire {
 namespace {
 
-std::vector<std::byte> Encode(const MessageHeader& h, std::span<const std::byte> op_header,
-                              std::string_view message) {
-  std::vector<std::byte> out(sizeof(MessageHeader) + op_header.size() + message.size());
+std::vector<std::byte> Encode(MessageHeader h, std::span<const std::byte> op_header,
+                              std::span<const std::byte> tail) {
+  h.message_len = static_cast<uint32_t>(tail.size());
+  std::vector<std::byte> out(sizeof(MessageHeader) + op_header.size() + tail.size());
   std::memcpy(out.data(), &h, sizeof h);
   if (!op_header.empty()) {
     std::memcpy(out.data() + sizeof h, op_header.data(), op_header.size());
   }
-  if (!message.empty()) {
-    std::memcpy(out.data() + sizeof h + op_header.size(), message.data(), message.size());
+  if (!tail.empty()) {
+    std::memcpy(out.data() + sizeof h + op_header.size(), tail.data(), tail.size());
   }
   return out;
+}
+
+Status BadPlacement(const std::string& what) {
+  return InvalidArgument("malformed data-plane request: reply placement " + what);
+}
+
+// The pieces' total, or nothing when a piece is empty or the memory wraps around.
+std::optional<uint64_t> CheckedCapacity(const std::vector<PlacementIov>& iovs) {
+  uint64_t total = 0;
+  for (const PlacementIov& v : iovs) {
+    if (v.len == 0 || v.addr + v.len < v.addr || total + v.len < total) return std::nullopt;
+    total += v.len;
+  }
+  return total;
+}
+
+std::vector<std::byte> EncodePlacement(const Placement& p) {
+  PlacementFixed f{p.pid, static_cast<uint32_t>(p.iovs.size()), p.ticket_addr, p.ticket};
+  std::vector<std::byte> out(sizeof f + p.iovs.size() * 16);
+  std::memcpy(out.data(), &f, sizeof f);
+  for (size_t i = 0; i < p.iovs.size(); ++i) {
+    std::memcpy(out.data() + sizeof f + i * 16, &p.iovs[i].addr, 8);
+    std::memcpy(out.data() + sizeof f + i * 16 + 8, &p.iovs[i].len, 8);
+  }
+  return out;
+}
+
+Result<Placement> DecodePlacement(std::span<const std::byte> bytes) {
+  PlacementFixed f;
+  if (bytes.size() < sizeof f) return BadPlacement("is shorter than its fixed part");
+  std::memcpy(&f, bytes.data(), sizeof f);
+  if (f.iov_count == 0 || f.iov_count > kMaxPlacementIovs) {
+    return BadPlacement("has " + std::to_string(f.iov_count) + " pieces (1.." +
+                        std::to_string(kMaxPlacementIovs) + ")");
+  }
+  if (bytes.size() != sizeof f + uint64_t{f.iov_count} * 16) {
+    return BadPlacement("length disagrees with its " + std::to_string(f.iov_count) + " pieces");
+  }
+  if (f.ticket == 0) return BadPlacement("has no ticket");
+  Placement p{f.pid, f.ticket_addr, f.ticket, std::vector<PlacementIov>(f.iov_count)};
+  for (size_t i = 0; i < f.iov_count; ++i) {
+    std::memcpy(&p.iovs[i].addr, bytes.data() + sizeof f + i * 16, 8);
+    std::memcpy(&p.iovs[i].len, bytes.data() + sizeof f + i * 16 + 8, 8);
+  }
+  if (!CheckedCapacity(p.iovs)) return BadPlacement("has an empty or wrapping piece");
+  return p;
 }
 
 MessageHeader Fixed(MessageKind kind, uint64_t request_id, uint16_t opcode, size_t header_len,
@@ -39,25 +86,33 @@ Status HeaderTooLong(size_t n) {
 
 }  // namespace
 
+uint64_t Placement::capacity() const { return CheckedCapacity(iovs).value_or(0); }
+
 Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcode,
                                              std::span<const std::byte> op_header,
-                                             uint64_t payload_len) {
+                                             uint64_t payload_len, const Placement* placement) {
   if (op_header.size() > kMaxOpHeader) return HeaderTooLong(op_header.size());
   MessageHeader h = Fixed(MessageKind::kRequest, request_id, opcode, op_header.size(), payload_len);
-  return Encode(h, op_header, {});
+  if (placement == nullptr) return Encode(h, op_header, {});
+  if (placement->iovs.empty() || placement->iovs.size() > kMaxPlacementIovs ||
+      placement->ticket == 0 || !CheckedCapacity(placement->iovs)) {
+    return InvalidArgument("reply placement needs 1.." + std::to_string(kMaxPlacementIovs) +
+                           " non-empty pieces of memory and a non-zero ticket");
+  }
+  return Encode(h, op_header, EncodePlacement(*placement));
 }
 
 Result<std::vector<std::byte>> EncodeReply(uint64_t request_id, uint16_t opcode,
                                            const Status& status,
                                            std::span<const std::byte> op_header,
-                                           uint64_t payload_len) {
+                                           uint64_t payload_len, bool placed) {
   if (op_header.size() > kMaxOpHeader) return HeaderTooLong(op_header.size());
   std::string_view message = status.message();
   if (message.size() > kMaxStatusMessage) message = message.substr(0, kMaxStatusMessage);
   MessageHeader h = Fixed(MessageKind::kReply, request_id, opcode, op_header.size(), payload_len);
   h.status_code = static_cast<int32_t>(status.code());
-  h.message_len = static_cast<uint32_t>(message.size());
-  return Encode(h, op_header, message);
+  h.flags = placed ? uint32_t{kPlaced} : 0;
+  return Encode(h, op_header, std::as_bytes(std::span(message)));
 }
 
 Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint64_t payload_len) {
@@ -87,12 +142,16 @@ Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint6
                            ") disagree with the " + std::to_string(am_header.size()) +
                            " bytes received");
   }
-  if (h.payload_len != payload_len) {
-    return InvalidArgument("malformed data-plane message: payload length " +
-                           std::to_string(h.payload_len) + " but " + std::to_string(payload_len) +
-                           " bytes arrived");
+  const bool placed = h.kind == MessageKind::kReply && (h.flags & kPlaced) != 0;
+  if ((h.kind == MessageKind::kRequest && h.flags != 0) || (h.flags & ~uint32_t{kPlaced}) != 0) {
+    return InvalidArgument("malformed data-plane message: unknown flags " + std::to_string(h.flags));
   }
-  if (h.kind == MessageKind::kRequest && (h.message_len != 0 || h.status_code != 0)) {
+  if (placed ? payload_len != 0 : h.payload_len != payload_len) {
+    return InvalidArgument("malformed data-plane message: payload length " +
+                           std::to_string(placed ? 0 : h.payload_len) + " but " +
+                           std::to_string(payload_len) + " bytes arrived");
+  }
+  if (h.kind == MessageKind::kRequest && h.status_code != 0) {
     return InvalidArgument("malformed data-plane message: a request carries a status");
   }
   if (h.status_code < 0 || h.status_code > static_cast<int32_t>(StatusCode::kUnauthenticated)) {
@@ -105,9 +164,17 @@ Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint6
   m.request_id = h.request_id;
   m.status_code = static_cast<StatusCode>(h.status_code);
   m.op_header = am_header.subspan(sizeof h, h.header_len);
-  auto msg = am_header.subspan(sizeof h + h.header_len, h.message_len);
-  m.status_message = std::string_view(reinterpret_cast<const char*>(msg.data()), msg.size());
+  auto tail = am_header.subspan(sizeof h + h.header_len, h.message_len);
+  if (h.kind == MessageKind::kRequest) {
+    if (!tail.empty()) {
+      PS_ASSIGN_OR_RETURN(Placement p, DecodePlacement(tail));
+      m.placement = std::move(p);
+    }
+  } else {
+    m.status_message = std::string_view(reinterpret_cast<const char*>(tail.data()), tail.size());
+  }
   m.payload_len = h.payload_len;
+  m.placed = placed;
   return m;
 }
 

@@ -1,9 +1,11 @@
 // wire.h — the data-plane wire format: one fixed header in front of every active message.
 //
 // Every request and reply is one UCX active message (AM). Its AM header is
-//   MessageHeader (40 bytes) | op header (header_len bytes) | status message (message_len bytes)
+//   MessageHeader (40 bytes) | op header (header_len bytes) | tail (message_len bytes)
 // and its AM data is the bulk payload (payload_len bytes, may be 0). The op header is opaque to
-// the transport; the status message is only present in replies. All integers are little-endian
+// the transport. The tail of a reply is its status message; the tail of a request, when not
+// empty, is a Placement: client memory the server may write the reply payload into (same host
+// only, see rpc_server.h), after which the reply carries the flag kPlaced and no AM data. All integers are little-endian
 // (the build refuses big-endian hosts). Bump kVersion on any incompatible change; a receiver
 // rejects versions it does not know.
 //
@@ -14,6 +16,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -25,7 +28,7 @@ namespace penstock::wire {
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 inline constexpr uint32_t kMagic = 0x4b545350;  // "PSTK" as bytes on the wire
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kMaxOpHeader = 4096;        // op-specific header bytes
 inline constexpr size_t kMaxStatusMessage = 2048;   // longer messages are truncated by the sender
 
@@ -43,10 +46,42 @@ struct [[gnu::packed]] MessageHeader {
   uint32_t header_len;     // op header bytes after this struct (<= kMaxOpHeader)
   uint32_t message_len;    // reply: status message bytes after the op header; request: 0
   int32_t status_code;     // reply: a StatusCode; request: 0
-  uint32_t reserved;       // 0
-  uint64_t payload_len;    // bytes of AM data (the bulk payload)
+  uint32_t flags;          // reply: MessageFlags; request: 0
+  uint64_t payload_len;    // bytes of AM data (the bulk payload); with kPlaced, bytes placed
 };
 static_assert(sizeof(MessageHeader) == 40);
+
+enum MessageFlags : uint32_t {
+  // Reply: the server wrote the payload (payload_len bytes) into the memory the request's
+  // Placement named; no AM data follows.
+  kPlaced = 1,
+};
+
+// A request's offer of client memory for its reply payload: the client process, a ticket (a
+// random non-zero word the client keeps at `ticket_addr` while the memory is lent, and clears
+// before it takes the memory back), and the memory, in order. Encoded as PlacementFixed then
+// `iovs` as (addr, len) pairs of uint64.
+inline constexpr size_t kMaxPlacementIovs = 64;
+struct [[gnu::packed]] PlacementFixed {
+  uint32_t pid;
+  uint32_t iov_count;  // 1..kMaxPlacementIovs
+  uint64_t ticket_addr;
+  uint64_t ticket;     // non-zero
+};
+static_assert(sizeof(PlacementFixed) == 24);
+struct PlacementIov {
+  uint64_t addr = 0;
+  uint64_t len = 0;  // > 0
+};
+struct Placement {
+  uint32_t pid = 0;
+  uint64_t ticket_addr = 0;
+  uint64_t ticket = 0;
+  std::vector<PlacementIov> iovs;
+  uint64_t capacity() const;  // the iovs' total length
+};
+inline constexpr size_t kMaxPlacement = sizeof(PlacementFixed) + kMaxPlacementIovs * 16;
+static_assert(kMaxPlacement <= 2048);
 
 // Largest AM header we ever send: what a worker must support (UCX reports ~8 KiB for tcp/shm).
 inline constexpr size_t kMaxAmHeader = sizeof(MessageHeader) + kMaxOpHeader + kMaxStatusMessage;
@@ -59,20 +94,26 @@ struct DecodedMessage {
   StatusCode status_code = StatusCode::kOk;
   std::span<const std::byte> op_header;
   std::string_view status_message;
-  uint64_t payload_len = 0;
+  uint64_t payload_len = 0;    // with `placed`, the bytes the server wrote into client memory
+  bool placed = false;         // reply: kPlaced (no AM data arrived)
+  std::optional<Placement> placement;  // request: the memory offered for the reply
 };
 
-// AM header of a request. Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader.
+// AM header of a request, offering `placement` (may be null) for the reply. Errors:
+// kInvalidArgument when `op_header` exceeds kMaxOpHeader or the placement is not valid (no
+// memory or more than kMaxPlacementIovs pieces, an empty piece, a zero ticket).
 Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcode,
                                              std::span<const std::byte> op_header,
-                                             uint64_t payload_len);
+                                             uint64_t payload_len,
+                                             const Placement* placement = nullptr);
 
-// AM header of a reply. A status message longer than kMaxStatusMessage is truncated.
+// AM header of a reply. A status message longer than kMaxStatusMessage is truncated. With
+// `placed`, payload_len is the bytes written into the request's Placement and no AM data goes.
 // Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader.
 Result<std::vector<std::byte>> EncodeReply(uint64_t request_id, uint16_t opcode,
                                            const Status& status,
                                            std::span<const std::byte> op_header,
-                                           uint64_t payload_len);
+                                           uint64_t payload_len, bool placed = false);
 
 // Parses an AM header; `payload_len` is the AM data length UCX reported. Errors:
 // kInvalidArgument naming what is wrong (short header, bad magic, unknown version or kind,

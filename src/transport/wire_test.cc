@@ -95,6 +95,66 @@ TEST(WireTest, CorruptFieldsAreRejected) {
   EXPECT_FALSE(DecodeMessage(req, 0).ok());
 }
 
+TEST(WireTest, RequestCarriesItsReplyPlacement) {
+  Placement p{4242, 0x7000, 0xfeed, {{0x10000, 4096}, {0x30000, 8192}}};
+  auto enc = EncodeRequest(3, 6, Bytes("op"), 0, &p);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(enc->size(), sizeof(MessageHeader) + 2 + sizeof(PlacementFixed) + 2 * 16);
+  auto dec = DecodeMessage(*enc, 0);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  ASSERT_TRUE(dec->placement.has_value());
+  EXPECT_EQ(dec->placement->pid, 4242u);
+  EXPECT_EQ(dec->placement->ticket_addr, 0x7000u);
+  EXPECT_EQ(dec->placement->ticket, 0xfeedu);
+  ASSERT_EQ(dec->placement->iovs.size(), 2u);
+  EXPECT_EQ(dec->placement->iovs[1].addr, 0x30000u);
+  EXPECT_EQ(dec->placement->capacity(), 12288u);
+  EXPECT_EQ(dec->op_header.size(), 2u);
+  EXPECT_FALSE(DecodeMessage(*EncodeRequest(3, 6, {}, 0), 0)->placement.has_value());
+}
+
+TEST(WireTest, BadPlacementsAreRefused) {
+  Placement none{1, 8, 9, {}};
+  EXPECT_FALSE(EncodeRequest(1, 1, {}, 0, &none).ok());
+  Placement no_ticket{1, 8, 0, {{4096, 4096}}};
+  EXPECT_FALSE(EncodeRequest(1, 1, {}, 0, &no_ticket).ok());
+  Placement wraps{1, 8, 9, {{~uint64_t{0} - 10, 4096}}};
+  EXPECT_FALSE(EncodeRequest(1, 1, {}, 0, &wraps).ok());
+  Placement many{1, 8, 9, std::vector<PlacementIov>(kMaxPlacementIovs + 1, {4096, 1})};
+  EXPECT_FALSE(EncodeRequest(1, 1, {}, 0, &many).ok());
+
+  Placement good{1, 8, 9, {{4096, 4096}}};
+  auto enc = *EncodeRequest(1, 1, {}, 0, &good);
+  auto corrupt = [&](size_t offset, uint8_t value) {
+    auto b = enc;
+    b[sizeof(MessageHeader) + offset] = std::byte{value};
+    return DecodeMessage(b, 0);
+  };
+  EXPECT_FALSE(corrupt(4, 0).ok());    // no pieces
+  EXPECT_FALSE(corrupt(4, 2).ok());    // more pieces than bytes
+  EXPECT_FALSE(corrupt(4, 200).ok());  // over the limit
+  EXPECT_FALSE(corrupt(16, 0).ok());   // ticket 9 -> 0
+  EXPECT_FALSE(corrupt(33, 0).ok());   // piece length 4096 -> 0 (its second byte)
+  EXPECT_FALSE(DecodeMessage(std::span(enc).first(enc.size() - 1), 0).ok());
+}
+
+TEST(WireTest, PlacedReplyHasNoData) {
+  auto enc = EncodeReply(8, 6, OkStatus(), Bytes("hdr"), 1 << 20, /*placed=*/true);
+  ASSERT_TRUE(enc.ok());
+  auto dec = DecodeMessage(*enc, 0);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_TRUE(dec->placed);
+  EXPECT_EQ(dec->payload_len, 1u << 20);
+  EXPECT_FALSE(DecodeMessage(*enc, 1 << 20).ok());  // a placed reply with data is malformed
+  EXPECT_FALSE(DecodeMessage(*EncodeReply(8, 6, OkStatus(), {}, 5), 5)->placed);
+  auto req = *EncodeRequest(1, 1, {}, 0);
+  req[28] = std::byte{kPlaced};  // flags on a request
+  EXPECT_FALSE(DecodeMessage(req, 0).ok());
+  auto rep = *EncodeReply(1, 1, OkStatus(), {}, 0);
+  rep[29] = std::byte{1};  // an unknown flag
+  EXPECT_FALSE(DecodeMessage(rep, 0).ok());
+}
+
 TEST(WireTest, GarbageNeverCrashes) {
   uint32_t seed = 12345;
   for (int i = 0; i < 20000; ++i) {
