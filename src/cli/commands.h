@@ -30,11 +30,12 @@ struct GlobalOptions {
   TlsOptions tls;       // --tls-ca/--tls-cert/--tls-key / PENSTOCK_TLS_*: TLS to mgmt
   unsigned data_workers = 1;  // --data-workers / PENSTOCK_DATA_WORKERS
   std::string net_devices;    // --net-devices / PENSTOCK_NET_DEVICES: "devs;devs;..." per worker
+  bool reply_placement = true;  // --reply-placement / PENSTOCK_REPLY_PLACEMENT
 };
 
 // The ClientOptions these global options ask for.
 ClientOptions ToClientOptions(const GlobalOptions& g);
-// Declares the data-plane settings (--data-workers, --net-devices) on `app`.
+// Declares the data-plane settings (--data-workers, --net-devices, --reply-placement) on `app`.
 void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 
 // Declares --tls-ca, --tls-cert and --tls-key on `app`, bound to `*tls`: a client's (to

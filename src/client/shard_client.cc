@@ -217,6 +217,7 @@ class PlacedReply : public ReplyDestination {
     return spans;
   }
   void Return(bool) override { dest_->Return(at_, lent_); }
+  uint64_t UpFrontLength() const override { return max_ == UINT64_MAX ? 0 : max_; }
 
  private:
   std::shared_ptr<StripeDestination> dest_;

@@ -48,11 +48,17 @@ struct RpcReply {
 // whose owner cancels must wait for Return before it reuses or frees the memory; the transport
 // bounds that wait by the call's timeout (it closes the connection of a transfer still
 // running then). Implementations are thread-safe.
+//
+// A destination that knows the largest payload before the call is sent (a read of a known
+// range) says so in UpFrontLength: the client may then Borrow that much when it sends the call,
+// so that a server on the same host writes the payload straight into it (reply placement,
+// transport/placement.h); the reply may fill less of it (RpcReply::placed).
 class ReplyDestination {
  public:
   virtual ~ReplyDestination() = default;
   virtual std::vector<std::span<std::byte>> Borrow(uint64_t length) = 0;
   virtual void Return(bool ok) = 0;
+  virtual uint64_t UpFrontLength() const { return 0; }  // 0: unknown, Borrow when the reply comes
 };
 
 // Sends the reply to one request. Call exactly once (later calls are ignored), from any thread.

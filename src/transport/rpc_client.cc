@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 #include <shared_mutex>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "common/log.h"
 #include "transport/am_message.h"
 #include "transport/flow_control.h"
+#include "transport/placement.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"
@@ -115,11 +117,10 @@ class RpcClient::Impl {
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
             std::shared_ptr<ReplyDestination> into) {
     uint64_t id = next_id_.fetch_add(1) + 1;
-    auto am_header = std::make_shared<Result<std::vector<std::byte>>>(
-        wire::EncodeRequest(id, opcode, header, payload.size()));
+    auto op_header = std::make_shared<std::vector<std::byte>>(header.begin(), header.end());
     auto done_box = std::make_shared<std::function<void(RpcReply)>>(std::move(done));
-    bool posted = worker_->Post([this, id, address, opcode, am_header, payload, done_box, into = std::move(into)] {
-      StartCall(id, address, opcode, std::move(*am_header), payload, std::move(*done_box), into);
+    bool posted = worker_->Post([this, id, address, opcode, op_header, payload, done_box, into = std::move(into)] {
+      StartCall(id, address, opcode, *op_header, payload, std::move(*done_box), into);
     });
     if (!posted) (*done_box)(ErrorReply(Cancelled("data-plane client is shutting down")));
   }
@@ -142,6 +143,7 @@ class RpcClient::Impl {
     std::string address;
     ucp_ep_h ep = nullptr;
     bool failed = false;
+    bool local = false;  // the server's address is on this host: replies may be placed
     // Until the first reply arrives the connection may still be wiring up: one call at a time.
     // (UCX 1.13 can abort with "Assertion `max_iov > 1'" when it replays many requests queued
     // during wire-up, seen with several workers of one process over shared memory.)
@@ -165,16 +167,23 @@ class RpcClient::Impl {
     // A reply payload is being received into memory `into` lent: the call is delivered only
     // after it ended (and the memory was returned).
     bool receiving = false;
+    // Memory `into` lent when the call was sent, offered to the server for the reply (reply
+    // placement), and the ticket word the server reads back before it writes there; cleared
+    // before the memory goes back (ReturnLent).
+    std::vector<std::span<std::byte>> lent;
+    std::unique_ptr<std::atomic<uint64_t>> ticket;
   };
 
   // ---- everything below runs on the progress thread ----
 
   void StartCall(uint64_t id, const std::string& address, uint16_t opcode,
-                 Result<std::vector<std::byte>> am_header, std::span<const std::byte> payload,
+                 std::span<const std::byte> op_header, std::span<const std::byte> payload,
                  std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
     if (calls_total_ != nullptr) calls_total_->Inc();
     if (shutting_down_) return done(ErrorReply(Cancelled("data-plane client is shutting down")));
-    if (!am_header.ok()) return done(ErrorReply(am_header.status()));
+    if (op_header.size() > wire::kMaxOpHeader) {
+      return done(ErrorReply(wire::EncodeRequest(id, opcode, op_header, 0).status()));
+    }
     Result<std::shared_ptr<Endpoint>> ep = Connect(address);
     if (!ep.ok()) return done(ErrorReply(ep.status()));
     PendingCall& call = calls_[id];
@@ -182,9 +191,12 @@ class RpcClient::Impl {
     call.opcode = opcode;
     call.deadline = Clock::now() + options_.timeout;
     call.done = std::move(done);
-    call.am_header = std::move(am_header).value();
     call.payload = payload;
     call.into = std::move(into);
+    std::optional<wire::Placement> placement = LendForPlacement(call);
+    call.am_header = std::move(wire::EncodeRequest(id, opcode, op_header, payload.size(),
+                                                   placement ? &*placement : nullptr))
+                         .value();
     (*ep)->calls.insert(id);
     deadlines_.insert({call.deadline, id});
     if ((*ep)->queue.empty() && Admit(**ep, payload.size())) {
@@ -193,6 +205,39 @@ class RpcClient::Impl {
       call.send_done = true;  // nothing handed to UCX yet: it can be failed at any time
       (*ep)->queue.push_back(id);
     }
+  }
+
+  // Borrows the memory of a call whose reply the server may place (RpcClientOptions::
+  // reply_placement) and describes it for the request.
+  std::optional<wire::Placement> LendForPlacement(PendingCall& call) {
+    if (!options_.reply_placement || call.into == nullptr || !call.endpoint->local) return std::nullopt;
+    const uint64_t length = call.into->UpFrontLength();
+    if (length < std::max<uint64_t>(options_.placement_threshold, 1)) return std::nullopt;
+    std::vector<std::span<std::byte>> spans = call.into->Borrow(length);
+    if (spans.empty()) return std::nullopt;
+    if (spans.size() > wire::kMaxPlacementIovs) {
+      call.into->Return(false);
+      return std::nullopt;
+    }
+    wire::Placement p;
+    p.pid = static_cast<uint32_t>(getpid());
+    for (auto s : spans) p.iovs.push_back({reinterpret_cast<uintptr_t>(s.data()), s.size()});
+    do {
+      p.ticket = ticket_rng_();
+    } while (p.ticket == 0);
+    call.ticket = std::make_unique<std::atomic<uint64_t>>(p.ticket);
+    p.ticket_addr = reinterpret_cast<uintptr_t>(call.ticket.get());
+    call.lent = std::move(spans);
+    return p;
+  }
+
+  // Takes back the memory a call lent up front (the ticket first, so a server that has not
+  // yet checked it leaves the memory alone) and returns it to the destination.
+  static void ReturnLent(PendingCall& call, bool ok) {
+    if (call.lent.empty()) return;
+    call.ticket->store(0, std::memory_order_seq_cst);
+    call.lent.clear();
+    call.into->Return(ok);
   }
 
   // Hands an admitted call to UCX.
@@ -252,6 +297,7 @@ class RpcClient::Impl {
       return Unavailable("cannot connect to data-plane address " + address + ": " +
                          ucs_status_string(st) + "; is the target running?");
     }
+    e->local = IsLocalAddress(addr);
     endpoints_[address] = e;
     return e;
   }
@@ -302,6 +348,7 @@ class RpcClient::Impl {
     PendingCall call = std::move(it->second);
     uint64_t id = it->first;
     calls_.erase(it);
+    ReturnLent(call, false);  // no reply used it (a placed reply returned it already)
     call.endpoint->calls.erase(id);
     deadlines_.erase({call.deadline, id});
     if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
@@ -363,10 +410,21 @@ class RpcClient::Impl {
     reply->from_peer = true;
     reply->status = Status(msg->status_code, std::string(msg->status_message));
     reply->header.assign(msg->op_header.begin(), msg->op_header.end());
+    PendingCall& call = it->second;
+    if (msg->placed) return self->OnPlacedReply(call, id, std::move(*reply), msg->payload_len);
     if (self->rx_bytes_ != nullptr) self->rx_bytes_->Inc(length);
-    if (length > 0 && it->second.into != nullptr) {
-      std::vector<std::span<std::byte>> into = it->second.into->Borrow(length);
-      if (!into.empty()) return self->ReceiveInto(it->second, id, reply, data, length, param, std::move(into));
+    if (!call.lent.empty()) {
+      // The server sent the payload instead of placing it: receive it into the same memory.
+      std::vector<std::span<std::byte>> into = std::move(call.lent);
+      call.lent.clear();
+      call.ticket->store(0, std::memory_order_seq_cst);
+      if (length > 0 && TrimTo(into, length)) {
+        return self->ReceiveInto(call, id, reply, data, length, param, std::move(into));
+      }
+      call.into->Return(length == 0);
+    } else if (length > 0 && call.into != nullptr) {
+      std::vector<std::span<std::byte>> into = call.into->Borrow(length);
+      if (!into.empty()) return self->ReceiveInto(call, id, reply, data, length, param, std::move(into));
     }
     return ReceivePayload(self->worker_->worker(), data, length, param,
                           [self, id, reply](Result<AlignedBuffer> payload) {
@@ -374,6 +432,39 @@ class RpcClient::Impl {
                             reply->payload = std::move(payload).value();
                             self->Complete(id, std::move(*reply));
                           });
+  }
+
+  // A reply whose `length` payload bytes the server wrote into the memory the call lent.
+  ucs_status_t OnPlacedReply(PendingCall& call, uint64_t id, RpcReply reply, uint64_t length) {
+    uint64_t lent = 0;
+    for (auto piece : call.lent) lent += piece.size();
+    if (call.lent.empty() || length > lent) {
+      Complete(id, ErrorReply(Internal("bad reply from data-plane address " + call.endpoint->address +
+                                       ": it placed " + std::to_string(length) + " bytes in " +
+                                       std::to_string(lent) + " bytes of lent memory")));
+      return UCS_OK;
+    }
+    ReturnLent(call, true);
+    if (placed_bytes_ != nullptr) placed_bytes_->Inc(length);
+    reply.placed = length;
+    Complete(id, std::move(reply));
+    return UCS_OK;
+  }
+
+  // Cuts `spans` down to their first `length` bytes; false when they hold fewer.
+  static bool TrimTo(std::vector<std::span<std::byte>>& spans, uint64_t length) {
+    uint64_t left = length;
+    size_t n = 0;
+    for (; n < spans.size() && left > 0; ++n) {
+      if (spans[n].size() >= left) {
+        spans[n] = spans[n].first(left);
+        left = 0;
+      } else {
+        left -= spans[n].size();
+      }
+    }
+    spans.resize(n);
+    return left == 0;
   }
 
   // Receives the reply payload of call `id` into `into` (lent by call.into), then completes it.
@@ -477,6 +568,7 @@ class RpcClient::Impl {
   Counter* tx_bytes_ = nullptr;
   Counter* rx_bytes_ = nullptr;
   Counter* placed_bytes_ = nullptr;
+  std::mt19937_64 ticket_rng_{std::random_device{}()};  // progress thread
   const UcxWorker::Options worker_options_;
 };
 
@@ -506,6 +598,7 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   if (options.workers == 0 || options.workers > 64) {
     return InvalidArgument("data-plane client workers must be 1..64, not " + std::to_string(options.workers));
   }
+  if (options.reply_placement) AllowReplyPlacement();
   // Each worker gets its share of the per-target window, so the client's bound stays the same.
   RpcClientOptions per = options;
   auto share = [&](auto total) { return total == 0 ? total : std::max<decltype(total)>(1, (total + options.workers - 1) / options.workers); };

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "transport/rpc_client.h"
 
 extern char** environ;
@@ -196,6 +197,51 @@ TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
   }
   EXPECT_EQ(client->CallSync(doomed_address, 2, {}, {}).status.code(), StatusCode::kUnavailable);
   EXPECT_TRUE(client->CallSync(healthy_address, 2, {}, payload).status.ok());
+}
+
+// Reply placement between processes: a server process writes a 16 MiB echo straight into
+// this process's memory (nothing arrives over the transport), into one piece and into several.
+TEST(RpcProcessTest, AServerProcessWritesRepliesIntoTheClientsMemory) {
+  Peer server({"serve", "0", "0"});
+  const std::string address = StartServer(server);
+  MetricsRegistry metrics;
+  auto c = RpcClient::Create({.timeout = 30s, .metrics = &metrics});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Counter& rx = metrics.GetCounter("penstock_transport_client_bytes_total", "Data-plane payload bytes",
+                                   {{"direction", "rx"}});
+  std::vector<std::byte> payload(16 << 20);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(i * 7 + (i >> 12));
+  struct UpFront : ReplyDestination {
+    std::vector<std::byte> memory = std::vector<std::byte>((16 << 20) + 8192);
+    std::vector<std::span<std::byte>> pieces;
+    std::atomic<int> borrows{0}, returns{0};
+    std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
+      if (length != UpFrontLength()) return {};
+      ++borrows;
+      return pieces;
+    }
+    void Return(bool) override { ++returns; }
+    uint64_t UpFrontLength() const override { return 16 << 20; }
+  };
+  for (int split : {1, 2}) {
+    auto into = std::make_shared<UpFront>();
+    if (split == 1) {
+      into->pieces = {{into->memory.data(), payload.size()}};
+    } else {  // second half first in memory
+      into->pieces = {{into->memory.data() + (8 << 20) + 8192, 8 << 20}, {into->memory.data(), 8 << 20}};
+    }
+    auto p = std::make_shared<std::promise<RpcReply>>();
+    (*c)->Call(address, 2, {}, payload, [p](RpcReply r) { p->set_value(std::move(r)); }, into);
+    RpcReply r = p->get_future().get();
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.placed, payload.size());
+    EXPECT_EQ(into->borrows.load(), 1);
+    EXPECT_EQ(into->returns.load(), 1);
+    EXPECT_EQ(0, std::memcmp(into->pieces[0].data(), payload.data(), into->pieces[0].size()));
+    EXPECT_EQ(0, std::memcmp(into->pieces.back().data(), payload.data() + payload.size() - into->pieces.back().size(),
+                             into->pieces.back().size()));
+  }
+  EXPECT_EQ(rx.value(), 0u) << "the replies came over the transport, not placed";
 }
 
 }  // namespace

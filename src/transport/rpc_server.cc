@@ -1,15 +1,18 @@
 #include "transport/rpc_server.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
 #include "common/log.h"
 #include "transport/am_message.h"
 #include "transport/flow_control.h"
+#include "transport/placement.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"
@@ -40,6 +43,11 @@ class RpcServer::Impl {
       deferred_total_ = &m.GetCounter(
           "penstock_transport_server_deferred_receives_total",
           "Request payloads received later because max_incoming_bytes was in use");
+      placed_bytes_ = &m.GetCounter("penstock_transport_server_placed_bytes_total",
+                                    "Reply payload bytes written straight into a local client's memory");
+      placement_fallbacks_ = &m.GetCounter(
+          "penstock_transport_server_placement_fallbacks_total",
+          "Replies a client offered memory for that went over the transport instead");
     }
   }
 
@@ -89,7 +97,7 @@ class RpcServer::Impl {
         l->deferred.clear();
         l->deferred_count = 0;
         std::vector<ucp_ep_h> eps;
-        for (auto& [ep, id] : l->conns) eps.push_back(ep);
+        for (auto& [ep, conn] : l->conns) eps.push_back(ep);
         l->conns.clear();
         l->worker->CloseEndpoints(eps);
       });
@@ -191,6 +199,16 @@ class RpcServer::Impl {
     std::shared_ptr<RpcRequest> request;
     void* desc;  // UCX's data descriptor (rendezvous) or the eager bytes
     size_t length;
+    std::shared_ptr<const wire::Placement> placement;  // memory the client lent for the reply
+  };
+
+  // A client connection, on its lane's thread.
+  struct Conn {
+    uint64_t id = 0;
+    // The process that last offered memory for replies on this connection, and whether it runs
+    // as this server's user (placement.h; checked once per process, not per request).
+    uint32_t placement_pid = 0;
+    bool placement_allowed = false;
   };
 
   // One worker and what lives on its thread: its connections and its requests waiting for
@@ -200,7 +218,7 @@ class RpcServer::Impl {
     Rail* rail = nullptr;
     size_t index = 0;  // in lanes_
     std::unique_ptr<UcxWorker> worker;
-    std::unordered_map<ucp_ep_h, uint64_t> conns;  // its thread only
+    std::unordered_map<ucp_ep_h, Conn> conns;      // its thread only
     std::deque<DeferredReceive> deferred;           // its thread only
     std::atomic<size_t> deferred_count{0};          // deferred.size(), for other threads
     std::atomic<uint64_t> accepted{0};
@@ -246,7 +264,7 @@ class RpcServer::Impl {
                   ucs_status_string(st));
       return;
     }
-    lane->conns[handle] = ++lane->impl->next_conn_id_;
+    lane->conns[handle].id = ++lane->impl->next_conn_id_;
     lane->accepted++;
   }
 
@@ -275,7 +293,7 @@ class RpcServer::Impl {
       PS_LOG_WARN("data plane {}: dropping a request with no reply endpoint", self->address_);
       return UCS_OK;
     }
-    uint64_t conn_id = conn->second;
+    uint64_t conn_id = conn->second.id;
     auto bytes = AmHeaderBytes(header, header_length);
     Result<wire::DecodedMessage> msg = wire::DecodeMessage(bytes, length);
     if (msg.ok() && msg->kind != wire::MessageKind::kRequest) {
@@ -289,7 +307,19 @@ class RpcServer::Impl {
     auto request = std::make_shared<RpcRequest>();
     request->opcode = msg->opcode;
     request->header.assign(msg->op_header.begin(), msg->op_header.end());
-    DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length};
+    DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length, nullptr};
+    if (msg->placement) {
+      Conn& c = conn->second;
+      if (c.placement_pid != msg->placement->pid) {
+        c.placement_pid = msg->placement->pid;
+        c.placement_allowed = SameUser(c.placement_pid);
+      }
+      if (c.placement_allowed) {
+        rx.placement = std::make_shared<const wire::Placement>(std::move(*msg->placement));
+      } else if (self->placement_fallbacks_ != nullptr) {
+        self->placement_fallbacks_->Inc();
+      }
+    }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
       if (!lane->deferred.empty() || !self->TryReserve(length)) {
         // Over budget: keep UCX's descriptor and fetch the payload once memory is returned.
@@ -347,15 +377,16 @@ class RpcServer::Impl {
     const size_t index = lane->index;
     ReceivePayload(
         lane->worker->worker(), rx.desc, rx.length, &param,
-        [this, index, ep, conn_id, request_id, request, ticket](Result<AlignedBuffer> payload) {
+        [this, index, ep, conn_id, request_id, request, ticket,
+         placement = std::move(rx.placement)](Result<AlignedBuffer> payload) {
           if (!payload.ok()) {
             PS_LOG_WARN("data plane {}: request {}: {}", address_, request_id,
                         payload.status().message());
             return;  // the connection is failing; the client sees kUnavailable
           }
           request->payload = std::move(payload).value();
-          handler_(std::move(*request),
-                   MakeResponder(gate_, index, ep, conn_id, request_id, request->opcode, ticket));
+          handler_(std::move(*request), MakeResponder(gate_, index, ep, conn_id, request_id,
+                                                      request->opcode, ticket, placement));
         });
   }
 
@@ -383,17 +414,31 @@ class RpcServer::Impl {
     }
   }
 
+  // The Responder writes a payload into the memory the client lent (`placement`, may be null)
+  // on the calling thread, before the reply goes to the lane: the copy runs beside the
+  // transport, not on it.
   static Responder MakeResponder(std::shared_ptr<ResponderGate> gate, size_t lane_index, ucp_ep_h ep,
                                  uint64_t conn_id, uint64_t request_id, uint16_t opcode,
-                                 std::shared_ptr<BudgetTicket> ticket) {
+                                 std::shared_ptr<BudgetTicket> ticket,
+                                 std::shared_ptr<const wire::Placement> placement) {
     auto once = std::make_shared<std::atomic<bool>>(false);
-    return [gate, lane_index, ep, conn_id, request_id, opcode, once, ticket](RpcReply reply) {
+    return [gate, lane_index, ep, conn_id, request_id, opcode, once, ticket,
+            placement](RpcReply reply) {
       if (once->exchange(true)) return;
+      std::optional<Status> placed;  // set when tried
+      if (placement != nullptr && reply.status.ok() && !reply.payload.empty()) {
+        placed = PlaceReply(*placement, reply.payload.span());
+        if (placed->ok()) {
+          reply.placed = reply.payload.size();
+          reply.payload = AlignedBuffer();
+        }
+      }
       auto boxed = std::make_shared<RpcReply>(std::move(reply));
       {
         std::lock_guard lock(gate->mu);
         if (gate->impl == nullptr) return;
         Impl* impl = gate->impl;
+        if (placed) impl->CountPlacement(*placed, boxed->placed);
         Lane* lane = impl->lanes_[lane_index].get();
         lane->worker->Post([impl, lane, ep, conn_id, request_id, opcode, boxed] {
           impl->SendReply(lane, ep, conn_id, request_id, opcode, std::move(*boxed));
@@ -403,13 +448,29 @@ class RpcServer::Impl {
     };
   }
 
+  // Any thread, under the gate. The first refusal of each kind is logged, so an operator
+  // learns why replies are not placed (a ptrace policy, say) without a line per reply.
+  void CountPlacement(const Status& placed, uint64_t bytes) {
+    if (placed.ok()) {
+      if (placed_bytes_ != nullptr) placed_bytes_->Inc(bytes);
+      return;
+    }
+    if (placement_fallbacks_ != nullptr) placement_fallbacks_->Inc();
+    const auto code = static_cast<size_t>(placed.code());
+    if (code < placement_logged_.size() && !placement_logged_[code].exchange(true)) {
+      PS_LOG_INFO("data plane {}: a reply goes over the transport instead of into the client's "
+                  "memory: {}", address_, placed.message());
+    }
+  }
+
   // The lane's thread.
   void SendReply(Lane* lane, ucp_ep_h ep, uint64_t conn_id, uint64_t request_id, uint16_t opcode,
                  RpcReply reply) {
     auto conn = lane->conns.find(ep);
-    if (conn == lane->conns.end() || conn->second != conn_id) return;  // client gone
+    if (conn == lane->conns.end() || conn->second.id != conn_id) return;  // client gone
+    const bool placed = reply.placed > 0;
     auto header = wire::EncodeReply(request_id, opcode, reply.status, reply.header,
-                                    reply.payload.size());
+                                    placed ? reply.placed : reply.payload.size(), placed);
     if (!header.ok()) {
       Status err = Internal("handler for opcode " + std::to_string(opcode) +
                             " built a bad reply: " + header.status().message());
@@ -444,6 +505,9 @@ class RpcServer::Impl {
   Counter* requests_ = nullptr;
   Counter* rx_bytes_ = nullptr;
   Counter* tx_bytes_ = nullptr;
+  Counter* placed_bytes_ = nullptr;
+  Counter* placement_fallbacks_ = nullptr;
+  std::array<std::atomic<bool>, 32> placement_logged_{};  // by StatusCode
 };
 
 Result<std::vector<RpcRail>> ParseRails(const std::string& spec) {

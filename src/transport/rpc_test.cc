@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "common/metrics.h"
 #include "transport/rpc_client.h"
 #include "transport/rpc_server.h"
 #include "transport/socket_address.h"
@@ -158,7 +160,10 @@ TEST(RpcTest, EchoesPayloadsOfEverySize) {
 // Caller memory for a reply (ReplyDestination): `pieces` in order; counts the loans.
 class TestDestination : public ReplyDestination {
  public:
-  explicit TestDestination(std::vector<std::span<std::byte>> pieces) : pieces_(std::move(pieces)) {}
+  // With `up_front`, the destination offers that many bytes when the call is sent (placement).
+  explicit TestDestination(std::vector<std::span<std::byte>> pieces, uint64_t up_front = 0)
+      : pieces_(std::move(pieces)), up_front_(up_front) {}
+  uint64_t UpFrontLength() const override { return up_front_; }
   std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
     std::vector<std::span<std::byte>> out;
     for (auto p : pieces_) {
@@ -179,6 +184,7 @@ class TestDestination : public ReplyDestination {
 
  private:
   std::vector<std::span<std::byte>> pieces_;
+  const uint64_t up_front_;
 };
 
 RpcReply CallInto(RpcClient& client, const std::string& address, std::span<const std::byte> payload,
@@ -235,6 +241,124 @@ TEST(RpcTest, RepliesAreReceivedIntoTheCallersMemory) {
     EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), size));
     EXPECT_EQ(small->returns.load(), 0);
   }
+}
+
+// Three pieces of `memory` for a `size`-byte reply, out of order so a wrong scatter shows.
+std::vector<std::span<std::byte>> Scattered(std::vector<std::byte>& memory, size_t size) {
+  const size_t cut1 = size / 3, cut2 = 2 * size / 3;
+  return {{memory.data() + cut2 + 64, cut1},
+          {memory.data(), cut2 - cut1},
+          {memory.data() + cut2 - cut1 + 32, size - cut2}};
+}
+
+bool Holds(const std::vector<std::span<std::byte>>& spans, const std::vector<std::byte>& bytes) {
+  size_t at = 0;
+  for (auto sp : spans) {
+    const size_t n = std::min(sp.size(), bytes.size() - at);
+    if (std::memcmp(sp.data(), bytes.data() + at, n) != 0) return false;
+    at += n;
+  }
+  return at == bytes.size();
+}
+
+struct PlacementCounters {
+  MetricsRegistry metrics;
+  Counter& placed = metrics.GetCounter("penstock_transport_server_placed_bytes_total", "");
+  Counter& fallbacks = metrics.GetCounter("penstock_transport_server_placement_fallbacks_total", "");
+};
+
+// Reply placement (placement.h): a destination that knows its length up front lends it with
+// the request, and the server (same host, same user) writes the reply straight into it. A
+// reply shorter than the memory fills its start; one larger than it, or below the threshold,
+// or from a client that turned placement off, travels over the transport as before.
+TEST(RpcTest, ServersOnThisHostWriteRepliesIntoTheLentMemory) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics});
+  auto client = MakeClient();
+  ASSERT_TRUE(ts.server && client);
+  std::vector<std::byte> memory((16 << 20) + 4096);
+  for (size_t size : {size_t{64} << 10, size_t{1 << 20} + 1, size_t{16} << 20}) {
+    const auto payload = RandomBytes(size, static_cast<uint32_t>(size) + 5);
+    for (int pieces : {1, 3}) {
+      std::fill(memory.begin(), memory.end(), std::byte{0});
+      auto spans = pieces == 1 ? std::vector<std::span<std::byte>>{{memory.data(), size}} : Scattered(memory, size);
+      auto dest = std::make_shared<TestDestination>(spans, size);
+      const uint64_t before = m.placed.value();
+      RpcReply r = CallInto(*client, ts.server->address(), Span(payload), dest);
+      ASSERT_TRUE(r.status.ok()) << size << ": " << r.status.ToString();
+      EXPECT_EQ(r.placed, size);
+      EXPECT_EQ(r.payload.size(), 0u);
+      EXPECT_EQ(m.placed.value() - before, size) << "written by the server, not sent";
+      EXPECT_EQ(dest->borrows.load(), 1);
+      EXPECT_EQ(dest->returns.load(), 1);
+      EXPECT_TRUE(dest->all_ok.load());
+      EXPECT_TRUE(Holds(spans, payload)) << size << " pieces " << pieces;
+    }
+  }
+  EXPECT_EQ(m.fallbacks.value(), 0u);
+
+  const size_t size = 1 << 20;
+  const auto payload = RandomBytes(size, 99);
+  // A reply shorter than the memory lent.
+  std::fill(memory.begin(), memory.end(), std::byte{0});
+  auto roomy = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), 2 * size}}, 2 * size);
+  RpcReply r = CallInto(*client, ts.server->address(), Span(payload), roomy);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.placed, size);
+  EXPECT_EQ(0, std::memcmp(memory.data(), payload.data(), size));
+  EXPECT_EQ(memory[size], std::byte{0});
+  // A reply larger than the memory lent: sent, and delivered in the reply.
+  auto tight = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), size - 1}}, size - 1);
+  r = CallInto(*client, ts.server->address(), Span(payload), tight);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.placed, 0u);
+  ASSERT_EQ(r.payload.size(), size);
+  EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), size));
+  EXPECT_EQ(tight->returns.load(), 1);
+  EXPECT_EQ(m.fallbacks.value(), 1u);
+  // Below the threshold: received into the memory by the transport, not placed.
+  const uint64_t placed_before = m.placed.value();
+  auto small = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), 4096}}, 4096);
+  r = CallInto(*client, ts.server->address(), std::span(payload).first(4096), small);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.placed, 4096u);
+  // A client with placement off.
+  auto off = RpcClient::Create({.timeout = 10s, .reply_placement = false});
+  ASSERT_TRUE(off.ok());
+  auto big = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), size}}, size);
+  r = CallInto(**off, ts.server->address(), Span(payload), big);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.placed, size);
+  EXPECT_EQ(m.placed.value(), placed_before);
+  EXPECT_EQ(m.fallbacks.value(), 1u);
+}
+
+// A call the client gave up on (timed out) has its ticket cleared before the memory goes back:
+// the server's late reply leaves that memory alone.
+TEST(RpcTest, ALateReplyIsNotWrittenIntoMemoryGivenBack) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics});
+  auto client = MakeClient(300ms);
+  ASSERT_TRUE(ts.server && client);
+  std::vector<std::byte> memory(1 << 20, std::byte{0xaa});
+  auto dest = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), memory.size()}},
+                                                memory.size());
+  std::promise<RpcReply> p;
+  client->Call(ts.server->address(), kNever, {}, {}, [&p](RpcReply r) { p.set_value(std::move(r)); }, dest);
+  RpcReply r = p.get_future().get();
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded) << r.status.ToString();
+  EXPECT_EQ(dest->returns.load(), 1);
+  Responder late;
+  {
+    std::lock_guard lock(ts.mu);
+    ASSERT_EQ(ts.stalled.size(), 1u);
+    late = ts.stalled[0];
+  }
+  late(RpcReply{OkStatus(), {}, AlignedBuffer::CopyOf(RandomBytes(memory.size(), 3))});
+  EXPECT_EQ(m.fallbacks.value(), 1u);
+  EXPECT_EQ(m.placed.value(), 0u);
+  EXPECT_TRUE(std::all_of(memory.begin(), memory.end(), [](std::byte b) { return b == std::byte{0xaa}; }));
+  EXPECT_TRUE(client->CallSync(ts.server->address(), kEcho, {}, {}).status.ok());
 }
 
 TEST(RpcTest, HeaderAtTheLimitAndBeyond) {
