@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -49,6 +50,22 @@ Result<ucp_context_h> NewContext(const UcxWorker::Options& options) {
   return context;
 }
 
+// Whether UCX may move data with RDMA or GPU transports here, where zero-copy sends are what
+// make them fast: UCX_TLS names one, or (unset or "all") the host has an RDMA device or an
+// NVIDIA GPU.
+bool ZeroCopyMatters(const char* tls) {
+  if (tls != nullptr) {
+    for (const char* t : {"rc", "dc", "ud", "ib", "cuda", "rocm", "gdr"}) {
+      if (std::strstr(tls, t) != nullptr) return true;
+    }
+    if (std::strstr(tls, "all") == nullptr) return false;
+  }
+  std::error_code ec;
+  const bool rdma = std::filesystem::exists("/sys/class/infiniband", ec) &&
+                    !std::filesystem::is_empty("/sys/class/infiniband", ec);
+  return rdma || std::filesystem::exists("/dev/nvidiactl", ec);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
@@ -73,6 +90,17 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
+    //  - ZCOPY_THRESH=inf, TCP_TX_SEG_SIZE=64K, on hosts without RDMA or GPU transports: 1.13
+    //    aborts the process (uct_iface.h:884, `comp->count > 0`, status ENDPOINT_TIMEOUT) when a
+    //    tcp peer dies while active-message zcopy fragments to it are in flight: a client
+    //    sending 16 MiB payloads to a target killed mid-transfer died so in ~1 run in 20
+    //    (RpcProcessTest.PeerDyingMidTransferFailsOnlyItsOwnCalls; 0 in 90 with this). Fragments
+    //    are then copied into 64 KiB send buffers instead (1 MiB calls over loopback tcp: no
+    //    slower, docs/performance.md). Where RDMA or GPU memory is in play zero-copy is kept.
+    if (!ZeroCopyMatters(tls)) {
+      setenv("UCX_ZCOPY_THRESH", "inf", /*overwrite=*/0);
+      setenv("UCX_TCP_TX_SEG_SIZE", "64K", /*overwrite=*/0);
+    }
     //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
     //    1.13: the connection manager needs tcp listed. Add it, and make rendezvous data use the
     //    shared-memory lane (get_zcopy) so tcp carries only the connection set-up. See README.md.
