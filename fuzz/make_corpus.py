@@ -49,6 +49,10 @@ write("wire_decode", "request_placement_iovs",
       wire(1, 6, 45, shard_req, placement(4242, 0x7f0000001000, 0x99,
                                           [(0x7f0000100000 + i * 8192, 4096) for i in range(8)])))
 write("wire_decode", "reply_placed", wire(2, 6, 44, shard_reply, payload=1 << 20, flags=1, data=0))
+write("wire_decode", "request_payload_source",
+      wire(1, 1, 47, shard_req, placement(4242, 0x7f0000001000, 0x77, [(0x7f0000200000, 1 << 20)]),
+           payload=1 << 20, flags=2, data=0))
+write("wire_decode", "reply_pull_refused", wire(2, 1, 47, b"", b"cannot read the payload", status=9, flags=4))
 write("wire_decode", "request_placement_zero_ticket",
       wire(1, 6, 46, b"", placement(1, 4096, 0, [(8192, 4096)])))
 

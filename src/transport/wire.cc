@@ -90,14 +90,23 @@ uint64_t Placement::capacity() const { return CheckedCapacity(iovs).value_or(0);
 
 Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcode,
                                              std::span<const std::byte> op_header,
-                                             uint64_t payload_len, const Placement* placement) {
+                                             uint64_t payload_len, const Placement* placement,
+                                             uint32_t flags) {
   if (op_header.size() > kMaxOpHeader) return HeaderTooLong(op_header.size());
   MessageHeader h = Fixed(MessageKind::kRequest, request_id, opcode, op_header.size(), payload_len);
+  if ((flags & ~uint32_t{kPayloadSource}) != 0 || (flags != 0 && placement == nullptr)) {
+    return InvalidArgument("request flags " + std::to_string(flags) + " are not valid");
+  }
+  h.flags = flags;
   if (placement == nullptr) return Encode(h, op_header, {});
   if (placement->iovs.empty() || placement->iovs.size() > kMaxPlacementIovs ||
       placement->ticket == 0 || !CheckedCapacity(placement->iovs)) {
     return InvalidArgument("reply placement needs 1.." + std::to_string(kMaxPlacementIovs) +
                            " non-empty pieces of memory and a non-zero ticket");
+  }
+  if (flags == kPayloadSource && placement->capacity() != payload_len) {
+    return InvalidArgument("payload source of " + std::to_string(placement->capacity()) +
+                           " bytes for a " + std::to_string(payload_len) + "-byte payload");
   }
   return Encode(h, op_header, EncodePlacement(*placement));
 }
@@ -105,13 +114,16 @@ Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcod
 Result<std::vector<std::byte>> EncodeReply(uint64_t request_id, uint16_t opcode,
                                            const Status& status,
                                            std::span<const std::byte> op_header,
-                                           uint64_t payload_len, bool placed) {
+                                           uint64_t payload_len, uint32_t flags) {
   if (op_header.size() > kMaxOpHeader) return HeaderTooLong(op_header.size());
+  if (flags != 0 && flags != kPlaced && !(flags == kPullRefused && payload_len == 0)) {
+    return InvalidArgument("reply flags " + std::to_string(flags) + " are not valid");
+  }
   std::string_view message = status.message();
   if (message.size() > kMaxStatusMessage) message = message.substr(0, kMaxStatusMessage);
   MessageHeader h = Fixed(MessageKind::kReply, request_id, opcode, op_header.size(), payload_len);
   h.status_code = static_cast<int32_t>(status.code());
-  h.flags = placed ? uint32_t{kPlaced} : 0;
+  h.flags = flags;
   return Encode(h, op_header, std::as_bytes(std::span(message)));
 }
 
@@ -142,13 +154,19 @@ Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint6
                            ") disagree with the " + std::to_string(am_header.size()) +
                            " bytes received");
   }
-  const bool placed = h.kind == MessageKind::kReply && (h.flags & kPlaced) != 0;
-  if ((h.kind == MessageKind::kRequest && h.flags != 0) || (h.flags & ~uint32_t{kPlaced}) != 0) {
-    return InvalidArgument("malformed data-plane message: unknown flags " + std::to_string(h.flags));
+  const bool request = h.kind == MessageKind::kRequest;
+  const bool valid_flags = request ? (h.flags == 0 || (h.flags == kPayloadSource && h.message_len > 0))
+                                   : (h.flags == 0 || h.flags == kPlaced ||
+                                      (h.flags == kPullRefused && h.payload_len == 0));
+  if (!valid_flags) {
+    return InvalidArgument("malformed data-plane message: flags " + std::to_string(h.flags) +
+                           " are not valid for a " + (request ? "request" : "reply"));
   }
-  if (placed ? payload_len != 0 : h.payload_len != payload_len) {
+  // Placed replies and payload-source requests carry their length but no AM data.
+  const bool no_data = h.flags == kPlaced || h.flags == kPayloadSource;
+  if (no_data ? payload_len != 0 : h.payload_len != payload_len) {
     return InvalidArgument("malformed data-plane message: payload length " +
-                           std::to_string(placed ? 0 : h.payload_len) + " but " +
+                           std::to_string(no_data ? 0 : h.payload_len) + " but " +
                            std::to_string(payload_len) + " bytes arrived");
   }
   if (h.kind == MessageKind::kRequest && h.status_code != 0) {
@@ -168,13 +186,19 @@ Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint6
   if (h.kind == MessageKind::kRequest) {
     if (!tail.empty()) {
       PS_ASSIGN_OR_RETURN(Placement p, DecodePlacement(tail));
+      if (h.flags == kPayloadSource && p.capacity() != h.payload_len) {
+        return BadPlacement("names " + std::to_string(p.capacity()) + " bytes for a " +
+                            std::to_string(h.payload_len) + "-byte payload");
+      }
       m.placement = std::move(p);
     }
   } else {
     m.status_message = std::string_view(reinterpret_cast<const char*>(tail.data()), tail.size());
   }
   m.payload_len = h.payload_len;
-  m.placed = placed;
+  m.placed = h.flags == kPlaced;
+  m.pull_refused = h.flags == kPullRefused;
+  m.payload_source = h.flags == kPayloadSource;
   return m;
 }
 

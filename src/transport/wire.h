@@ -5,7 +5,9 @@
 // and its AM data is the bulk payload (payload_len bytes, may be 0). The op header is opaque to
 // the transport. The tail of a reply is its status message; the tail of a request, when not
 // empty, is a Placement: client memory the server may write the reply payload into (same host
-// only, see rpc_server.h), after which the reply carries the flag kPlaced and no AM data. All integers are little-endian
+// only, see placement.h), after which the reply carries the flag kPlaced and no AM data; or,
+// with the flag kPayloadSource, the client memory that holds the request's payload, which the
+// server then copies itself (no AM data comes). All integers are little-endian
 // (the build refuses big-endian hosts). Bump kVersion on any incompatible change; a receiver
 // rejects versions it does not know.
 //
@@ -55,6 +57,12 @@ enum MessageFlags : uint32_t {
   // Reply: the server wrote the payload (payload_len bytes) into the memory the request's
   // Placement named; no AM data follows.
   kPlaced = 1,
+  // Request: the payload (payload_len bytes) is the memory the tail names, for the server to
+  // copy out of the client; no AM data follows.
+  kPayloadSource = 2,
+  // Reply to a kPayloadSource request: the server could not copy the payload and did not run
+  // the request; the client sends it again with its payload. No payload.
+  kPullRefused = 4,
 };
 
 // A request's offer of client memory for its reply payload: the client process, a ticket (a
@@ -96,24 +104,30 @@ struct DecodedMessage {
   std::string_view status_message;
   uint64_t payload_len = 0;    // with `placed`, the bytes the server wrote into client memory
   bool placed = false;         // reply: kPlaced (no AM data arrived)
-  std::optional<Placement> placement;  // request: the memory offered for the reply
+  bool pull_refused = false;   // reply: kPullRefused
+  bool payload_source = false; // request: kPayloadSource (`placement` holds the payload)
+  std::optional<Placement> placement;  // request: the memory offered for the reply, or the payload
 };
 
-// AM header of a request, offering `placement` (may be null) for the reply. Errors:
-// kInvalidArgument when `op_header` exceeds kMaxOpHeader or the placement is not valid (no
-// memory or more than kMaxPlacementIovs pieces, an empty piece, a zero ticket).
+// AM header of a request, offering `placement` (may be null) for the reply; with `flags`
+// kPayloadSource, `placement` is where the payload is instead (its capacity must equal
+// `payload_len`). Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader or the
+// placement is not valid (no memory or more than kMaxPlacementIovs pieces, an empty piece, a
+// zero ticket, a payload source of the wrong length or missing).
 Result<std::vector<std::byte>> EncodeRequest(uint64_t request_id, uint16_t opcode,
                                              std::span<const std::byte> op_header,
                                              uint64_t payload_len,
-                                             const Placement* placement = nullptr);
+                                             const Placement* placement = nullptr,
+                                             uint32_t flags = 0);
 
-// AM header of a reply. A status message longer than kMaxStatusMessage is truncated. With
-// `placed`, payload_len is the bytes written into the request's Placement and no AM data goes.
-// Errors: kInvalidArgument when `op_header` exceeds kMaxOpHeader.
+// AM header of a reply. A status message longer than kMaxStatusMessage is truncated. `flags`:
+// kPlaced (payload_len is the bytes written into the request's Placement, no AM data goes) or
+// kPullRefused (payload_len 0). Errors: kInvalidArgument when `op_header` exceeds
+// kMaxOpHeader or the flags are not one of those.
 Result<std::vector<std::byte>> EncodeReply(uint64_t request_id, uint16_t opcode,
                                            const Status& status,
                                            std::span<const std::byte> op_header,
-                                           uint64_t payload_len, bool placed = false);
+                                           uint64_t payload_len, uint32_t flags = 0);
 
 // Parses an AM header; `payload_len` is the AM data length UCX reported. Errors:
 // kInvalidArgument naming what is wrong (short header, bad magic, unknown version or kind,

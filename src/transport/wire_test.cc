@@ -139,7 +139,7 @@ TEST(WireTest, BadPlacementsAreRefused) {
 }
 
 TEST(WireTest, PlacedReplyHasNoData) {
-  auto enc = EncodeReply(8, 6, OkStatus(), Bytes("hdr"), 1 << 20, /*placed=*/true);
+  auto enc = EncodeReply(8, 6, OkStatus(), Bytes("hdr"), 1 << 20, kPlaced);
   ASSERT_TRUE(enc.ok());
   auto dec = DecodeMessage(*enc, 0);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -153,6 +153,37 @@ TEST(WireTest, PlacedReplyHasNoData) {
   auto rep = *EncodeReply(1, 1, OkStatus(), {}, 0);
   rep[29] = std::byte{1};  // an unknown flag
   EXPECT_FALSE(DecodeMessage(rep, 0).ok());
+}
+
+// A request whose payload stays in the client's memory for the server to copy, and the reply
+// that refuses to.
+TEST(WireTest, PayloadSourceRequestsAndRefusals) {
+  Placement src{77, 0x5000, 0x42, {{0x100000, 8192}}};
+  auto enc = EncodeRequest(4, 1, Bytes("op"), 8192, &src, kPayloadSource);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  auto dec = DecodeMessage(*enc, 0);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_TRUE(dec->payload_source);
+  EXPECT_EQ(dec->payload_len, 8192u);
+  ASSERT_TRUE(dec->placement.has_value());
+  EXPECT_EQ(dec->placement->iovs[0].addr, 0x100000u);
+  EXPECT_FALSE(DecodeMessage(*enc, 8192).ok());  // AM data with a payload source
+  EXPECT_FALSE(EncodeRequest(4, 1, {}, 4096, &src, kPayloadSource).ok());  // wrong length
+  EXPECT_FALSE(EncodeRequest(4, 1, {}, 8192, nullptr, kPayloadSource).ok());
+  EXPECT_FALSE(EncodeRequest(4, 1, {}, 8192, &src, kPlaced).ok());
+  auto wrong = *enc;
+  wrong[sizeof(MessageHeader) - 8] = std::byte{1};  // payload_len 8193 against 8192 of memory
+  EXPECT_FALSE(DecodeMessage(wrong, 0).ok());
+
+  auto refused = EncodeReply(4, 1, FailedPrecondition("cannot read"), {}, 0, kPullRefused);
+  ASSERT_TRUE(refused.ok());
+  auto r = DecodeMessage(*refused, 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->pull_refused);
+  EXPECT_FALSE(r->placed);
+  EXPECT_FALSE(EncodeReply(4, 1, OkStatus(), {}, 10, kPullRefused).ok());
+  EXPECT_FALSE(EncodeReply(4, 1, OkStatus(), {}, 0, kPlaced | kPullRefused).ok());
+  EXPECT_FALSE(EncodeReply(4, 1, OkStatus(), {}, 0, kPayloadSource).ok());
 }
 
 TEST(WireTest, GarbageNeverCrashes) {
