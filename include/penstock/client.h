@@ -45,9 +45,10 @@ struct ClientOptions {
   // one worker: comma-separated, as UCX takes them). Empty: UCX's choice for every worker.
   unsigned data_workers = 1;
   std::vector<std::string> net_devices;
-  // Targets on this host (same user) write read data straight into the caller's buffers
-  // instead of sending it over the transport: the client copies nothing (the way RDMA would).
-  bool reply_placement = true;
+  // Targets on this host (same user) write read data straight into the caller's buffers and
+  // copy large writes straight out of them, instead of moving the bytes over the transport:
+  // the client copies nothing (the way RDMA would).
+  bool local_direct = true;
   // The tenant's API key (sent to mgmt; used to get capability tokens for the targets).
   // Empty: none, which only a cluster without --auth accepts.
   std::string api_key;

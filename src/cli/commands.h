@@ -30,12 +30,12 @@ struct GlobalOptions {
   TlsOptions tls;       // --tls-ca/--tls-cert/--tls-key / PENSTOCK_TLS_*: TLS to mgmt
   unsigned data_workers = 1;  // --data-workers / PENSTOCK_DATA_WORKERS
   std::string net_devices;    // --net-devices / PENSTOCK_NET_DEVICES: "devs;devs;..." per worker
-  bool reply_placement = true;  // --reply-placement / PENSTOCK_REPLY_PLACEMENT
+  bool local_direct = true;  // --local-direct / PENSTOCK_LOCAL_DIRECT
 };
 
 // The ClientOptions these global options ask for.
 ClientOptions ToClientOptions(const GlobalOptions& g);
-// Declares the data-plane settings (--data-workers, --net-devices, --reply-placement) on `app`.
+// Declares the data-plane settings (--data-workers, --net-devices, --local-direct) on `app`.
 void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 
 // Declares --tls-ca, --tls-cert and --tls-key on `app`, bound to `*tls`: a client's (to

@@ -32,8 +32,8 @@ void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g) {
   AddSetting(app, "net-devices", &g.net_devices,
              "network devices per data-plane worker, ';' between workers, ',' within one (UCX_NET_DEVICES "
              "syntax, e.g. 'mlx5_0:1;mlx5_1:1'); worker i uses entry i modulo their number");
-  AddSetting(app, "reply-placement", &g.reply_placement,
-             "let targets on this host write read data straight into this process's memory "
+  AddSetting(app, "local-direct", &g.local_direct,
+             "let targets on this host copy data straight into and out of this process's memory "
              "(true/false)");
 }
 
@@ -45,7 +45,7 @@ ClientOptions ToClientOptions(const GlobalOptions& g) {
   o.tls_cert = g.tls.cert;
   o.tls_key = g.tls.key;
   o.data_workers = g.data_workers;
-  o.reply_placement = g.reply_placement;
+  o.local_direct = g.local_direct;
   size_t start = 0;
   while (!g.net_devices.empty() && start <= g.net_devices.size()) {
     const size_t end = std::min(g.net_devices.find(';', start), g.net_devices.size());

@@ -229,7 +229,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   dp.straggler = options.straggler_timeout;
   dp.workers = options.data_workers;
   dp.net_devices = options.net_devices;
-  dp.reply_placement = options.reply_placement;
+  dp.local_direct = options.local_direct;
   PS_RETURN_IF_ERROR(impl->Open(dp));
   ClusterView* view = impl->view.get();
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },

@@ -10,7 +10,7 @@ Status DataPath::Open(const DataPathOptions& o) {
   ro.timeout = o.timeout;
   ro.workers = o.workers;
   ro.net_devices = o.net_devices;
-  ro.reply_placement = o.reply_placement;
+  ro.local_direct = o.local_direct;
   PS_ASSIGN_OR_RETURN(rpc, RpcClient::Create(ro));
   view = std::make_unique<ClusterView>(mgmt.get());
   if (o.fetch_map) PS_RETURN_IF_ERROR(view->Refresh());

@@ -30,7 +30,7 @@ struct DataPathOptions {
   std::chrono::milliseconds straggler{2000};   // see StripeIo
   unsigned workers = 1;                         // data-plane workers (RpcClientOptions)
   std::vector<std::string> net_devices;
-  bool reply_placement = true;                  // RpcClientOptions::reply_placement
+  bool local_direct = true;                  // RpcClientOptions::local_direct
   // Load the map in Open (a client needs it at once; mgmt's repair service, which may start on
   // a follower, loads it when it runs a pass).
   bool fetch_map = true;

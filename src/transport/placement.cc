@@ -58,7 +58,7 @@ bool IsLocalAddress(const SocketAddress& address) {
   return local;
 }
 
-void AllowReplyPlacement() {
+void AllowLocalDirect() {
   std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
   int level = 0;
   if (scope >> level && level == 1) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
@@ -78,16 +78,15 @@ bool SameUser(uint32_t pid) {
   return false;
 }
 
-Status PlaceReply(const wire::Placement& p, std::span<const std::byte> data) {
-  if (data.size() > p.capacity()) {
-    return InvalidArgument("reply of " + std::to_string(data.size()) + " bytes is larger than the " +
-                           std::to_string(p.capacity()) + " bytes the client lent");
-  }
-  const pid_t pid = static_cast<pid_t>(p.pid);
+namespace {
+
+// Whether the process `p` names still holds its ticket.
+Status CheckTicket(const wire::Placement& p) {
   uint64_t ticket = 0;
   iovec mine{&ticket, sizeof ticket};
   iovec theirs{reinterpret_cast<void*>(p.ticket_addr), sizeof ticket};
-  if (process_vm_readv(pid, &mine, 1, &theirs, 1, 0) != static_cast<ssize_t>(sizeof ticket)) {
+  if (process_vm_readv(static_cast<pid_t>(p.pid), &mine, 1, &theirs, 1, 0) !=
+      static_cast<ssize_t>(sizeof ticket)) {
     return SyscallStatus(errno, "cannot read the placement ticket of process " + std::to_string(p.pid));
   }
   if (ticket != p.ticket) {
@@ -95,22 +94,57 @@ Status PlaceReply(const wire::Placement& p, std::span<const std::byte> data) {
                               " does not hold the request's placement ticket (another process, or "
                               "the call was given up)");
   }
+  return OkStatus();
+}
+
+// The first `length` bytes of the memory `p` names.
+std::vector<iovec> Remote(const wire::Placement& p, uint64_t length) {
   std::vector<iovec> remote;
-  uint64_t left = data.size();
   for (const wire::PlacementIov& v : p.iovs) {
-    if (left == 0) break;
-    const uint64_t n = std::min(left, v.len);
+    if (length == 0) break;
+    const uint64_t n = std::min(length, v.len);
     remote.push_back({reinterpret_cast<void*>(v.addr), n});
-    left -= n;
+    length -= n;
   }
+  return remote;
+}
+
+}  // namespace
+
+Status PlaceReply(const wire::Placement& p, std::span<const std::byte> data) {
+  if (data.size() > p.capacity()) {
+    return InvalidArgument("reply of " + std::to_string(data.size()) + " bytes is larger than the " +
+                           std::to_string(p.capacity()) + " bytes the client lent");
+  }
+  PS_RETURN_IF_ERROR(CheckTicket(p));
+  std::vector<iovec> remote = Remote(p, data.size());
   iovec local{const_cast<std::byte*>(data.data()), data.size()};
-  const ssize_t wrote = process_vm_writev(pid, &local, 1, remote.data(), remote.size(), 0);
+  const ssize_t wrote = process_vm_writev(static_cast<pid_t>(p.pid), &local, 1, remote.data(), remote.size(), 0);
   if (wrote < 0) return SyscallStatus(errno, "cannot write a reply into process " + std::to_string(p.pid));
   if (static_cast<uint64_t>(wrote) != data.size()) {
     return DataLoss("wrote " + std::to_string(wrote) + " of " + std::to_string(data.size()) +
                     " reply bytes into process " + std::to_string(p.pid));
   }
   return OkStatus();
+}
+
+Status PullPayload(const wire::Placement& p, std::span<std::byte> into) {
+  if (into.size() != p.capacity()) {
+    return InvalidArgument("payload of " + std::to_string(p.capacity()) + " bytes for a " +
+                           std::to_string(into.size()) + "-byte buffer");
+  }
+  PS_RETURN_IF_ERROR(CheckTicket(p));
+  std::vector<iovec> remote = Remote(p, into.size());
+  iovec local{into.data(), into.size()};
+  const ssize_t got = process_vm_readv(static_cast<pid_t>(p.pid), &local, 1, remote.data(), remote.size(), 0);
+  if (got < 0) return SyscallStatus(errno, "cannot read a payload from process " + std::to_string(p.pid));
+  if (static_cast<uint64_t>(got) != into.size()) {
+    return DataLoss("read " + std::to_string(got) + " of " + std::to_string(into.size()) +
+                    " payload bytes from process " + std::to_string(p.pid));
+  }
+  // Still lent after the copy: the client had not taken the memory back (it clears the ticket
+  // first), so what was read is the payload it sent.
+  return CheckTicket(p);
 }
 
 }  // namespace penstock

@@ -1,8 +1,9 @@
-// placement.h — reply placement: a server on the client's host writes a reply payload straight
-// into the memory the client lent for it (process_vm_writev), the way an RDMA NIC writes into a
-// registered buffer, instead of sending it through the transport. The client then copies
-// nothing; the server copies each byte once (where sending it over loopback TCP costs a copy on
-// each side, plus UCX's own copy of rendezvous fragments).
+// placement.h — direct copies between a client and a server on its host: the server writes a
+// reply payload straight into the memory the client lent for it (process_vm_writev) and copies
+// a large request payload straight out of the client's memory (process_vm_readv), the way an
+// RDMA NIC writes into and reads from registered buffers, instead of moving the bytes through
+// the transport. The client then copies nothing; the server copies each byte once (where
+// loopback TCP costs a copy on each side, plus UCX's own copy of rendezvous fragments).
 //
 // Who may write where: the request names the client's pid, its memory and a ticket (a random
 // word the client keeps in its memory while the memory is lent, wire::Placement). The server
@@ -35,7 +36,7 @@ bool IsLocalAddress(const SocketAddress& address);
 // would refuse it (kernel.yama.ptrace_scope = 1: only ancestors may, unless the process names
 // a tracer: PR_SET_PTRACER_ANY). A no-op without Yama or when the policy is stricter (2, 3:
 // placement then fails at the server and replies travel over the transport). Idempotent.
-void AllowReplyPlacement();
+void AllowLocalDirect();
 
 // Whether the process `pid` runs with this process's effective uid as its real and effective
 // uid (read from /proc/PID/status); false when it cannot be read.
@@ -47,5 +48,10 @@ bool SameUser(uint32_t pid);
 // kPermissionDenied / kUnavailable from the system calls (EPERM: ptrace policy; ESRCH: no such
 // process), kDataLoss when the write stopped short (the memory's contents are then undefined).
 Status PlaceReply(const wire::Placement& p, std::span<const std::byte> data);
+
+// Copies a request's payload out of the client's memory `p` names into `into` (exactly its
+// size), checking the ticket before and after the copy: what it returns OK for is what the
+// client sent, never memory it had already taken back. Errors as PlaceReply's.
+Status PullPayload(const wire::Placement& p, std::span<std::byte> into);
 
 }  // namespace penstock

@@ -143,7 +143,8 @@ class RpcClient::Impl {
     std::string address;
     ucp_ep_h ep = nullptr;
     bool failed = false;
-    bool local = false;  // the server's address is on this host: replies may be placed
+    bool local = false;  // the server's address is on this host: direct copies may work
+    bool pull_refused = false;  // the server would not copy a payload from us: send them
     // Until the first reply arrives the connection may still be wiring up: one call at a time.
     // (UCX 1.13 can abort with "Assertion `max_iov > 1'" when it replays many requests queued
     // during wire-up, seen with several workers of one process over shared memory.)
@@ -172,6 +173,11 @@ class RpcClient::Impl {
     // before the memory goes back (ReturnLent).
     std::vector<std::span<std::byte>> lent;
     std::unique_ptr<std::atomic<uint64_t>> ticket;
+    // The payload stays in the caller's memory for the server to copy (kPayloadSource); the op
+    // header is kept to send the call again with its payload if the server refuses.
+    bool pulling = false;
+    bool resend = false;  // refused before our send completed: send again once it has
+    std::vector<std::byte> op_header;
   };
 
   // ---- everything below runs on the progress thread ----
@@ -193,9 +199,11 @@ class RpcClient::Impl {
     call.done = std::move(done);
     call.payload = payload;
     call.into = std::move(into);
-    std::optional<wire::Placement> placement = LendForPlacement(call);
+    std::optional<wire::Placement> placement = PayloadSource(call, op_header);
+    if (!placement) placement = LendForPlacement(call);
     call.am_header = std::move(wire::EncodeRequest(id, opcode, op_header, payload.size(),
-                                                   placement ? &*placement : nullptr))
+                                                   placement ? &*placement : nullptr,
+                                                   call.pulling ? uint32_t{wire::kPayloadSource} : 0))
                          .value();
     (*ep)->calls.insert(id);
     deadlines_.insert({call.deadline, id});
@@ -207,10 +215,23 @@ class RpcClient::Impl {
     }
   }
 
+  // A large payload to a server on this host stays in the caller's memory (which must stay
+  // valid until the call completes anyway) for the server to copy (RpcClientOptions::
+  // local_direct).
+  std::optional<wire::Placement> PayloadSource(PendingCall& call, std::span<const std::byte> op_header) {
+    if (!options_.local_direct || !call.endpoint->local || call.endpoint->pull_refused ||
+        call.payload.size() < std::max<uint64_t>(options_.placement_threshold, 1)) {
+      return std::nullopt;
+    }
+    call.pulling = true;
+    call.op_header.assign(op_header.begin(), op_header.end());
+    return Ticketed(call, {{reinterpret_cast<uintptr_t>(call.payload.data()), call.payload.size()}});
+  }
+
   // Borrows the memory of a call whose reply the server may place (RpcClientOptions::
-  // reply_placement) and describes it for the request.
+  // local_direct) and describes it for the request.
   std::optional<wire::Placement> LendForPlacement(PendingCall& call) {
-    if (!options_.reply_placement || call.into == nullptr || !call.endpoint->local) return std::nullopt;
+    if (!options_.local_direct || call.into == nullptr || !call.endpoint->local) return std::nullopt;
     const uint64_t length = call.into->UpFrontLength();
     if (length < std::max<uint64_t>(options_.placement_threshold, 1)) return std::nullopt;
     std::vector<std::span<std::byte>> spans = call.into->Borrow(length);
@@ -219,15 +240,22 @@ class RpcClient::Impl {
       call.into->Return(false);
       return std::nullopt;
     }
+    std::vector<wire::PlacementIov> iovs;
+    for (auto s : spans) iovs.push_back({reinterpret_cast<uintptr_t>(s.data()), s.size()});
+    call.lent = std::move(spans);
+    return Ticketed(call, std::move(iovs));
+  }
+
+  // Memory of this process described for a server, with a fresh ticket the call keeps.
+  wire::Placement Ticketed(PendingCall& call, std::vector<wire::PlacementIov> iovs) {
     wire::Placement p;
     p.pid = static_cast<uint32_t>(getpid());
-    for (auto s : spans) p.iovs.push_back({reinterpret_cast<uintptr_t>(s.data()), s.size()});
+    p.iovs = std::move(iovs);
     do {
       p.ticket = ticket_rng_();
     } while (p.ticket == 0);
     call.ticket = std::make_unique<std::atomic<uint64_t>>(p.ticket);
     p.ticket_addr = reinterpret_cast<uintptr_t>(call.ticket.get());
-    call.lent = std::move(spans);
     return p;
   }
 
@@ -247,10 +275,10 @@ class RpcClient::Impl {
     if (tx_bytes_ != nullptr) tx_bytes_->Inc(call.payload.size());
     auto out = std::make_unique<OutgoingMessage>();
     out->am_header = std::move(call.am_header);
-    out->payload = call.payload;
+    if (!call.pulling) out->payload = call.payload;  // else the server copies it from our memory
     out->on_complete = [this, id](ucs_status_t st) { OnSendComplete(id, st); };
     uint32_t flags = UCP_AM_SEND_FLAG_REPLY;
-    if (options_.rendezvous_threshold != 0 && call.payload.size() >= options_.rendezvous_threshold) {
+    if (options_.rendezvous_threshold != 0 && out->payload.size() >= options_.rendezvous_threshold) {
       flags |= UCP_AM_SEND_FLAG_RNDV;
     }
     SendMessage(call.endpoint->ep, wire::AmId::kRequest, std::move(out), flags);
@@ -328,6 +356,9 @@ class RpcClient::Impl {
     auto it = calls_.find(id);
     if (it == calls_.end()) return;
     it->second.send_done = true;
+    if (std::exchange(it->second.resend, false) && st == UCS_OK && !it->second.outcome) {
+      return Send(id, it->second);  // the server refused to copy the payload: it goes now
+    }
     if (st != UCS_OK && !it->second.outcome) {
       it->second.outcome = ErrorReply(Unavailable("sending to data-plane address " +
                                                   it->second.endpoint->address + " failed: " +
@@ -349,6 +380,7 @@ class RpcClient::Impl {
     uint64_t id = it->first;
     calls_.erase(it);
     ReturnLent(call, false);  // no reply used it (a placed reply returned it already)
+    if (call.ticket != nullptr) call.ticket->store(0, std::memory_order_seq_cst);  // a payload source
     call.endpoint->calls.erase(id);
     deadlines_.erase({call.deadline, id});
     if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
@@ -411,6 +443,7 @@ class RpcClient::Impl {
     reply->status = Status(msg->status_code, std::string(msg->status_message));
     reply->header.assign(msg->op_header.begin(), msg->op_header.end());
     PendingCall& call = it->second;
+    if (msg->pull_refused && call.pulling) return self->SendPayloadAfterAll(call, id, reply->status);
     if (msg->placed) return self->OnPlacedReply(call, id, std::move(*reply), msg->payload_len);
     if (self->rx_bytes_ != nullptr) self->rx_bytes_->Inc(length);
     if (!call.lent.empty()) {
@@ -432,6 +465,24 @@ class RpcClient::Impl {
                             reply->payload = std::move(payload).value();
                             self->Complete(id, std::move(*reply));
                           });
+  }
+
+  // The server would not copy the payload out of our memory (it did not run the request): send
+  // the call again with its payload, and no more payload sources to that server.
+  ucs_status_t SendPayloadAfterAll(PendingCall& call, uint64_t id, const Status& why) {
+    call.ticket->store(0, std::memory_order_seq_cst);
+    call.pulling = false;
+    if (!std::exchange(call.endpoint->pull_refused, true)) {
+      PS_LOG_INFO("data plane: {} will not copy request payloads from this process ({}); sending them",
+                  call.endpoint->address, why.message());
+    }
+    call.am_header = std::move(wire::EncodeRequest(id, call.opcode, call.op_header, call.payload.size()).value());
+    if (call.send_done) {
+      Send(id, call);
+    } else {
+      call.resend = true;  // OnSendComplete sends it
+    }
+    return UCS_OK;
   }
 
   // A reply whose `length` payload bytes the server wrote into the memory the call lent.
@@ -598,7 +649,7 @@ Result<std::unique_ptr<RpcClient>> RpcClient::Create(const RpcClientOptions& opt
   if (options.workers == 0 || options.workers > 64) {
     return InvalidArgument("data-plane client workers must be 1..64, not " + std::to_string(options.workers));
   }
-  if (options.reply_placement) AllowReplyPlacement();
+  if (options.local_direct) AllowLocalDirect();
   // Each worker gets its share of the per-target window, so the client's bound stays the same.
   RpcClientOptions per = options;
   auto share = [&](auto total) { return total == 0 ? total : std::max<decltype(total)>(1, (total + options.workers - 1) / options.workers); };

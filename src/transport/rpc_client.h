@@ -59,11 +59,13 @@ struct RpcClientOptions {
   // A rail of a multi-rail server whose connection failed (unreachable, lost, timed out) gets
   // no calls for this long: they go to the workers whose rails work, then one call tries it again.
   std::chrono::milliseconds rail_retry_after{5000};
-  // Reply placement (placement.h): a call whose ReplyDestination knows its length up front
-  // (at least placement_threshold bytes) lends that memory with the request when the server's
-  // address is on this host, and a server running as this user writes the reply straight into
-  // it. Anything else, or a server that cannot, gets the reply over the transport as before.
-  bool reply_placement = true;
+  // Direct copies with servers on this host (placement.h), for servers whose address is local
+  // and that run as this user: a request payload of at least placement_threshold bytes stays in
+  // the caller's memory and the server copies it from there (a server that cannot answers so,
+  // and the call is sent again with its payload); otherwise a call whose ReplyDestination
+  // knows its length up front (at least placement_threshold bytes) lends that memory with the
+  // request and the server writes the reply straight into it.
+  bool local_direct = true;
   uint64_t placement_threshold = 64 << 10;
 };
 

@@ -199,9 +199,10 @@ TEST(RpcProcessTest, PeerDyingMidTransferFailsOnlyItsOwnCalls) {
   EXPECT_TRUE(client->CallSync(healthy_address, 2, {}, payload).status.ok());
 }
 
-// Reply placement between processes: a server process writes a 16 MiB echo straight into
-// this process's memory (nothing arrives over the transport), into one piece and into several.
-TEST(RpcProcessTest, AServerProcessWritesRepliesIntoTheClientsMemory) {
+// Direct copies between processes: a server process writes 16 MiB replies straight into this
+// process's memory (nothing arrives over the transport), into one piece and into several, and
+// copies a 16 MiB request payload straight out of it.
+TEST(RpcProcessTest, AServerProcessCopiesStraightIntoAndOutOfTheClientsMemory) {
   Peer server({"serve", "0", "0"});
   const std::string address = StartServer(server);
   MetricsRegistry metrics;
@@ -223,6 +224,9 @@ TEST(RpcProcessTest, AServerProcessWritesRepliesIntoTheClientsMemory) {
     void Return(bool) override { ++returns; }
     uint64_t UpFrontLength() const override { return 16 << 20; }
   };
+  const uint64_t length = payload.size();
+  std::vector<std::byte> header(8);
+  std::memcpy(header.data(), &length, 8);
   for (int split : {1, 2}) {
     auto into = std::make_shared<UpFront>();
     if (split == 1) {
@@ -231,7 +235,7 @@ TEST(RpcProcessTest, AServerProcessWritesRepliesIntoTheClientsMemory) {
       into->pieces = {{into->memory.data() + (8 << 20) + 8192, 8 << 20}, {into->memory.data(), 8 << 20}};
     }
     auto p = std::make_shared<std::promise<RpcReply>>();
-    (*c)->Call(address, 2, {}, payload, [p](RpcReply r) { p->set_value(std::move(r)); }, into);
+    (*c)->Call(address, 3, header, {}, [p](RpcReply r) { p->set_value(std::move(r)); }, into);
     RpcReply r = p->get_future().get();
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(r.placed, payload.size());
@@ -242,6 +246,19 @@ TEST(RpcProcessTest, AServerProcessWritesRepliesIntoTheClientsMemory) {
                              into->pieces.back().size()));
   }
   EXPECT_EQ(rx.value(), 0u) << "the replies came over the transport, not placed";
+  RpcReply echo = (*c)->CallSync(address, 2, {}, payload);
+  ASSERT_TRUE(echo.status.ok()) << echo.status.ToString();
+  ASSERT_EQ(echo.payload.size(), payload.size());
+  EXPECT_EQ(0, std::memcmp(echo.payload.data(), payload.data(), payload.size()));
+  server.CloseStdin();
+  unsigned long long deferred = 0, pulled = 0, placed = 0;
+  long hwm = 0;
+  const std::string stats = server.ReadLine({"STATS"});
+  ASSERT_EQ(std::sscanf(stats.c_str(), "STATS deferred=%llu hwm_kib=%ld pulled=%llu placed=%llu", &deferred,
+                        &hwm, &pulled, &placed), 4) << stats;
+  EXPECT_EQ(pulled, payload.size()) << stats;
+  EXPECT_EQ(placed, 2 * payload.size()) << stats;
+  EXPECT_EQ(server.Wait(), 0);
 }
 
 }  // namespace

@@ -45,9 +45,12 @@ class RpcServer::Impl {
           "Request payloads received later because max_incoming_bytes was in use");
       placed_bytes_ = &m.GetCounter("penstock_transport_server_placed_bytes_total",
                                     "Reply payload bytes written straight into a local client's memory");
+      pulled_bytes_ = &m.GetCounter("penstock_transport_server_pulled_bytes_total",
+                                    "Request payload bytes copied straight out of a local client's memory");
       placement_fallbacks_ = &m.GetCounter(
           "penstock_transport_server_placement_fallbacks_total",
-          "Replies a client offered memory for that went over the transport instead");
+          "Replies a local client offered memory for, or request payloads it left in its "
+          "memory, that went over the transport instead");
     }
   }
 
@@ -93,7 +96,9 @@ class RpcServer::Impl {
           ucp_listener_destroy(l->rail->listener);
           l->rail->listener = nullptr;
         }
-        for (DeferredReceive& d : l->deferred) ucp_am_data_release(l->worker->worker(), d.desc);
+        for (DeferredReceive& d : l->deferred) {
+          if (d.desc != nullptr) ucp_am_data_release(l->worker->worker(), d.desc);
+        }
         l->deferred.clear();
         l->deferred_count = 0;
         std::vector<ucp_ep_h> eps;
@@ -200,6 +205,8 @@ class RpcServer::Impl {
     void* desc;  // UCX's data descriptor (rendezvous) or the eager bytes
     size_t length;
     std::shared_ptr<const wire::Placement> placement;  // memory the client lent for the reply
+    // The client memory that holds the payload, to copy from (kPayloadSource; `desc` null).
+    std::shared_ptr<const wire::Placement> source;
   };
 
   // A client connection, on its lane's thread.
@@ -273,7 +280,7 @@ class RpcServer::Impl {
     if (lane->conns.erase(ep) == 0) return;
     std::erase_if(lane->deferred, [lane, ep](const DeferredReceive& d) {
       if (d.ep != ep) return false;
-      ucp_am_data_release(lane->worker->worker(), d.desc);  // tells the sender it is dropped
+      if (d.desc != nullptr) ucp_am_data_release(lane->worker->worker(), d.desc);  // tells the sender
       return true;
     });
     lane->deferred_count = lane->deferred.size();
@@ -307,18 +314,45 @@ class RpcServer::Impl {
     auto request = std::make_shared<RpcRequest>();
     request->opcode = msg->opcode;
     request->header.assign(msg->op_header.begin(), msg->op_header.end());
-    DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length, nullptr};
+    DeferredReceive rx{ep, conn_id, msg->request_id, request, data, length, nullptr, nullptr};
+    bool allowed = false;
     if (msg->placement) {
       Conn& c = conn->second;
       if (c.placement_pid != msg->placement->pid) {
         c.placement_pid = msg->placement->pid;
         c.placement_allowed = SameUser(c.placement_pid);
       }
-      if (c.placement_allowed) {
-        rx.placement = std::make_shared<const wire::Placement>(std::move(*msg->placement));
-      } else if (self->placement_fallbacks_ != nullptr) {
-        self->placement_fallbacks_->Inc();
+      allowed = c.placement_allowed && self->options_.local_direct;
+      if (!self->options_.local_direct) {
+        self->NoteFallback(FailedPrecondition("direct copies with local clients are off"));
+      } else if (!allowed) {
+        self->NoteFallback(PermissionDenied("the client (pid " + std::to_string(c.placement_pid) +
+                                            ") runs as another user"));
       }
+    }
+    if (msg->payload_source) {
+      if (!allowed) {
+        self->SendReply(lane, ep, conn_id, msg->request_id, msg->opcode,
+                        RpcReply{FailedPrecondition("this target does not copy from the client's memory "
+                                                    "(another user, or turned off); send the payload"),
+                                 {}, AlignedBuffer()},
+                        wire::kPullRefused);
+        return UCS_OK;
+      }
+      rx.source = std::make_shared<const wire::Placement>(std::move(*msg->placement));
+      rx.desc = nullptr;
+      rx.length = msg->payload_len;
+      if (!lane->deferred.empty() || !self->TryReserve(rx.length)) {  // as a rendezvous payload
+        lane->deferred.push_back(std::move(rx));
+        lane->deferred_count = lane->deferred.size();
+        if (self->deferred_total_ != nullptr) self->deferred_total_->Inc();
+        return UCS_OK;  // no UCX descriptor is kept
+      }
+      self->StartReceive(lane, std::move(rx), 0);
+      return UCS_OK;
+    }
+    if (msg->placement && allowed) {
+      rx.placement = std::make_shared<const wire::Placement>(std::move(*msg->placement));
     }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
       if (!lane->deferred.empty() || !self->TryReserve(length)) {
@@ -369,6 +403,7 @@ class RpcServer::Impl {
       rx_bytes_->Inc(rx.length);
     }
     auto ticket = std::make_shared<BudgetTicket>(gate_, rx.length);
+    if (rx.source != nullptr) return Pull(lane, std::move(rx), std::move(ticket));
     ucp_am_recv_param_t param{};
     param.recv_attr = recv_attr;
     ucp_ep_h ep = rx.ep;
@@ -388,6 +423,26 @@ class RpcServer::Impl {
           handler_(std::move(*request), MakeResponder(gate_, index, ep, conn_id, request_id,
                                                       request->opcode, ticket, placement));
         });
+  }
+
+  // The lane's thread. Copies the payload of a kPayloadSource request out of the client's
+  // memory (the kernel's copy, in place of the socket's), then runs the handler; when it
+  // cannot, answers kPullRefused without running the request, and the client sends the payload.
+  void Pull(Lane* lane, DeferredReceive rx, std::shared_ptr<BudgetTicket> ticket) {
+    AlignedBuffer payload(rx.length);
+    Status s = PullPayload(*rx.source, payload.span());
+    if (!s.ok()) {
+      NoteFallback(s);
+      SendReply(lane, rx.ep, rx.conn_id, rx.request_id, rx.request->opcode,
+                RpcReply{FailedPrecondition("cannot copy the payload from the client: " + s.message()),
+                         {}, AlignedBuffer()},
+                wire::kPullRefused);
+      return;  // `ticket` returns the budget
+    }
+    if (pulled_bytes_ != nullptr) pulled_bytes_->Inc(rx.length);
+    rx.request->payload = std::move(payload);
+    handler_(std::move(*rx.request), MakeResponder(gate_, lane->index, rx.ep, rx.conn_id, rx.request_id,
+                                                   rx.request->opcode, std::move(ticket), nullptr));
   }
 
   // Any thread (under the gate): returns budget, then lets every worker with requests waiting
@@ -451,26 +506,28 @@ class RpcServer::Impl {
   // Any thread, under the gate. The first refusal of each kind is logged, so an operator
   // learns why replies are not placed (a ptrace policy, say) without a line per reply.
   void CountPlacement(const Status& placed, uint64_t bytes) {
-    if (placed.ok()) {
-      if (placed_bytes_ != nullptr) placed_bytes_->Inc(bytes);
-      return;
-    }
+    if (!placed.ok()) return NoteFallback(placed);
+    if (placed_bytes_ != nullptr) placed_bytes_->Inc(bytes);
+  }
+  void NoteFallback(const Status& why) {
     if (placement_fallbacks_ != nullptr) placement_fallbacks_->Inc();
-    const auto code = static_cast<size_t>(placed.code());
+    const auto code = static_cast<size_t>(why.code());
     if (code < placement_logged_.size() && !placement_logged_[code].exchange(true)) {
-      PS_LOG_INFO("data plane {}: a reply goes over the transport instead of into the client's "
-                  "memory: {}", address_, placed.message());
+      PS_LOG_INFO("data plane {}: data goes over the transport instead of straight to or from a "
+                  "local client's memory: {}", address_, why.message());
     }
   }
 
   // The lane's thread.
+  // `flags`: kPullRefused, or 0 (kPlaced is set here when the reply was placed).
   void SendReply(Lane* lane, ucp_ep_h ep, uint64_t conn_id, uint64_t request_id, uint16_t opcode,
-                 RpcReply reply) {
+                 RpcReply reply, uint32_t flags = 0) {
     auto conn = lane->conns.find(ep);
     if (conn == lane->conns.end() || conn->second.id != conn_id) return;  // client gone
     const bool placed = reply.placed > 0;
     auto header = wire::EncodeReply(request_id, opcode, reply.status, reply.header,
-                                    placed ? reply.placed : reply.payload.size(), placed);
+                                    placed ? reply.placed : reply.payload.size(),
+                                    placed ? uint32_t{wire::kPlaced} : flags);
     if (!header.ok()) {
       Status err = Internal("handler for opcode " + std::to_string(opcode) +
                             " built a bad reply: " + header.status().message());
@@ -506,6 +563,7 @@ class RpcServer::Impl {
   Counter* rx_bytes_ = nullptr;
   Counter* tx_bytes_ = nullptr;
   Counter* placed_bytes_ = nullptr;
+  Counter* pulled_bytes_ = nullptr;
   Counter* placement_fallbacks_ = nullptr;
   std::array<std::atomic<bool>, 32> placement_logged_{};  // by StatusCode
 };

@@ -31,6 +31,7 @@ constexpr uint16_t kEcho = 1;
 constexpr uint16_t kFail = 2;
 constexpr uint16_t kNever = 3;     // the handler never responds
 constexpr uint16_t kDeferred = 4;  // responds from another thread after a while
+constexpr uint16_t kGenerate = 5;  // header: 8-byte length, 4-byte seed; replies RandomBytes(length, seed)
 
 std::vector<std::byte> RandomBytes(size_t n, uint32_t seed) {
   std::vector<std::byte> v(n);
@@ -80,8 +81,19 @@ class TestServer {
   void Handle(RpcRequest r, Responder respond) {
     switch (r.opcode) {
       case kEcho:
+        ++echoes;
         respond(RpcReply{OkStatus(), std::move(r.header), std::move(r.payload)});
         break;
+      case kGenerate: {
+        uint64_t length = 0;
+        uint32_t seed = 0;
+        if (r.header.size() == 12) {
+          std::memcpy(&length, r.header.data(), 8);
+          std::memcpy(&seed, r.header.data() + 8, 4);
+        }
+        respond(RpcReply{OkStatus(), {}, AlignedBuffer::CopyOf(RandomBytes(length, seed))});
+        break;
+      }
       case kFail:
         respond(RpcReply{NotFound("shard 17 not found on this target"), {}, AlignedBuffer()});
         break;
@@ -106,6 +118,7 @@ class TestServer {
   std::unique_ptr<RpcServer> server;
   std::mutex mu;
   std::vector<Responder> stalled;
+  std::atomic<int> echoes{0};
 };
 
 std::unique_ptr<RpcClient> MakeClient(std::chrono::milliseconds timeout = 10s) {
@@ -188,10 +201,20 @@ class TestDestination : public ReplyDestination {
 };
 
 RpcReply CallInto(RpcClient& client, const std::string& address, std::span<const std::byte> payload,
-                  std::shared_ptr<ReplyDestination> into) {
+                  std::shared_ptr<ReplyDestination> into, uint16_t opcode = kEcho,
+                  std::span<const std::byte> header = {}) {
   std::promise<RpcReply> p;
-  client.Call(address, kEcho, {}, payload, [&p](RpcReply r) { p.set_value(std::move(r)); }, std::move(into));
+  client.Call(address, opcode, header, payload, [&p](RpcReply r) { p.set_value(std::move(r)); }, std::move(into));
   return p.get_future().get();
+}
+
+// A kGenerate call for RandomBytes(length, seed), its reply received into `into`.
+RpcReply GenerateInto(RpcClient& client, const std::string& address, uint64_t length, uint32_t seed,
+                      std::shared_ptr<ReplyDestination> into) {
+  std::vector<std::byte> header(12);
+  std::memcpy(header.data(), &length, 8);
+  std::memcpy(header.data() + 8, &seed, 4);
+  return CallInto(client, address, {}, std::move(into), kGenerate, header);
 }
 
 // Replies land in the caller's memory: eager and rendezvous sizes, one piece (registered or
@@ -264,6 +287,7 @@ bool Holds(const std::vector<std::span<std::byte>>& spans, const std::vector<std
 struct PlacementCounters {
   MetricsRegistry metrics;
   Counter& placed = metrics.GetCounter("penstock_transport_server_placed_bytes_total", "");
+  Counter& pulled = metrics.GetCounter("penstock_transport_server_pulled_bytes_total", "");
   Counter& fallbacks = metrics.GetCounter("penstock_transport_server_placement_fallbacks_total", "");
 };
 
@@ -284,7 +308,7 @@ TEST(RpcTest, ServersOnThisHostWriteRepliesIntoTheLentMemory) {
       auto spans = pieces == 1 ? std::vector<std::span<std::byte>>{{memory.data(), size}} : Scattered(memory, size);
       auto dest = std::make_shared<TestDestination>(spans, size);
       const uint64_t before = m.placed.value();
-      RpcReply r = CallInto(*client, ts.server->address(), Span(payload), dest);
+      RpcReply r = GenerateInto(*client, ts.server->address(), size, static_cast<uint32_t>(size) + 5, dest);
       ASSERT_TRUE(r.status.ok()) << size << ": " << r.status.ToString();
       EXPECT_EQ(r.placed, size);
       EXPECT_EQ(r.payload.size(), 0u);
@@ -302,14 +326,14 @@ TEST(RpcTest, ServersOnThisHostWriteRepliesIntoTheLentMemory) {
   // A reply shorter than the memory lent.
   std::fill(memory.begin(), memory.end(), std::byte{0});
   auto roomy = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), 2 * size}}, 2 * size);
-  RpcReply r = CallInto(*client, ts.server->address(), Span(payload), roomy);
+  RpcReply r = GenerateInto(*client, ts.server->address(), size, 99, roomy);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.placed, size);
   EXPECT_EQ(0, std::memcmp(memory.data(), payload.data(), size));
   EXPECT_EQ(memory[size], std::byte{0});
   // A reply larger than the memory lent: sent, and delivered in the reply.
   auto tight = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), size - 1}}, size - 1);
-  r = CallInto(*client, ts.server->address(), Span(payload), tight);
+  r = GenerateInto(*client, ts.server->address(), size, 99, tight);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(r.placed, 0u);
   ASSERT_EQ(r.payload.size(), size);
@@ -319,18 +343,105 @@ TEST(RpcTest, ServersOnThisHostWriteRepliesIntoTheLentMemory) {
   // Below the threshold: received into the memory by the transport, not placed.
   const uint64_t placed_before = m.placed.value();
   auto small = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), 4096}}, 4096);
-  r = CallInto(*client, ts.server->address(), std::span(payload).first(4096), small);
+  r = GenerateInto(*client, ts.server->address(), 4096, 99, small);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.placed, 4096u);
   // A client with placement off.
-  auto off = RpcClient::Create({.timeout = 10s, .reply_placement = false});
+  auto off = RpcClient::Create({.timeout = 10s, .local_direct = false});
   ASSERT_TRUE(off.ok());
   auto big = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), size}}, size);
-  r = CallInto(**off, ts.server->address(), Span(payload), big);
+  r = GenerateInto(**off, ts.server->address(), size, 99, big);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.placed, size);
+  EXPECT_EQ(0, std::memcmp(memory.data(), payload.data(), size));
   EXPECT_EQ(m.placed.value(), placed_before);
   EXPECT_EQ(m.fallbacks.value(), 1u);
+  EXPECT_EQ(m.pulled.value(), 0u);
+}
+
+// The other direction: a large request payload stays in the caller's memory and the server
+// copies it from there (nothing goes over the transport); small ones, and those of a client
+// with direct copies off, are sent.
+TEST(RpcTest, ServersOnThisHostCopyLargePayloadsOutOfTheCallersMemory) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics});
+  auto client = MakeClient();
+  ASSERT_TRUE(ts.server && client);
+  for (size_t size : {size_t{64} << 10, size_t{1 << 20} + 1, size_t{16} << 20}) {
+    const auto payload = RandomBytes(size, static_cast<uint32_t>(size) + 9);
+    const uint64_t before = m.pulled.value();
+    RpcReply r = client->CallSync(ts.server->address(), kEcho, {}, Span(payload));
+    ASSERT_TRUE(r.status.ok()) << size << ": " << r.status.ToString();
+    ASSERT_EQ(r.payload.size(), size);
+    EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), size)) << size;
+    EXPECT_EQ(m.pulled.value() - before, size) << "copied by the server, not sent";
+  }
+  const uint64_t pulled = m.pulled.value();
+  EXPECT_TRUE(client->CallSync(ts.server->address(), kEcho, {}, Span(RandomBytes(4096, 1))).status.ok());
+  auto off = RpcClient::Create({.timeout = 10s, .local_direct = false});
+  ASSERT_TRUE(off.ok());
+  const auto payload = RandomBytes(1 << 20, 2);
+  RpcReply r = (*off)->CallSync(ts.server->address(), kEcho, {}, Span(payload));
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), payload.size()));
+  EXPECT_EQ(m.pulled.value(), pulled);
+  EXPECT_EQ(m.fallbacks.value(), 0u);
+}
+
+// A server that does not copy (direct copies off here; another user in practice) refuses the
+// first payload it is offered without running the request; the client sends it again with the
+// payload and offers that server no more. Replies it is offered memory for are sent as usual.
+TEST(RpcTest, AServerThatWillNotCopyGetsThePayloadSent) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics, .local_direct = false});
+  auto client = MakeClient();
+  ASSERT_TRUE(ts.server && client);
+  for (int i = 0; i < 3; ++i) {
+    const auto payload = RandomBytes(1 << 20, 40 + i);
+    RpcReply r = client->CallSync(ts.server->address(), kEcho, {}, Span(payload));
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.payload.size(), payload.size());
+    EXPECT_EQ(0, std::memcmp(r.payload.data(), payload.data(), payload.size()));
+  }
+  EXPECT_EQ(ts.echoes.load(), 3) << "the refused offer did not run the request";
+  EXPECT_EQ(m.fallbacks.value(), 1u) << "offered once, then sent";
+  std::vector<std::byte> memory(1 << 20);
+  auto dest = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), memory.size()}},
+                                                memory.size());
+  RpcReply r = GenerateInto(*client, ts.server->address(), memory.size(), 8, dest);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.placed, memory.size());
+  EXPECT_EQ(0, std::memcmp(memory.data(), RandomBytes(memory.size(), 8).data(), memory.size()));
+  EXPECT_EQ(m.placed.value(), 0u);
+  EXPECT_EQ(m.pulled.value(), 0u);
+}
+
+// A payload the client gave up on (the call timed out while it waited for the server's memory
+// budget) is never copied and its request never runs: the ticket was cleared first.
+TEST(RpcTest, APayloadGivenUpOnIsNeitherCopiedNorRun) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics, .max_incoming_bytes = 1 << 20});
+  auto client = MakeClient(500ms);
+  ASSERT_TRUE(ts.server && client);
+  const auto held = RandomBytes(1 << 20, 5), late = RandomBytes(1 << 20, 6);
+  std::promise<RpcReply> first;
+  client->Call(ts.server->address(), kNever, {}, Span(held), [&first](RpcReply r) { first.set_value(std::move(r)); });
+  RpcReply r = client->CallSync(ts.server->address(), kEcho, {}, Span(late));  // waits for budget
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded) << r.status.ToString();
+  EXPECT_EQ(first.get_future().get().status.code(), StatusCode::kDeadlineExceeded);
+  Responder release;
+  {
+    std::lock_guard lock(ts.mu);
+    ASSERT_EQ(ts.stalled.size(), 1u);
+    release = ts.stalled[0];
+  }
+  release(RpcReply{});  // the budget comes back; the deferred request is admitted now
+  auto deadline = Clock::now() + 5s;
+  while (m.fallbacks.value() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(m.fallbacks.value(), 1u);
+  EXPECT_EQ(m.pulled.value(), 1u << 20) << "only the first payload was copied";
+  EXPECT_EQ(ts.echoes.load(), 0);
+  EXPECT_TRUE(client->CallSync(ts.server->address(), kEcho, {}, {}).status.ok());
 }
 
 // A call the client gave up on (timed out) has its ticket cleared before the memory goes back:

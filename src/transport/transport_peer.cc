@@ -2,9 +2,10 @@
 //
 //   transport_peer serve MAX_INCOMING_BYTES HANDLER_DELAY_US [WORKERS]
 //       Runs an RpcServer on 127.0.0.1 (free port) and prints "PORT <n>". Opcode 1 answers an
-//       empty OK; opcode 2 echoes the payload. Replies come from one worker thread, each after
-//       HANDLER_DELAY_US, so requests pile up as on a busy target. On stdin EOF prints
-//       "STATS deferred=<n> hwm_kib=<peak RSS>" and exits.
+//       empty OK; opcode 2 echoes the payload; opcode 3 answers PatternBytes(N) for the 8-byte
+//       N in its header. Replies come from one worker thread, each after HANDLER_DELAY_US, so
+//       requests pile up as on a busy target. On stdin EOF prints "STATS deferred=<n>
+//       hwm_kib=<peak RSS> pulled=<bytes> placed=<bytes>" and exits.
 //   transport_peer write ADDRESS CALLS PAYLOAD_BYTES
 //       Issues CALLS opcode-1 calls with PAYLOAD_BYTES each, all at once (the client's flow
 //       control window bounds what is in flight), waits for all, prints "OK <n>" and exits 0, or
@@ -16,6 +17,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -27,6 +29,17 @@
 #include "transport/rpc_server.h"
 
 using namespace penstock;
+
+namespace {
+
+}  // namespace
+
+// Bytes a test can recompute: byte i is i * 7 + (i >> 12).
+std::vector<std::byte> PatternBytes(size_t n) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::byte(i * 7 + (i >> 12));
+  return v;
+}
 
 namespace {
 
@@ -55,6 +68,10 @@ int Serve(uint64_t max_incoming, int delay_us, unsigned workers) {
       if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
       if (request.opcode == 2) {
         respond(RpcReply{OkStatus(), std::move(request.header), std::move(request.payload)});
+      } else if (request.opcode == 3 && request.header.size() == 8) {
+        uint64_t n = 0;
+        std::memcpy(&n, request.header.data(), 8);
+        respond(RpcReply{OkStatus(), {}, AlignedBuffer::CopyOf(PatternBytes(n))});
       } else {
         respond(RpcReply{});
       }
@@ -78,10 +95,13 @@ int Serve(uint64_t max_incoming, int delay_us, unsigned workers) {
   char c;
   while (read(0, &c, 1) > 0) {
   }
-  std::printf("STATS deferred=%llu hwm_kib=%ld\n",
-              static_cast<unsigned long long>(
-                  metrics.GetCounter("penstock_transport_server_deferred_receives_total", "").value()),
-              PeakRssKib());
+  auto count = [&](const char* name) {
+    return static_cast<unsigned long long>(metrics.GetCounter(name, "").value());
+  };
+  std::printf("STATS deferred=%llu hwm_kib=%ld pulled=%llu placed=%llu\n",
+              count("penstock_transport_server_deferred_receives_total"), PeakRssKib(),
+              count("penstock_transport_server_pulled_bytes_total"),
+              count("penstock_transport_server_placed_bytes_total"));
   std::fflush(stdout);
   {
     std::lock_guard lock(mu);
