@@ -145,6 +145,7 @@ class RpcClient::Impl {
     bool failed = false;
     bool local = false;  // the server's address is on this host: direct copies may work
     bool pull_refused = false;  // the server would not copy a payload from us: send them
+    bool placement_refused = false;  // it sent a reply that fitted the memory we lent
     // Until the first reply arrives the connection may still be wiring up: one call at a time.
     // (UCX 1.13 can abort with "Assertion `max_iov > 1'" when it replays many requests queued
     // during wire-up, seen with several workers of one process over shared memory.)
@@ -231,7 +232,10 @@ class RpcClient::Impl {
   // Borrows the memory of a call whose reply the server may place (RpcClientOptions::
   // local_direct) and describes it for the request.
   std::optional<wire::Placement> LendForPlacement(PendingCall& call) {
-    if (!options_.local_direct || call.into == nullptr || !call.endpoint->local) return std::nullopt;
+    if (!options_.local_direct || call.into == nullptr || !call.endpoint->local ||
+        call.endpoint->placement_refused) {
+      return std::nullopt;
+    }
     const uint64_t length = call.into->UpFrontLength();
     if (length < std::max<uint64_t>(options_.placement_threshold, 1)) return std::nullopt;
     std::vector<std::span<std::byte>> spans = call.into->Borrow(length);
@@ -452,6 +456,12 @@ class RpcClient::Impl {
       call.lent.clear();
       call.ticket->store(0, std::memory_order_seq_cst);
       if (length > 0 && TrimTo(into, length)) {
+        // It fitted, so the server would not write into this process at all (another user, a
+        // ptrace policy, direct copies off there): offer it no more reply memory.
+        if (msg->status_code == StatusCode::kOk && !std::exchange(call.endpoint->placement_refused, true)) {
+          PS_LOG_INFO("data plane: {} sends replies instead of writing them into this process; "
+                      "no more offers to it", call.endpoint->address);
+        }
         return self->ReceiveInto(call, id, reply, data, length, param, std::move(into));
       }
       call.into->Return(length == 0);

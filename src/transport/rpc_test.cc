@@ -390,7 +390,8 @@ TEST(RpcTest, ServersOnThisHostCopyLargePayloadsOutOfTheCallersMemory) {
 
 // A server that does not copy (direct copies off here; another user in practice) refuses the
 // first payload it is offered without running the request; the client sends it again with the
-// payload and offers that server no more. Replies it is offered memory for are sent as usual.
+// payload and offers that server no more. The reply memory it is offered is refused too (the
+// reply is sent into it); after that the client offers none.
 TEST(RpcTest, AServerThatWillNotCopyGetsThePayloadSent) {
   PlacementCounters m;
   TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics, .local_direct = false});
@@ -406,14 +407,17 @@ TEST(RpcTest, AServerThatWillNotCopyGetsThePayloadSent) {
   EXPECT_EQ(ts.echoes.load(), 3) << "the refused offer did not run the request";
   EXPECT_EQ(m.fallbacks.value(), 1u) << "offered once, then sent";
   std::vector<std::byte> memory(1 << 20);
-  auto dest = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), memory.size()}},
-                                                memory.size());
-  RpcReply r = GenerateInto(*client, ts.server->address(), memory.size(), 8, dest);
-  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(r.placed, memory.size());
-  EXPECT_EQ(0, std::memcmp(memory.data(), RandomBytes(memory.size(), 8).data(), memory.size()));
+  for (uint32_t seed : {8, 9}) {
+    auto dest = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{{memory.data(), memory.size()}},
+                                                  memory.size());
+    RpcReply r = GenerateInto(*client, ts.server->address(), memory.size(), seed, dest);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.placed, memory.size());
+    EXPECT_EQ(0, std::memcmp(memory.data(), RandomBytes(memory.size(), seed).data(), memory.size()));
+  }
   EXPECT_EQ(m.placed.value(), 0u);
   EXPECT_EQ(m.pulled.value(), 0u);
+  EXPECT_EQ(m.fallbacks.value(), 2u) << "one refused reply offer, then no more offers";
 }
 
 // A payload the client gave up on (the call timed out while it waited for the server's memory
