@@ -280,7 +280,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
         }
       }
       if (!known) {
-        auto got = index_->Get(r.key);
+        auto got = index_->Get(r.key, /*memory_only=*/false, /*fill_cache=*/false);
         if (!got.ok()) {
           d->verdict[i] = got.status();
           continue;

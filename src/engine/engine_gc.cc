@@ -145,7 +145,8 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     std::set<ShardKey> seen;
     for (const ShardKey& key : owners_->Owners(victim)) {
       if (corrupt.contains(key) || !seen.insert(key).second) continue;
-      PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record, index_->Get(key));
+      PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record,
+                          index_->Get(key, /*memory_only=*/false, /*fill_cache=*/false));
       // Rewritten or deleted since the owners were listed: nothing of it to move.
       if (!record || std::none_of(record->runs.begin(), record->runs.end(),
                                   [&](const engine::BlockRun& run) { return run.segment == victim; })) {

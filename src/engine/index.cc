@@ -34,14 +34,67 @@ rocksdb::WriteOptions SyncedWrite(bool sync = true) {
 
 }  // namespace
 
-Index::Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync)
-    : dir_(std::move(dir)), sync_(sync), db_(std::move(db)) {}
+Index::Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, size_t record_cache_bytes)
+    : dir_(std::move(dir)),
+      sync_(sync),
+      db_(std::move(db)),
+      cache_share_(record_cache_bytes / kCacheStripes),
+      cache_(new CacheStripe[kCacheStripes]) {}
+
+namespace {
+
+size_t RecordBytes(const ShardRecord& r) {
+  return sizeof(ShardKey) + sizeof(ShardRecord) + r.runs.size() * sizeof(BlockRun) +
+         r.block_crcs.size() * sizeof(uint32_t) + 64;  // + the hash node
+}
+
+}  // namespace
+
+Index::CacheStripe& Index::StripeOf(const ShardKey& key) const {
+  return cache_[(ShardKeyHash{}(key) >> 7) % kCacheStripes];
+}
+
+void Index::CacheLocked(CacheStripe& s, const ShardKey& key, const std::optional<ShardRecord>& record) const {
+  auto it = s.records.find(key);
+  if (it != s.records.end()) {
+    s.bytes -= RecordBytes(it->second);
+    s.records.erase(it);
+  }
+  if (!record) return;
+  const size_t bytes = RecordBytes(*record);
+  if (bytes > cache_share_) return;
+  while (s.bytes + bytes > cache_share_ && !s.records.empty()) {  // evict whatever the table holds first
+    auto victim = s.records.begin();
+    s.bytes -= RecordBytes(victim->second);
+    s.records.erase(victim);
+  }
+  s.records.emplace(key, *record);
+  s.bytes += bytes;
+}
+
+uint64_t Index::cache_hits() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < kCacheStripes; ++i) {
+    std::lock_guard lock(cache_[i].mu);
+    n += cache_[i].hits;
+  }
+  return n;
+}
+
+uint64_t Index::gets() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < kCacheStripes; ++i) {
+    std::lock_guard lock(cache_[i].mu);
+    n += cache_[i].gets;
+  }
+  return n;
+}
 
 Index::~Index() {
   if (db_) db_->Close().PermitUncheckedError();
 }
 
-Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync) {
+Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync, size_t record_cache_bytes) {
   if (dir.empty()) return InvalidArgument("index_dir is empty; set it to a directory");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -67,10 +120,22 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync) {
     }
     return st;
   }
-  return std::unique_ptr<Index>(new Index(dir, std::unique_ptr<rocksdb::DB>(raw), sync));
+  return std::unique_ptr<Index>(new Index(dir, std::unique_ptr<rocksdb::DB>(raw), sync, record_cache_bytes));
 }
 
-Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_only) const {
+Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_only, bool fill_cache) const {
+  CacheStripe& stripe = StripeOf(key);
+  uint64_t changes;
+  {
+    std::lock_guard lock(stripe.mu);
+    ++stripe.gets;
+    auto it = stripe.records.find(key);
+    if (it != stripe.records.end()) {
+      ++stripe.hits;
+      return std::optional<ShardRecord>(it->second);
+    }
+    changes = stripe.changes;
+  }
   std::string value;
   rocksdb::ReadOptions read;
   if (memory_only) read.read_tier = rocksdb::kBlockCacheTier;
@@ -81,6 +146,10 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_o
   }
   if (!s.ok()) return ToStatus(s, fmt::format("index '{}': get {}", dir_, key.ToString()));
   PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(key, value));
+  {
+    std::lock_guard lock(stripe.mu);
+    if (fill_cache && stripe.changes == changes) CacheLocked(stripe, key, record);  // else it may be stale
+  }
   return std::optional<ShardRecord>(std::move(record));
 }
 
@@ -116,6 +185,14 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
   }
   // (Messages are formatted only on failure: this runs once per group commit.)
   rocksdb::Status s = db_->Write(SyncedWrite(sync && sync_), &batch);
+  // Forget the records of the keys the batch wrote (the next Get decodes and caches the new
+  // one; copying every record in here cost random writes ~6%), and tell Gets under way.
+  for (const Update& u : updates) {
+    CacheStripe& stripe = StripeOf(u.key);
+    std::lock_guard lock(stripe.mu);
+    ++stripe.changes;
+    CacheLocked(stripe, u.key, std::nullopt);
+  }
   if (!s.ok()) return ToStatus(s, fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
   return OkStatus();
 }

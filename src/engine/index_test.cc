@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <array>
+#include <atomic>
+#include <thread>
+
 #include "common/temp_dir.h"
 
 namespace penstock::engine {
@@ -64,6 +68,96 @@ TEST(IndexTest, AppliesRecordsOnlyAndDropsTheSegmentEntriesOfAnOlderVersion) {
   EXPECT_EQ(CountKeys(path, segments, after), 0);
   EXPECT_EQ(CountKeys(path, std::string(kMetaSegmentIndexKey), std::string(kMetaSegmentIndexKey) + "\x01"), 0);
   EXPECT_EQ(CountKeys(path, Index::AllShardsPrefix(), segments), 2);
+}
+
+// The record cache: a Get answers from memory the second time; a Get after an Apply sees what
+// it wrote (puts and deletes; a batch's later update of a key wins); a reopened index (empty
+// cache) decodes the same records.
+TEST(IndexTest, RecordCacheServesWhatTheIndexHolds) {
+  testing::TempDir dir("index");
+  const std::string path = dir.path() + "/idx";
+  ShardRecord mapped = At(3, 8192, 3 * 4096 + 100);
+  mapped.runs = {{3, 8192, 0, 2}, {kNoSegment, 0, 2, 1}, {9, 4096, 3, 1}};  // segment, offset, first, count
+  mapped.block_crcs = {11, 22, 33, 44};
+  mapped.version = 9;
+  {
+    auto index = Index::Open(path);
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
+    Index& ix = **index;
+    ASSERT_TRUE(ix.Apply({{Key(0), At(4, 0), std::nullopt}, {Key(1), mapped, std::nullopt},
+                          {Key(2), At(5, 0), std::nullopt}, {Key(2), std::nullopt, At(5, 0)},
+                          {Key(3), At(6, 0), std::nullopt}, {Key(3), At(7, 0), At(6, 0)}})
+                    .ok());
+    for (int round = 0; round < 2; ++round) {  // decoded, then from memory
+      EXPECT_EQ(**ix.Get(Key(0)), At(4, 0));
+      EXPECT_EQ(**ix.Get(Key(1)), mapped);
+      EXPECT_FALSE(ix.Get(Key(2))->has_value());
+      EXPECT_EQ(**ix.Get(Key(3)), At(7, 0));
+      EXPECT_EQ(ix.cache_hits(), round == 0 ? 0u : 3u);  // a missing record is not cached
+    }
+    ASSERT_TRUE(ix.Apply({{Key(0), std::nullopt, At(4, 0)}, {Key(3), At(8, 0), At(7, 0)}}).ok());
+    EXPECT_FALSE(ix.Get(Key(0))->has_value());
+    EXPECT_EQ(**ix.Get(Key(3)), At(8, 0));
+    EXPECT_EQ(**ix.Get(Key(1)), mapped);
+    EXPECT_EQ(ix.cache_hits(), 4u);
+  }
+  auto index = Index::Open(path);
+  ASSERT_TRUE(index.ok());
+  Index& ix = **index;
+  EXPECT_EQ(**ix.Get(Key(1)), mapped) << "what was cached is what RocksDB decodes";
+  EXPECT_EQ(**ix.Get(Key(3)), At(8, 0));
+  EXPECT_FALSE(ix.Get(Key(0))->has_value());
+  EXPECT_EQ(ix.cache_hits(), 0u);
+  EXPECT_EQ(**ix.Get(Key(1)), mapped);  // decoded once, then from memory
+  EXPECT_EQ(ix.cache_hits(), 1u);
+}
+
+// Readers racing a writer never see a record older than the last Apply that returned before
+// their Get began, and never leave an old record cached over a newer one. The cache holds one
+// record per stripe and the writer puts a key of the same stripe after each version, so readers
+// keep missing and reading RocksDB while newer versions land.
+TEST(IndexTest, RecordCacheNeverGoesBackInTime) {
+  testing::TempDir dir("index");
+  constexpr size_t kStripes = 64;  // Index's, and its stripe function below
+  auto index = Index::Open(dir.path() + "/idx", /*sync=*/false, kStripes * 300);
+  ASSERT_TRUE(index.ok());
+  Index& ix = **index;
+  constexpr uint64_t kKeys = 4, kVersions = 3000;
+  auto stripe = [](const ShardKey& k) { return (ShardKeyHash{}(k) >> 7) % kStripes; };
+  std::array<ShardKey, kKeys> churn;  // a key of the same stripe as Key(k)
+  for (uint64_t k = 0; k < kKeys; ++k) {
+    uint64_t c = 1000;
+    while (stripe(Key(c)) != stripe(Key(k))) ++c;
+    churn[k] = Key(c);
+  }
+  std::array<std::atomic<uint64_t>, kKeys> done{};
+  std::atomic<bool> stop{false};
+  std::atomic<int> violations{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      for (uint64_t i = t; !stop.load(); ++i) {
+        const uint64_t k = i % kKeys;
+        const uint64_t at_least = done[k].load();
+        auto got = ix.Get(Key(k));
+        if (!got.ok() || (at_least > 0 && (!got->has_value() || (*got)->version < at_least))) ++violations;
+      }
+    });
+  }
+  for (uint64_t v = 1; v <= kVersions; ++v) {
+    for (uint64_t k = 0; k < kKeys; ++k) {
+      ShardRecord r = At(static_cast<uint32_t>(v % 7), 0);
+      r.version = v;
+      ASSERT_TRUE(ix.Apply({{Key(k), r, std::nullopt}}, std::nullopt, /*sync=*/false).ok());
+      done[k].store(v);
+      ASSERT_TRUE(ix.Apply({{churn[k], At(1, 0), std::nullopt}}, std::nullopt, /*sync=*/false).ok());
+    }
+  }
+  stop.store(true);
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(violations.load(), 0);
+  for (uint64_t k = 0; k < kKeys; ++k) EXPECT_EQ((*ix.Get(Key(k)))->version, kVersions);
+  EXPECT_GT(ix.cache_hits(), 0u);
 }
 
 }  // namespace
