@@ -371,6 +371,9 @@ EngineStats Engine::Stats() const {
   s.commit_overlapped = commit_overlapped_.load();
   s.commit_redone = commit_redone_.load();
   s.segment_owner_entries = owners_->Entries();
+  const engine::Index::CacheCounts index_counts = index_->cache_counts();
+  s.index_lookups = index_counts.gets;
+  s.index_cache_hits = index_counts.hits;
   s.index_syncs = index_syncs_.load();
   s.journal_replayed = journal_replayed_.load();
   s.gc_segments_cleaned = gc_segments_cleaned_.load();

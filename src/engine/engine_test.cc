@@ -44,6 +44,27 @@ TEST(EngineTest, RoundTripsEverySize) {
   EXPECT_EQ(s.reads, sizes.size());
 }
 
+// Reads find shard records in the index's record cache from the second look on; the stats
+// (and the target's metrics) count both.
+TEST(EngineTest, SecondReadsOfARecordComeFromTheIndexCache) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  constexpr int kShards = 8;
+  for (int i = 0; i < kShards; ++i) ASSERT_TRUE(e->Write(Key(2, i), Pattern(10000, i), 1).ok());
+  const EngineStats before = e->Stats();  // waits until the index holds every write
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kShards; ++i) {
+      auto got = e->ReadRange(Key(2, i), 4096, 4096);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const std::vector<std::byte> all = Pattern(10000, i);
+      EXPECT_TRUE(SameBytes(*got, std::vector<std::byte>(all.begin() + 4096, all.begin() + 8192)));
+    }
+  }
+  const EngineStats after = e->Stats();
+  EXPECT_GE(after.index_lookups - before.index_lookups, 2u * kShards);
+  EXPECT_GE(after.index_cache_hits - before.index_cache_hits, uint64_t{kShards});
+}
+
 TEST(EngineTest, OneMiBPlusOneInLargerSegments) {
   ScratchDir dir;
   auto e = MustOpen(SmallOptions(dir, 4, 4 << 20));

@@ -72,20 +72,12 @@ void Index::CacheLocked(CacheStripe& s, const ShardKey& key, const std::optional
   s.bytes += bytes;
 }
 
-uint64_t Index::cache_hits() const {
-  uint64_t n = 0;
+Index::CacheCounts Index::cache_counts() const {
+  CacheCounts n;
   for (size_t i = 0; i < kCacheStripes; ++i) {
     std::lock_guard lock(cache_[i].mu);
-    n += cache_[i].hits;
-  }
-  return n;
-}
-
-uint64_t Index::gets() const {
-  uint64_t n = 0;
-  for (size_t i = 0; i < kCacheStripes; ++i) {
-    std::lock_guard lock(cache_[i].mu);
-    n += cache_[i].gets;
+    n.gets += cache_[i].gets;
+    n.hits += cache_[i].hits;
   }
   return n;
 }

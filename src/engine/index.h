@@ -92,9 +92,12 @@ class Index {
   Status PutSuperblock(const DeviceHeader& header);
 
   const std::string& dir() const { return dir_; }
-  // Gets answered from the record cache, and all Gets (for tests and metrics).
-  uint64_t cache_hits() const;
-  uint64_t gets() const;
+  // Gets so far, and those the record cache answered (metrics, tests).
+  struct CacheCounts {
+    uint64_t gets = 0, hits = 0;
+  };
+  CacheCounts cache_counts() const;
+  uint64_t cache_hits() const { return cache_counts().hits; }
 
  private:
   Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, size_t record_cache_bytes);

@@ -125,6 +125,10 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   gauge("penstock_engine_segment_owner_entries",
         "Runs GC can find by segment, held in memory (about 96 bytes each).",
         &EngineStats::segment_owner_entries);
+  gauge("penstock_engine_index_lookups", "Index record lookups (reads, stats, the committer's "
+        "misses, GC).", &EngineStats::index_lookups);
+  gauge("penstock_engine_index_cache_hits", "Index record lookups answered by its record cache.",
+        &EngineStats::index_cache_hits);
   gauge("penstock_engine_commit_ops", "Writes and deletes made durable by group commits.",
         &EngineStats::commit_ops);
   gauge("penstock_engine_commit_overlapped", "Group commits started while an earlier one was still "
