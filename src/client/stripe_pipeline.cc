@@ -1,6 +1,8 @@
 #include "client/stripe_pipeline.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -42,9 +44,33 @@ struct WriteDone {
   Status status;
 };
 
+// The memory one stripe's read lands in when the transport can put it there (a target on this
+// host writes it straight in; a rendezvous reply is received into it): lent whole, returned by
+// the read's completion. Cells of an ec read borrow disjoint parts.
+class StripeBuffer : public StripeDestination {
+ public:
+  explicit StripeBuffer(uint64_t length) : buf_(length) {}
+  std::vector<std::span<std::byte>> Borrow(uint64_t at, uint64_t length) override {
+    if (at > buf_.size() || length > buf_.size() - at) return {};
+    return {buf_.span().subspan(at, length)};
+  }
+  void Return(uint64_t, uint64_t) override {}
+  void Zero(uint64_t at, uint64_t length) override {
+    if (at < buf_.size()) std::memset(buf_.data() + at, 0, std::min<uint64_t>(length, buf_.size() - at));
+  }
+  // The bytes a read delivered: the first `placed` here, or its own buffer.
+  std::span<const std::byte> Bytes(const ShardData& d) const {
+    return d.placed > 0 ? std::span<const std::byte>(buf_.span()).first(d.placed) : d.data.span();
+  }
+
+ private:
+  AlignedBuffer buf_;
+};
+
 struct ReadDone {
   uint64_t stripe;
   Result<ShardData> data;
+  std::shared_ptr<StripeBuffer> into;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -115,12 +141,14 @@ Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
   DoneQueue<ReadDone> done_q;
   std::vector<std::pair<Clock::time_point, int>> tries(n);
   auto issue = [&](uint64_t stripe) {
-    // ec returns exactly the bytes asked for; none and rep return the whole shard, so a shard
-    // of the wrong length shows.
-    const uint64_t len = geo.red.kind == Redundancy::Kind::kErasure ? layout.stripe_length(stripe) : UINT64_MAX;
-    io.Read(geo, layout.key(stripe), 0, len, [&done_q, stripe](Result<ShardData> r) {
-      done_q.Post({stripe, std::move(r)});
-    });
+    // ec returns exactly the bytes asked for; none and rep return up to one byte more than the
+    // stripe holds, so a shard of the wrong length shows.
+    const uint64_t expect = layout.stripe_length(stripe);
+    const uint64_t len = geo.red.kind == Redundancy::Kind::kErasure ? expect : expect + 1;
+    auto into = std::make_shared<StripeBuffer>(len);
+    io.Read(geo, layout.key(stripe), 0, len, [&done_q, stripe, into](Result<ShardData> r) {
+      done_q.Post({stripe, std::move(r), into});
+    }, std::nullopt, into);
   };
 
   Status first_error;
@@ -156,12 +184,14 @@ Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
     }
     if (!first_error.ok()) continue;  // draining after an error
     const uint64_t expect = layout.stripe_length(d.stripe);
-    if (d.data->data.size() != expect) {
-      first_error = DataLoss(where + " has " + std::to_string(d.data->data.size()) + " bytes, expected " +
-                             std::to_string(expect));
+    const std::span<const std::byte> bytes = d.into->Bytes(*d.data);
+    if (bytes.size() != expect) {
+      first_error = DataLoss(where + " has " + (bytes.size() > expect ? "more than " : "") +
+                             std::to_string(std::min<uint64_t>(bytes.size(), expect)) +
+                             " bytes, expected " + std::to_string(expect));
       continue;
     }
-    Status s = sink.WriteAt(d.stripe * layout.stripe_unit, d.data->data.span());
+    Status s = sink.WriteAt(d.stripe * layout.stripe_unit, bytes);
     if (!s.ok()) {
       first_error = s;
       continue;
