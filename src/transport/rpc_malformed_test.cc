@@ -1,9 +1,11 @@
 // A live RpcServer fed malformed messages over a raw UCX endpoint: garbage, bad magic, unknown
 // version or kind, lengths that disagree with the bytes sent, truncated headers, a reply sent
-// as a request, with and without (rendezvous-sized) payloads. Each must be answered with
-// kInvalidArgument (or dropped when no request id is readable), and the server must keep
-// serving good requests on the same connection and on new ones.
+// as a request, with and without (rendezvous-sized) payloads, payload sources the server cannot
+// copy. Each must be answered with kInvalidArgument (kFailedPrecondition for the payload
+// sources; or dropped when no request id is readable), and the server must keep serving good
+// requests on the same connection and on new ones.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstring>
@@ -115,10 +117,12 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
     std::vector<std::byte> header;
     size_t payload;
     uint64_t id;  // expected request id in the reply
+    StatusCode code;
   };
   std::vector<Case> cases;
-  auto add = [&](const char* what, std::vector<std::byte> h, size_t payload, uint64_t id) {
-    cases.push_back({what, std::move(h), payload, id});
+  auto add = [&](const char* what, std::vector<std::byte> h, size_t payload, uint64_t id,
+                 StatusCode code = StatusCode::kInvalidArgument) {
+    cases.push_back({what, std::move(h), payload, id, code});
   };
   std::mt19937 rng(7);
   std::vector<std::byte> garbage(200);
@@ -153,13 +157,26 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   h = Request(20, 0);
   Poke<int32_t>(h, 24, 5);  // status_code
   add("a request carrying a status", h, 0, 20);
+  // Payload sources (placement.h) the server cannot or will not copy: refused (kPullRefused,
+  // kFailedPrecondition), the request not run, nothing allocated for the claimed size.
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  wire::Placement unmapped{pid, 0x10, 5, {{0x1000, 4096}}};
+  add("a payload source in memory that is not there",
+      wire::EncodeRequest(21, 1, {}, 4096, &unmapped, wire::kPayloadSource).value(), 0, 21,
+      StatusCode::kFailedPrecondition);
+  wire::Placement huge{pid, 0x10, 5, {{0x1000, uint64_t{1} << 40}}};
+  add("a payload source of a terabyte",
+      wire::EncodeRequest(22, 1, {}, uint64_t{1} << 40, &huge, wire::kPayloadSource).value(), 0, 22,
+      StatusCode::kFailedPrecondition);
+  h = wire::EncodeRequest(23, 1, {}, 4096, &unmapped, wire::kPayloadSource).value();
+  add("a payload source with AM data", h, 4096, 23);
 
   for (auto& c : cases) raw.Send(c.header, c.payload);
   raw.Send(Request(99, 4 << 20), 4 << 20);  // a good request on the same connection
   auto replies = raw.WaitForReplies(cases.size() + 1);
   // UCX does not keep eager and rendezvous messages in order, so match replies by id.
   std::multiset<std::pair<uint64_t, StatusCode>> want, got(replies.begin(), replies.end());
-  for (auto& c : cases) want.emplace(c.id, StatusCode::kInvalidArgument);
+  for (auto& c : cases) want.emplace(c.id, c.code);
   want.emplace(99, StatusCode::kOk);
   EXPECT_EQ(got, want);
   ASSERT_EQ(replies.size(), cases.size() + 1);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -30,6 +31,10 @@ struct ResponderGate {
 
 class RpcServer::Impl {
  public:
+  // Larger payloads are not copied out of a client's memory (it sends them instead): a bound on
+  // what one request can make the server allocate on a client's word.
+  static constexpr uint64_t kMaxPullBytes = uint64_t{1} << 30;
+
   Impl(const RpcServerOptions& options, RpcHandler handler)
       : options_(options), handler_(std::move(handler)), budget_(options.max_incoming_bytes) {
     if (options.metrics != nullptr) {
@@ -331,10 +336,12 @@ class RpcServer::Impl {
       }
     }
     if (msg->payload_source) {
-      if (!allowed) {
+      if (!allowed || msg->payload_len > kMaxPullBytes) {
         self->SendReply(lane, ep, conn_id, msg->request_id, msg->opcode,
-                        RpcReply{FailedPrecondition("this target does not copy from the client's memory "
-                                                    "(another user, or turned off); send the payload"),
+                        RpcReply{FailedPrecondition(allowed ? "payload too large to copy from the client's memory; "
+                                                              "send it"
+                                                            : "this target does not copy from the client's memory "
+                                                              "(another user, or turned off); send the payload"),
                                  {}, AlignedBuffer()},
                         wire::kPullRefused);
         return UCS_OK;
@@ -429,8 +436,14 @@ class RpcServer::Impl {
   // memory (the kernel's copy, in place of the socket's), then runs the handler; when it
   // cannot, answers kPullRefused without running the request, and the client sends the payload.
   void Pull(Lane* lane, DeferredReceive rx, std::shared_ptr<BudgetTicket> ticket) {
-    AlignedBuffer payload(rx.length);
-    Status s = PullPayload(*rx.source, payload.span());
+    AlignedBuffer payload;
+    Status s;
+    try {
+      payload = AlignedBuffer(rx.length);
+      s = PullPayload(*rx.source, payload.span());
+    } catch (const std::bad_alloc&) {
+      s = ResourceExhausted("no memory for a " + std::to_string(rx.length) + "-byte payload");
+    }
     if (!s.ok()) {
       NoteFallback(s);
       SendReply(lane, rx.ep, rx.conn_id, rx.request_id, rx.request->opcode,
