@@ -105,7 +105,7 @@ void Poke(std::vector<std::byte>& bytes, size_t offset, T value) {
 }
 
 TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
-  auto server = RpcServer::Start({}, [](RpcRequest r, Responder respond) {
+  auto server = RpcServer::Start({.max_payload_bytes = 8 << 20}, [](RpcRequest r, Responder respond) {
     respond(RpcReply{OkStatus(), std::move(r.header), std::move(r.payload)});
   });
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -157,8 +157,9 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   h = Request(20, 0);
   Poke<int32_t>(h, 24, 5);  // status_code
   add("a request carrying a status", h, 0, 20);
-  // Payload sources (placement.h) the server cannot or will not copy: refused (kPullRefused,
-  // kFailedPrecondition), the request not run, nothing allocated for the claimed size.
+  // Payload sources (placement.h) the server cannot copy: refused (kPullRefused,
+  // kFailedPrecondition), the request not run; payloads over max_payload_bytes, sent or not:
+  // kInvalidArgument, nothing allocated for the claimed size.
   const uint32_t pid = static_cast<uint32_t>(getpid());
   wire::Placement unmapped{pid, 0x10, 5, {{0x1000, 4096}}};
   add("a payload source in memory that is not there",
@@ -166,10 +167,10 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
       StatusCode::kFailedPrecondition);
   wire::Placement huge{pid, 0x10, 5, {{0x1000, uint64_t{1} << 40}}};
   add("a payload source of a terabyte",
-      wire::EncodeRequest(22, 1, {}, uint64_t{1} << 40, &huge, wire::kPayloadSource).value(), 0, 22,
-      StatusCode::kFailedPrecondition);
-  h = wire::EncodeRequest(23, 1, {}, 4096, &unmapped, wire::kPayloadSource).value();
-  add("a payload source with AM data", h, 4096, 23);
+      wire::EncodeRequest(22, 1, {}, uint64_t{1} << 40, &huge, wire::kPayloadSource).value(), 0, 22);
+  add("a rendezvous payload over the server's limit", Request(24, 16 << 20), 16 << 20, 24);
+  // (The decoder refuses a payload source with AM data: see WireTest.PayloadSourceRequests-
+  // AndRefusals. Sent here, it would be the eager-payload case noted above.)
 
   for (auto& c : cases) raw.Send(c.header, c.payload);
   raw.Send(Request(99, 4 << 20), 4 << 20);  // a good request on the same connection

@@ -31,10 +31,6 @@ struct ResponderGate {
 
 class RpcServer::Impl {
  public:
-  // Larger payloads are not copied out of a client's memory (it sends them instead): a bound on
-  // what one request can make the server allocate on a client's word.
-  static constexpr uint64_t kMaxPullBytes = uint64_t{1} << 30;
-
   Impl(const RpcServerOptions& options, RpcHandler handler)
       : options_(options), handler_(std::move(handler)), budget_(options.max_incoming_bytes) {
     if (options.metrics != nullptr) {
@@ -335,13 +331,21 @@ class RpcServer::Impl {
                                             ") runs as another user"));
       }
     }
+    // A payload's length is the client's word: nothing is allocated for more than the limit.
+    if (msg->payload_len > self->options_.max_payload_bytes) {
+      self->SendReply(lane, ep, conn_id, msg->request_id, msg->opcode,
+                      RpcReply{InvalidArgument("request payload of " + std::to_string(msg->payload_len) +
+                                               " bytes is over this server's limit of " +
+                                               std::to_string(self->options_.max_payload_bytes) +
+                                               "; split it"),
+                               {}, AlignedBuffer()});
+      return UCS_OK;  // a rendezvous payload is dropped by UCX
+    }
     if (msg->payload_source) {
-      if (!allowed || msg->payload_len > kMaxPullBytes) {
+      if (!allowed) {
         self->SendReply(lane, ep, conn_id, msg->request_id, msg->opcode,
-                        RpcReply{FailedPrecondition(allowed ? "payload too large to copy from the client's memory; "
-                                                              "send it"
-                                                            : "this target does not copy from the client's memory "
-                                                              "(another user, or turned off); send the payload"),
+                        RpcReply{FailedPrecondition("this target does not copy from the client's memory "
+                                                    "(another user, or turned off); send the payload"),
                                  {}, AlignedBuffer()},
                         wire::kPullRefused);
         return UCS_OK;

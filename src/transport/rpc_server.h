@@ -58,6 +58,10 @@ struct RpcServerOptions {
   // A target uses it to have its engine's read completions reaped on the transport thread.
   using AddSource = std::function<void(int fd, std::function<bool()> progress)>;
   std::function<std::function<void()>(const AddSource& add_source)> on_worker_start{};
+  // The largest request payload accepted (rendezvous or copied from a client's memory): a
+  // request claiming more is answered kInvalidArgument before anything is allocated for it.
+  // Shards are at most 64 MiB (the largest stripe unit).
+  uint64_t max_payload_bytes = uint64_t{1} << 30;
   // Direct copies with clients on this host that run as this server's user (placement.h):
   // replies written into the memory a client lent, request payloads copied out of its memory.
   // Off: every such offer is refused and the bytes go over the transport.
