@@ -171,7 +171,7 @@ class RpcClient::Impl {
     bool receiving = false;
     // Memory `into` lent when the call was sent, offered to the server for the reply (reply
     // placement), and the ticket word the server reads back before it writes there; cleared
-    // before the memory goes back (ReturnLent).
+    // before the memory goes back (Revoke).
     std::vector<std::span<std::byte>> lent;
     std::unique_ptr<std::atomic<uint64_t>> ticket;
     // The payload stays in the caller's memory for the server to copy (kPayloadSource); the op
@@ -263,11 +263,11 @@ class RpcClient::Impl {
     return p;
   }
 
-  // Takes back the memory a call lent up front (the ticket first, so a server that has not
-  // yet checked it leaves the memory alone) and returns it to the destination.
-  static void ReturnLent(PendingCall& call, bool ok) {
+  // Clears the call's ticket, so a server that has not yet checked it leaves the call's memory
+  // alone, then returns memory the call lent up front (if any) to its destination.
+  static void Revoke(PendingCall& call, bool ok) {
+    if (call.ticket != nullptr) call.ticket->store(0, std::memory_order_seq_cst);
     if (call.lent.empty()) return;
-    call.ticket->store(0, std::memory_order_seq_cst);
     call.lent.clear();
     call.into->Return(ok);
   }
@@ -383,8 +383,7 @@ class RpcClient::Impl {
     PendingCall call = std::move(it->second);
     uint64_t id = it->first;
     calls_.erase(it);
-    ReturnLent(call, false);  // no reply used it (a placed reply returned it already)
-    if (call.ticket != nullptr) call.ticket->store(0, std::memory_order_seq_cst);  // a payload source
+    Revoke(call, false);  // lent memory no reply used (a placed reply returned it already)
     call.endpoint->calls.erase(id);
     deadlines_.erase({call.deadline, id});
     if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
@@ -505,7 +504,7 @@ class RpcClient::Impl {
                                        std::to_string(lent) + " bytes of lent memory")));
       return UCS_OK;
     }
-    ReturnLent(call, true);
+    Revoke(call, true);
     if (placed_bytes_ != nullptr) placed_bytes_->Inc(length);
     reply.placed = length;
     Complete(id, std::move(reply));

@@ -319,11 +319,11 @@ class RpcServer::Impl {
     bool allowed = false;
     if (msg->placement) {
       Conn& c = conn->second;
-      if (c.placement_pid != msg->placement->pid) {
+      if (self->options_.local_direct && c.placement_pid != msg->placement->pid) {
         c.placement_pid = msg->placement->pid;
         c.placement_allowed = SameUser(c.placement_pid);
       }
-      allowed = c.placement_allowed && self->options_.local_direct;
+      allowed = self->options_.local_direct && c.placement_allowed;
       if (!self->options_.local_direct) {
         self->NoteFallback(FailedPrecondition("direct copies with local clients are off"));
       } else if (!allowed) {
@@ -353,32 +353,32 @@ class RpcServer::Impl {
       rx.source = std::make_shared<const wire::Placement>(std::move(*msg->placement));
       rx.desc = nullptr;
       rx.length = msg->payload_len;
-      if (!lane->deferred.empty() || !self->TryReserve(rx.length)) {  // as a rendezvous payload
-        lane->deferred.push_back(std::move(rx));
-        lane->deferred_count = lane->deferred.size();
-        if (self->deferred_total_ != nullptr) self->deferred_total_->Inc();
-        return UCS_OK;  // no UCX descriptor is kept
-      }
-      self->StartReceive(lane, std::move(rx), 0);
-      return UCS_OK;
+      if (self->AdmitOrDefer(lane, rx)) self->StartReceive(lane, std::move(rx), 0);
+      return UCS_OK;  // deferred: no UCX descriptor is kept
     }
     if (msg->placement && allowed) {
       rx.placement = std::make_shared<const wire::Placement>(std::move(*msg->placement));
     }
     if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-      if (!lane->deferred.empty() || !self->TryReserve(length)) {
-        // Over budget: keep UCX's descriptor and fetch the payload once memory is returned.
-        lane->deferred.push_back(std::move(rx));
-        lane->deferred_count = lane->deferred.size();
-        if (self->deferred_total_ != nullptr) self->deferred_total_->Inc();
-        return UCS_INPROGRESS;
-      }
+      // Over budget: keep UCX's descriptor and fetch the payload once memory is returned.
+      if (!self->AdmitOrDefer(lane, rx)) return UCS_INPROGRESS;
     } else {
       std::lock_guard lock(self->budget_mu_);
       self->budget_.ForceReserve(length);
     }
     self->StartReceive(lane, std::move(rx), param->recv_attr);
     return UCS_OK;
+  }
+
+  // The lane's thread. Reserves budget for a request whose payload is not in memory yet
+  // (rendezvous, or a payload source) and says true, or, when it does not fit or earlier ones
+  // wait, queues it behind them (AdmitDeferred starts it once budget returns) and says false.
+  bool AdmitOrDefer(Lane* lane, DeferredReceive& rx) {
+    if (lane->deferred.empty() && TryReserve(rx.length)) return true;
+    lane->deferred.push_back(std::move(rx));
+    lane->deferred_count = lane->deferred.size();
+    if (deferred_total_ != nullptr) deferred_total_->Inc();
+    return false;
   }
 
   bool TryReserve(uint64_t bytes) {
