@@ -311,16 +311,6 @@ Result<std::optional<DeviceHeader>> DecodeDeviceHeader(std::span<const std::byte
   return std::optional<DeviceHeader>(header);
 }
 
-namespace {
-
-uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> payload) {
-  header.crc = 0;
-  uint32_t crc = Crc32c(std::as_bytes(std::span(&header, 1)));
-  return Crc32c(payload, crc);
-}
-
-// The run a range write's journal entry carries: the written blocks, where they lie on the
-// device. nullopt when the update is journaled whole (not a range write onto an existing record).
 std::optional<BlockRun> RangeEntryRun(const IndexUpdate& u) {
   if (!u.range_write || !u.old || !u.record) return std::nullopt;
   const uint64_t blocks = u.record->block_crcs.size();
@@ -332,6 +322,51 @@ std::optional<BlockRun> RangeEntryRun(const IndexUpdate& u) {
                   .offset = holding->offset + (begin - holding->first_block) * kBlockSize,
                   .first_block = begin,
                   .block_count = end - begin};
+}
+
+std::string EncodeRangeOperand(const IndexUpdate& u, const BlockRun& run) {
+  RangeOperandHeader h;
+  h.segment = run.segment;
+  h.first_block = run.first_block;
+  h.block_count = run.block_count;
+  h.offset = run.offset;
+  h.length = u.record->length;
+  h.version = u.record->version;
+  std::string out(sizeof(h) + run.block_count * sizeof(uint32_t), '\0');
+  std::memcpy(out.data(), &h, sizeof(h));
+  std::memcpy(out.data() + sizeof(h), u.record->block_crcs.data() + run.first_block,
+              run.block_count * sizeof(uint32_t));
+  return out;
+}
+
+Result<ShardRecord> ApplyRangeOperand(const ShardKey& key, const std::optional<ShardRecord>& before,
+                                      std::string_view operand) {
+  RangeOperandHeader h;
+  auto malformed = [&](std::string_view why) {
+    return DataLoss(fmt::format("index range-write operand of {} is malformed ({}); the index is "
+                                "corrupt, rebuild this target", key.ToString(), why));
+  };
+  if (operand.size() < sizeof(h)) return malformed("too short");
+  std::memcpy(&h, operand.data(), sizeof(h));
+  if (h.format_version != kRangeOperandVersion || h.flags != 0) return malformed("unknown version");
+  if (h.block_count == 0 || h.segment == kNoSegment || h.offset % kBlockSize != 0 ||
+      h.first_block + h.block_count < h.first_block || h.first_block + h.block_count > BlocksFor(h.length) ||
+      (operand.size() - sizeof(h)) / sizeof(uint32_t) != h.block_count ||
+      (operand.size() - sizeof(h)) % sizeof(uint32_t) != 0) {
+    return malformed("bad run");
+  }
+  if (before && before->length > h.length) return malformed("shorter than the record");
+  std::vector<uint32_t> crcs;
+  ReadCrcs(reinterpret_cast<const std::byte*>(operand.data()) + sizeof(h), h.block_count, crcs);
+  return ApplyRangeWrite(before, h.first_block, h.segment, h.offset, crcs, h.length, h.version);
+}
+
+namespace {
+
+uint32_t JournalCrc(JournalRecordHeader header, std::span<const std::byte> payload) {
+  header.crc = 0;
+  uint32_t crc = Crc32c(std::as_bytes(std::span(&header, 1)));
+  return Crc32c(payload, crc);
 }
 
 uint64_t PayloadBytes(const std::vector<IndexUpdate>& updates) {

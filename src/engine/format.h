@@ -8,7 +8,8 @@
 //   * the RocksDB index: one record per shard (key: EncodeShardKey, value: a ShardRecordHeader
 //     (version 1: the shard in one extent) or a ShardRecordHeaderV2 followed by its runs
 //     (a block map, see BlockRun: version 2 as StoredRuns, version 3 packed), then one crc32c
-//     per 4 KiB block), plus meta
+//     per 4 KiB block; on top of it, merge operands of range writes (RangeOperandHeader, the
+//     index's merge operator applies them: index.h)), plus meta
 //     records (kMetaSuperblockKey holds a copy of the DeviceHeader, which pairs an index with its
 //     device; kMetaJournalKey holds the JournalPosition of the last journal record the index
 //     contains, written in the same batch as its updates). Earlier versions also kept a segment
@@ -62,7 +63,11 @@ inline constexpr uint64_t kDeviceMagic = 0x4B434F5453'4E4550ull;  // "PENSTOCK" 
 // devices to 4 likewise.
 // Device format 5: block-map records are written packed (kShardRecordVersionPacked), which a
 // format-4 build cannot read, so Open upgrades older devices to 5 likewise.
-inline constexpr uint32_t kDeviceFormatVersion = 5;
+// Device format 6: a range write onto an existing record may reach the index as a RocksDB
+// merge operand (RangeOperandHeader) instead of the whole record; a format-5 build opens
+// RocksDB without the merge operator and could not read such a key, so Open upgrades older
+// devices to 6 likewise.
+inline constexpr uint32_t kDeviceFormatVersion = 6;
 inline constexpr uint32_t kOldestDeviceFormatVersion = 1;
 inline constexpr uint16_t kShardRecordVersion = 1;     // one extent (ShardRecordHeader)
 inline constexpr uint16_t kShardRecordVersionRuns = 2;  // a block map (ShardRecordHeaderV2), read only
@@ -185,6 +190,34 @@ struct IndexUpdate {
   // journal's replay completes it: its one run and its crcs are the written blocks'.
   bool range_write = false;
 };
+
+// The written blocks of a range write onto an existing record, where they lie on the device:
+// what the journal (kJournalRange) and the index (a merge operand) carry of it. nullopt when
+// the update must be stored whole (not a range write onto an existing record, or its written
+// blocks are not one extent).
+std::optional<BlockRun> RangeEntryRun(const IndexUpdate& u);
+
+// A merge operand of the index (RocksDB's Merge), for an update with a RangeEntryRun `run`;
+// followed by block_count uint32 crc32c values (the written blocks'). Applied to the key's
+// record before it, it gives ApplyRangeWrite(before, first_block, segment, offset, crcs,
+// length, version): the update's record.
+inline constexpr uint16_t kRangeOperandVersion = 1;
+struct RangeOperandHeader {
+  uint16_t format_version = kRangeOperandVersion;
+  uint16_t flags = 0;  // none defined in version 1; must be 0
+  uint32_t segment = kNoSegment;
+  uint64_t first_block = 0;
+  uint64_t block_count = 0;
+  uint64_t offset = 0;   // of the first written block in the segment, multiple of kBlockSize
+  uint64_t length = 0;   // the new record's
+  uint64_t version = 0;  // the new record's
+};
+static_assert(sizeof(RangeOperandHeader) == 48);
+std::string EncodeRangeOperand(const IndexUpdate& u, const BlockRun& run);
+// `before` (the key's record; nullopt: absent) with the operand applied. Errors: kDataLoss
+// naming `key` (malformed operand, or blocks past the new length).
+Result<ShardRecord> ApplyRangeOperand(const ShardKey& key, const std::optional<ShardRecord>& before,
+                                      std::string_view operand);
 
 // Index journal. A record is durable on the device before the index batch it repeats is
 // written (unsynced); Open replays the records the index does not hold.

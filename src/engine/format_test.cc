@@ -366,5 +366,53 @@ TEST(FormatTest, JournalPositionRoundTrips) {
   EXPECT_EQ(DecodeJournalPosition(EncodeJournalPosition(misaligned)), std::nullopt);
 }
 
+// A range write's merge operand carries its written blocks; applied to the record before it,
+// it gives the update's record. Malformed operands are kDataLoss naming the key.
+TEST(FormatTest, RangeOperandAppliesTheWrittenBlocksAndRejectsMalformedOnes) {
+  const ShardKey key{3, {4, 5}, 6, 1};
+  const ShardRecord before = ShardRecord::Contiguous(2, 8192, 4 * 4096, 7, {1, 2, 3, 4});
+  const ShardRecord after = ApplyRangeWrite(before, 1, 9, 40960, std::vector<uint32_t>{21, 31}, 6 * 4096 - 10, 8);
+  IndexUpdate u{.key = key, .record = after, .old = before, .written_begin = 1, .written_end = 3,
+                .range_write = true};
+  std::optional<BlockRun> run = RangeEntryRun(u);
+  ASSERT_TRUE(run.has_value());
+  const std::string operand = EncodeRangeOperand(u, *run);
+  EXPECT_EQ(operand.size(), sizeof(RangeOperandHeader) + 2 * sizeof(uint32_t));
+  auto applied = ApplyRangeOperand(key, before, operand);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_EQ(*applied, after);
+  EXPECT_FALSE(RangeEntryRun({.key = key, .record = after, .range_write = true}).has_value())
+      << "without the record before it, the update is stored whole";
+
+  auto expect_data_loss = [&](std::string bad, const char* what) {
+    auto r = ApplyRangeOperand(key, before, bad);
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << what;
+    EXPECT_NE(r.status().message().find(key.ToString()), std::string::npos) << what;
+  };
+  expect_data_loss(operand.substr(0, 20), "too short");
+  expect_data_loss(operand + "x", "crcs not whole");
+  expect_data_loss(operand.substr(0, operand.size() - 4), "one crc missing");
+  RangeOperandHeader h;
+  std::memcpy(&h, operand.data(), sizeof(h));
+  auto with = [&](RangeOperandHeader changed) {
+    std::string out = operand;
+    std::memcpy(out.data(), &changed, sizeof(changed));
+    return out;
+  };
+  RangeOperandHeader v = h;
+  v.format_version = 2;
+  expect_data_loss(with(v), "unknown version");
+  RangeOperandHeader past = h;
+  past.first_block = 5;  // blocks 5 and 6 of a 6-block shard
+  expect_data_loss(with(past), "past the new length");
+  RangeOperandHeader shorter = h;
+  shorter.length = 2 * 4096;
+  expect_data_loss(with(shorter), "shorter than the record before it");
+  RangeOperandHeader hole = h;
+  hole.segment = kNoSegment;
+  expect_data_loss(with(hole), "no place");
+}
+
 }  // namespace
 }  // namespace penstock::engine

@@ -17,6 +17,12 @@
 // stripe counts its changes, and a Get caches what it read only when none happened since it
 // looked).
 //
+// Apply writes a range write onto an existing record (IndexUpdate::range_write with `old`, its
+// written blocks in one extent) as a RocksDB merge operand holding only the written blocks
+// (format.h, RangeOperandHeader); the index's merge operator applies operands to the record
+// below them when a Get, a scan, a flush or a compaction meets them. Every kMaxMergesPerKey-th
+// update of a key is written whole, so a read merges only a few.
+//
 // Thread safety: every method may be called from any number of threads at once. The Index does
 // not order a Get against a concurrent Put of the same key; the engine's key locks do.
 #pragma once
@@ -42,6 +48,10 @@ namespace penstock::engine {
 class Index {
  public:
   static constexpr size_t kRecordCacheBytes = size_t{32} << 20;
+  // Range-write operands in a row for one key before Apply writes the whole record again.
+  static constexpr uint32_t kMaxMergesPerKey = 16;
+  // Keys whose operands Apply counts (the count map is cleared beyond this).
+  static constexpr size_t kMaxCountedKeys = 1 << 16;
 
   // Opens the RocksDB directory `dir`, creating it (and its parents) if absent.
   // Errors name the directory: kPermissionDenied, kUnavailable (locked by another engine).
@@ -68,6 +78,8 @@ class Index {
                std::optional<JournalPosition> journal = std::nullopt, bool sync = true);
   // Makes every batch applied so far durable (one WAL write and sync).
   Status SyncWal();
+  // Flushes the memtable and compacts the whole index now (merge operands meet their records).
+  Status Compact();
   // The journal position of the last batch that carried one; nullopt for an index that never
   // had one.
   Result<std::optional<JournalPosition>> GetJournalPosition() const;
@@ -122,6 +134,9 @@ class Index {
   std::unique_ptr<rocksdb::DB> db_;
   const size_t cache_share_;  // bytes per stripe
   mutable std::unique_ptr<CacheStripe[]> cache_;
+  std::mutex merges_mu_;
+  // Operands Apply wrote per key since its last whole record (or since the map was cleared).
+  std::unordered_map<ShardKey, uint32_t, ShardKeyHash> merges_;
 };
 
 }  // namespace penstock::engine
