@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -132,6 +133,12 @@ Result<std::unique_ptr<Index>> Index::Open(const std::string& dir, bool sync, si
   // and a crash then loses exactly a suffix of them (which Open replays from the journal).
   options.manual_wal_flush = sync;
   options.merge_operator = std::make_shared<RangeWriteMerge>();
+  // The memtable keeps, per shard key, where its last entry went in the skip list (~250 bytes
+  // of the memtable's arena per key written), and inserts the key's next entry from there:
+  // a key written again (range writes into a shard: whole records and operands) skips the
+  // search from the top. Measured: the skip list search fell from 6.5% to 1.4% of a cluster's
+  // CPU under random 4 KiB writes, +3% IOPS; whole-shard writes of distinct keys level.
+  options.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(kShardKeyBytes));
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   if (!s.ok()) {
