@@ -9,7 +9,10 @@
 //       Keeps IN_FLIGHT calls of SIZE payload bytes going until CALLS completed, then prints
 //       "mode=M size=S in_flight=N calls=C failed=F mib_s=X ops_s=Y p50_us=A p99_us=B transports=T".
 //       Latency is per call, from Call() to its reply. Direct copies with a server on the same
-//       host (RpcClientOptions::local_direct) are off: the bytes go through UCX.
+//       host (RpcClientOptions::local_direct) are off, so the bytes go through UCX, unless
+//       PENSTOCK_LOCAL_DIRECT=1: then reads lend each call a buffer for its reply (as the
+//       shard client does) and the server may copy into it, and write payloads of 64 KiB or
+//       more may be pulled from the client's memory (rpc_client.h).
 //   transport_bench            (no arguments) both in one process: write, 1 MiB, 8 in flight.
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/buffer.h"
 #include "transport/rpc_client.h"
 #include "transport/rpc_server.h"
 
@@ -51,9 +55,33 @@ int Serve() {
   return 0;
 }
 
+// A reply buffer lent to one read at a time, from a pool.
+class PooledDestination final : public ReplyDestination {
+ public:
+  PooledDestination(std::mutex& mu, std::vector<AlignedBuffer>& pool, AlignedBuffer buffer)
+      : mu_(mu), pool_(pool), buffer_(std::move(buffer)) {}
+  ~PooledDestination() override {
+    std::lock_guard lock(mu_);
+    pool_.push_back(std::move(buffer_));
+  }
+  std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
+    if (length > buffer_.size()) return {};
+    return {std::span<std::byte>(buffer_.data(), length)};
+  }
+  void Return(bool) override {}
+  uint64_t UpFrontLength() const override { return buffer_.size(); }
+
+ private:
+  std::mutex& mu_;
+  std::vector<AlignedBuffer>& pool_;
+  AlignedBuffer buffer_;
+};
+
 int Run(const std::string& address, bool read_like, size_t size, int in_flight, int calls) {
-  // The transport's speed, as ucx_perftest measures UCX's: no same-host direct copies.
-  auto client = RpcClient::Create({.local_direct = false});
+  // By default the transport's speed, as ucx_perftest measures UCX's: no same-host direct copies.
+  const char* direct_env = std::getenv("PENSTOCK_LOCAL_DIRECT");
+  const bool direct = direct_env != nullptr && std::strcmp(direct_env, "1") == 0;
+  auto client = RpcClient::Create({.local_direct = direct});
   if (!client.ok()) return std::fprintf(stderr, "%s\n", client.status().ToString().c_str()), 1;
   std::vector<std::byte> payload(read_like ? 0 : size, std::byte{0x5a});
   std::vector<std::byte> header(sizeof(uint64_t));
@@ -64,16 +92,31 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
 
   std::mutex mu;
   std::condition_variable cv;
+  std::mutex pool_mu;
+  std::vector<AlignedBuffer> pool;
+  if (direct && read_like) {
+    for (int i = 0; i < in_flight; ++i) pool.emplace_back(size);
+  }
   int issued = 0, completed = 0, failed = 0;
   std::vector<double> latencies_us;
   latencies_us.reserve(calls);
   std::function<void()> issue;
   issue = [&] {  // called with mu held
     auto start = Clock::now();
-    (*client)->Call(address, opcode, header, payload, [&, start](RpcReply r) {
+    std::shared_ptr<ReplyDestination> into;
+    if (direct && read_like) {
+      // (A call's buffer comes back once its reply callback and the client let go of it,
+      // after the callback has issued the next call: the pool grows past in_flight then.)
+      std::lock_guard lock(pool_mu);
+      AlignedBuffer buffer = pool.empty() ? AlignedBuffer(size) : std::move(pool.back());
+      if (!pool.empty()) pool.pop_back();
+      into = std::make_shared<PooledDestination>(pool_mu, pool, std::move(buffer));
+    }
+    (*client)->Call(address, opcode, header, payload, [&, start, into](RpcReply r) {
       double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       std::lock_guard lock(mu);
-      if (!r.status.ok() || (read_like && r.payload.size() != size)) ++failed;
+      const uint64_t got = r.placed > 0 ? r.placed : r.payload.size();
+      if (!r.status.ok() || (read_like && got != size)) ++failed;
       latencies_us.push_back(us);
       ++completed;
       if (issued < calls) {
@@ -81,7 +124,7 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
         issue();
       }
       cv.notify_all();
-    });
+    }, into);
   };
   auto start = Clock::now();
   {
