@@ -381,7 +381,7 @@ TEST(FormatTest, RangeOperandAppliesTheWrittenBlocksAndRejectsMalformedOnes) {
   auto applied = ApplyRangeOperand(key, before, operand);
   ASSERT_TRUE(applied.ok()) << applied.status().ToString();
   EXPECT_EQ(*applied, after);
-  EXPECT_FALSE(RangeEntryRun({.key = key, .record = after, .range_write = true}).has_value())
+  EXPECT_FALSE(RangeEntryRun({.key = key, .record = after, .old = std::nullopt, .range_write = true}).has_value())
       << "without the record before it, the update is stored whole";
 
   auto expect_data_loss = [&](std::string bad, const char* what) {
