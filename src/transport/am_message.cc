@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <string>
 
 namespace penstock {
 
@@ -103,7 +105,13 @@ ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
     return UCS_OK;
   }
   // Into a fresh buffer of its own: the same receive as into caller memory.
-  auto buffer = std::make_shared<AlignedBuffer>(length);
+  std::shared_ptr<AlignedBuffer> buffer;
+  try {
+    buffer = std::make_shared<AlignedBuffer>(length);
+  } catch (const std::bad_alloc&) {  // (on a transport thread: an exception would end the process)
+    on_payload(ResourceExhausted("no memory for a " + std::to_string(length) + "-byte payload"));
+    return UCS_OK;
+  }
   return ReceivePayloadInto(worker, data, length, param, {buffer->span()}, nullptr,
                             [buffer, on_payload = std::move(on_payload)](Status s) {
                               if (!s.ok()) return on_payload(std::move(s));

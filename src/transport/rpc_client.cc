@@ -468,6 +468,14 @@ class RpcClient::Impl {
       std::vector<std::span<std::byte>> into = call.into->Borrow(length);
       if (!into.empty()) return self->ReceiveInto(call, id, reply, data, length, param, std::move(into));
     }
+    if (length > self->options_.max_reply_bytes) {
+      self->Complete(id, ErrorReply(ResourceExhausted(
+                             "reply of " + std::to_string(length) + " bytes from data-plane address " +
+                             call.endpoint->address + " exceeds the client's max_reply_bytes (" +
+                             std::to_string(self->options_.max_reply_bytes) +
+                             "); raise RpcClientOptions::max_reply_bytes or lend the call a destination")));
+      return UCS_OK;  // (UCX drops a payload nobody receives)
+    }
     return ReceivePayload(self->worker_->worker(), data, length, param,
                           [self, id, reply](Result<AlignedBuffer> payload) {
                             if (!payload.ok()) return self->Complete(id, ErrorReply(payload.status()));

@@ -67,6 +67,10 @@ struct RpcClientOptions {
   // request and the server writes the reply straight into it.
   bool local_direct = true;
   uint64_t placement_threshold = 64 << 10;
+  // A reply payload longer than this is refused (the call fails kResourceExhausted, nothing is
+  // allocated for it) unless the call's ReplyDestination lends memory for it: a reply's length
+  // is the server's word. The mirror of RpcServerOptions::max_payload_bytes.
+  uint64_t max_reply_bytes = uint64_t{1} << 30;
 };
 
 class RpcClient {

@@ -488,6 +488,32 @@ TEST(RpcTest, HeaderAtTheLimitAndBeyond) {
   EXPECT_EQ(bad.status.code(), StatusCode::kInvalidArgument) << bad.status.ToString();
 }
 
+// A reply's length is the server's word: one longer than max_reply_bytes is refused before
+// anything is allocated for it (the call fails naming the option), unless the call lends
+// memory for it; the connection keeps serving.
+TEST(RpcTest, RepliesOverTheClientsLimitAreRefusedUnlessMemoryIsLent) {
+  TestServer ts;
+  auto c = RpcClient::Create({.timeout = 10s, .max_reply_bytes = 1 << 20});
+  ASSERT_TRUE(ts.server && c.ok());
+  RpcClient& client = **c;
+  const std::string address = ts.server->address();
+  for (uint64_t size : {uint64_t{(1 << 20) + 1}, uint64_t{8} << 20}) {
+    RpcReply big = GenerateInto(client, address, size, 3, nullptr);
+    EXPECT_EQ(big.status.code(), StatusCode::kResourceExhausted) << size << ": " << big.status.ToString();
+    EXPECT_NE(big.status.message().find("max_reply_bytes"), std::string::npos) << big.status.ToString();
+    RpcReply at_limit = GenerateInto(client, address, 1 << 20, 4, nullptr);
+    ASSERT_TRUE(at_limit.status.ok()) << at_limit.status.ToString();
+    EXPECT_EQ(at_limit.payload.size(), 1u << 20);
+    EXPECT_EQ(std::memcmp(at_limit.payload.data(), RandomBytes(1 << 20, 4).data(), 1 << 20), 0);
+  }
+  std::vector<std::byte> memory(8 << 20);
+  auto dest = std::make_shared<TestDestination>(std::vector<std::span<std::byte>>{memory});
+  RpcReply lent = GenerateInto(client, address, 8 << 20, 5, dest);
+  ASSERT_TRUE(lent.status.ok()) << lent.status.ToString();
+  EXPECT_EQ(lent.placed, 8u << 20);
+  EXPECT_EQ(std::memcmp(memory.data(), RandomBytes(8 << 20, 5).data(), memory.size()), 0);
+}
+
 TEST(RpcTest, HandlerStatusArrivesUnchanged) {
   TestServer ts;
   auto client = MakeClient();
