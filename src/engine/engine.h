@@ -159,7 +159,7 @@ struct EngineStats {
   uint64_t free_segments = 0;
   uint64_t total_segments = 0;
   uint64_t shards = 0;
-  uint64_t segment_owner_entries = 0;  // runs GC can find by segment (in memory, ~96 bytes each)
+  uint64_t segment_owner_entries = 0;  // runs GC can find by segment (in memory, ~56 bytes each)
   uint64_t index_lookups = 0;     // index record lookups (reads, stats, the committer's misses, GC)
   uint64_t index_cache_hits = 0;  // of those, answered by the index's record cache
   uint64_t reads = 0, writes = 0, deletes = 0, checksum_errors = 0;

@@ -207,18 +207,18 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
         // rather than the whole record (~3 KiB for a fragmented 1 MiB shard): RocksDB's memtable
         // and WAL copy every byte, and the skip list's nodes stay dense. Every
         // kMaxMergesPerKey-th write of a key is whole, so a Get merges a bounded number.
+        // (Only range writes look at the counts: a whole record or a delete leaves its key's
+        // count as it was, which can only make the next whole record come sooner.)
         std::optional<BlockRun> run = RangeEntryRun(u);
-        uint32_t& since_whole = merges_[u.key];
-        if (run && since_whole < kMaxMergesPerKey) {
+        uint32_t* since_whole = run ? &merges_[u.key] : nullptr;
+        if (since_whole != nullptr && *since_whole < kMaxMergesPerKey) {
           value = EncodeRangeOperand(u, *run);
           merge = true;
-          ++since_whole;
+          ++*since_whole;
         } else {
           value = EncodeShardRecord(*u.record);
-          since_whole = 0;
+          if (since_whole != nullptr) *since_whole = 0;
         }
-      } else {
-        merges_.erase(u.key);
       }
       entries.push_back({EncodeShardKey(u.key), std::move(value), merge});
     }

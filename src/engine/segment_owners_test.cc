@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+#include <set>
 #include <vector>
 
 namespace penstock::engine {
@@ -51,6 +54,60 @@ TEST(SegmentOwnersTest, ARangeWriteMovesOnlyTheRunsItChanged) {
   EXPECT_TRUE(owners.Owners(1).empty());
   EXPECT_TRUE(owners.Owners(4).empty());
   EXPECT_EQ(owners.Entries(), 1u);
+}
+
+// Against a model (a map per segment, as the structure used to be): recovery adds in key
+// order (offsets out of order, some repeated), then random puts and erases, in offset order
+// mostly and sometimes not; owners and counts agree all along, through the compactions.
+TEST(SegmentOwnersTest, MatchesAMapModelThroughRecoveryWritesAndCompaction) {
+  constexpr uint32_t kSegments = 4;
+  SegmentOwners owners(kSegments);
+  std::vector<std::map<uint64_t, ShardKey>> model(kSegments);
+  std::mt19937_64 rng(11);
+  auto run_at = [](uint32_t segment, uint64_t offset) {
+    return BlockRun{.segment = segment, .offset = offset, .first_block = 0, .block_count = 1};
+  };
+  for (uint64_t k = 0; k < 3000; ++k) {  // recovery: Add in key order
+    const uint32_t seg = static_cast<uint32_t>(rng() % kSegments);
+    const uint64_t off = (rng() % 2000) * kBlockSize;
+    owners.Add(Key(k), {run_at(seg, off)});
+    model[seg].insert_or_assign(off, Key(k));
+  }
+  auto check = [&](const char* when) {
+    uint64_t total = 0;
+    for (uint32_t seg = 0; seg < kSegments; ++seg) {
+      std::vector<ShardKey> want;
+      std::set<ShardKey> seen;
+      for (const auto& [off, key] : model[seg]) {
+        if (seen.insert(key).second) want.push_back(key);
+      }
+      ASSERT_EQ(owners.Owners(seg), want) << when << ", segment " << seg;
+      total += model[seg].size();
+    }
+    ASSERT_EQ(owners.Entries(), total) << when;
+  };
+  check("after recovery");
+  std::vector<uint64_t> next(kSegments, 2000 * kBlockSize);  // the log's end in each segment
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t seg = static_cast<uint32_t>(rng() % kSegments);
+    const ShardKey key = Key(rng() % 4000);
+    if (rng() % 2 == 0) {  // a new run: at the log's end, or now and then behind it
+      const uint64_t off = rng() % 8 == 0 ? (rng() % 2000) * kBlockSize : (next[seg] += kBlockSize);
+      ShardRecord r;
+      r.runs = {run_at(seg, off)};
+      owners.Apply({{key, r, std::nullopt}});
+      model[seg].insert_or_assign(off, key);
+    } else if (!model[seg].empty()) {  // erase an existing entry (its owner's old run)
+      auto it = model[seg].begin();
+      std::advance(it, static_cast<long>(rng() % model[seg].size()));
+      ShardRecord old;
+      old.runs = {run_at(seg, it->first)};
+      owners.Apply({{it->second, std::nullopt, old}});
+      model[seg].erase(it);
+    }
+    if (i % 2500 == 0) check("while writing");
+  }
+  check("at the end");
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   gauge("penstock_engine_commit_batches", "Group commits (one device flush and index batch each).",
         &EngineStats::commit_batches);
   gauge("penstock_engine_segment_owner_entries",
-        "Runs GC can find by segment, held in memory (about 96 bytes each).",
+        "Runs GC can find by segment, held in memory (about 56 bytes each).",
         &EngineStats::segment_owner_entries);
   gauge("penstock_engine_index_lookups", "Index record lookups (reads, stats, the committer's "
         "misses, GC).", &EngineStats::index_lookups);
