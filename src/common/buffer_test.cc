@@ -47,6 +47,43 @@ TEST(BufferPoolTest, RecyclesLargeBlocksUpToTheCap) {
   pool.set_max_cached_bytes(64 << 20);
 }
 
+// Stripe-sized blocks (256 KiB to 1 MiB) are cut from 2 MiB-aligned chunks and whole 2 MiB
+// multiples are 2 MiB-aligned (huge pages possible). A slab block beyond the cap gives its
+// memory back but keeps its address: it comes back next, reading as zeros.
+TEST(BufferPoolTest, StripeSizedBlocksLieInHugePageChunks) {
+  BufferPool& pool = BufferPool::Global();
+  pool.set_max_cached_bytes(0);  // nothing kept warm: every block given back is released
+  constexpr uintptr_t kHuge = 2 << 20;
+  {
+    AlignedBuffer a(1 << 20), b(1 << 20);
+    const uintptr_t pa = reinterpret_cast<uintptr_t>(a.data()), pb = reinterpret_cast<uintptr_t>(b.data());
+    EXPECT_EQ(pa % (1 << 20), 0u);
+    EXPECT_EQ(pb % (1 << 20), 0u);
+    EXPECT_EQ(pa / kHuge, pb / kHuge) << "two 1 MiB blocks share one 2 MiB chunk";
+    AlignedBuffer quarter(256 << 10);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(quarter.data()) % (256 << 10), 0u);
+    AlignedBuffer big(4 << 20);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % kHuge, 0u);
+    std::memset(big.data(), 1, big.size());
+    AlignedBuffer odd(3 << 18);  // 768 KiB divides no huge page: ordinary memory
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(odd.data()) % 4096, 0u);
+  }
+  void* released;
+  {
+    AlignedBuffer a(1 << 20);
+    std::memset(a.data(), 0x5a, a.size());
+    released = a.data();
+  }
+  EXPECT_EQ(pool.cached_bytes(), 0u);
+  {
+    AlignedBuffer again(1 << 20);
+    EXPECT_EQ(again.data(), released) << "the released block's address is reused";
+    EXPECT_EQ(again.data()[0], std::byte{0});
+    EXPECT_EQ(again.data()[(1 << 20) - 1], std::byte{0});
+  }
+  pool.set_max_cached_bytes(64 << 20);
+}
+
 // A borrowed view reads and writes the owner's memory and never frees or pools it.
 TEST(AlignedBufferTest, BorrowedViewLeavesTheMemoryToItsOwner) {
   std::vector<std::byte> owner(5000, std::byte{1});
