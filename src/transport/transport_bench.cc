@@ -55,15 +55,10 @@ int Serve() {
   return 0;
 }
 
-// A reply buffer lent to one read at a time, from a pool.
-class PooledDestination final : public ReplyDestination {
+// A reply buffer lent to one read (its memory recycled by BufferPool between reads).
+class BufferDestination final : public ReplyDestination {
  public:
-  PooledDestination(std::mutex& mu, std::vector<AlignedBuffer>& pool, AlignedBuffer buffer)
-      : mu_(mu), pool_(pool), buffer_(std::move(buffer)) {}
-  ~PooledDestination() override {
-    std::lock_guard lock(mu_);
-    pool_.push_back(std::move(buffer_));
-  }
+  explicit BufferDestination(size_t size) : buffer_(size) {}
   std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
     if (length > buffer_.size()) return {};
     return {std::span<std::byte>(buffer_.data(), length)};
@@ -72,8 +67,6 @@ class PooledDestination final : public ReplyDestination {
   uint64_t UpFrontLength() const override { return buffer_.size(); }
 
  private:
-  std::mutex& mu_;
-  std::vector<AlignedBuffer>& pool_;
   AlignedBuffer buffer_;
 };
 
@@ -92,11 +85,6 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
 
   std::mutex mu;
   std::condition_variable cv;
-  std::mutex pool_mu;
-  std::vector<AlignedBuffer> pool;
-  if (direct && read_like) {
-    for (int i = 0; i < in_flight; ++i) pool.emplace_back(size);
-  }
   int issued = 0, completed = 0, failed = 0;
   std::vector<double> latencies_us;
   latencies_us.reserve(calls);
@@ -104,14 +92,7 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
   issue = [&] {  // called with mu held
     auto start = Clock::now();
     std::shared_ptr<ReplyDestination> into;
-    if (direct && read_like) {
-      // (A call's buffer comes back once its reply callback and the client let go of it,
-      // after the callback has issued the next call: the pool grows past in_flight then.)
-      std::lock_guard lock(pool_mu);
-      AlignedBuffer buffer = pool.empty() ? AlignedBuffer(size) : std::move(pool.back());
-      if (!pool.empty()) pool.pop_back();
-      into = std::make_shared<PooledDestination>(pool_mu, pool, std::move(buffer));
-    }
+    if (direct && read_like) into = std::make_shared<BufferDestination>(size);
     (*client)->Call(address, opcode, header, payload, [&, start, into](RpcReply r) {
       double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       std::lock_guard lock(mu);
