@@ -207,13 +207,14 @@ void UcxWorker::Stop(Task cleanup) {
 }
 
 bool UcxWorker::RunQueued() {
-  std::deque<Task> batch;
   {
     std::lock_guard lock(mu_);
-    batch.swap(queue_);
+    if (queue_.empty()) return false;
+    batch_.swap(queue_);  // both keep their capacity: no allocation per pass
   }
-  for (Task& t : batch) t();
-  return !batch.empty();
+  for (Task& t : batch_) t();
+  batch_.clear();
+  return true;
 }
 
 std::chrono::microseconds UcxWorker::PollAfterActivity() {

@@ -117,7 +117,8 @@ class UcxWorker {
   std::vector<std::pair<int, Progress>> sources_;  // the progress thread's (AddSource)
 
   std::mutex mu_;
-  std::deque<Task> queue_;  // guarded by mu_
+  std::vector<Task> queue_;  // guarded by mu_
+  std::vector<Task> batch_;  // the progress thread's: tasks being run (swapped with queue_)
   bool accepting_ = true;   // guarded by mu_
 };
 
