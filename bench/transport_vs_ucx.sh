@@ -12,6 +12,14 @@
 # default) — the like-for-like comparison the ratios use — and with Penstock's own defaults on
 # this host (no polling below 4 CPUs, no tcp put-zcopy, direct copies on the same host; see
 # src/transport/README.md), printed on their own line.
+# Memory as perftest uses it: perftest's am_bw sends every message from one buffer and receives
+# every one into one buffer; transport_bench writes send one pooled buffer and reads lend one
+# reply buffer to every call (huge-page backed, as the client's own buffers; an extra line
+# gives shm reads with a buffer per call, PENSTOCK_BENCH_BUFFERS=per-call).
+# tcp: perftest's endpoints stripe a rendezvous over two rails (lo and the host's other
+# interface); UCX 1.13 gives endpoints with peer-failure handling, which Penstock needs, no
+# rendezvous rails. An extra line gives perftest with failure handling (-e) and with one
+# rendezvous rail (UCX_MAX_RNDV_RAILS=1), and Penstock's ratios against those.
 # Shared memory means client and target on one host, where Penstock copies 1 MiB payloads
 # directly between the two processes (process_vm_readv/writev, one copy: src/transport/README.md,
 # "Direct copies with a client on the same host"), which is what it does by default there; the
@@ -33,19 +41,23 @@ command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get in
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 port=14000
 # perftest TLS TEST SIZE ITERS FIELD -> the Final: line's FIELD (6 = MB/s, 8 = msg/s, 3 = p50 usec)
+# PT_ENV (env assignments) and PT_FLAGS (perftest options) vary the run.
 perftest() {
   port=$((port + 1))
-  UCX_TLS=$1 ucx_perftest -p $port >/dev/null 2>&1 &
+  # shellcheck disable=SC2086
+  env $PT_ENV UCX_TLS=$1 ucx_perftest -p $port $PT_FLAGS >/dev/null 2>&1 &
   local srv=$!
   sleep 0.3
   local out
-  out=$(UCX_TLS=$1 ucx_perftest 127.0.0.1 -p $port -t "$2" -s "$3" -n "$4" 2>/dev/null | awk '/^Final:/')
+  # shellcheck disable=SC2086
+  out=$(env $PT_ENV UCX_TLS=$1 ucx_perftest 127.0.0.1 -p $port -t "$2" -s "$3" -n "$4" $PT_FLAGS 2>/dev/null | awk '/^Final:/')
   wait $srv || true
   echo "$out" | awk -v f="$5" '{print $f}'
 }
 # penstock TLS MODE SIZE IN_FLIGHT CALLS KEY -> value of KEY= in transport_bench's result line
 # Settings of the like-for-like run (env assignments), and of the defaults run (none).
 MATCHED="PENSTOCK_POLL_US=1000 UCX_TCP_PUT_ENABLE=y"
+PT_ENV="" PT_FLAGS=""
 SETTINGS=$MATCHED
 penstock() {
   # shellcheck disable=SC2086
@@ -68,6 +80,10 @@ for kind in tcp shm; do
   ucx_bw=$(repeat perftest $tls ucp_am_bw $BIG $BIG_CALLS 6)
   ucx_rate=$(repeat perftest $tls ucp_am_bw $SMALL $SMALL_CALLS 8)
   ucx_lat=$(repeat perftest $tls ucp_am_lat $SMALL $SMALL_CALLS 3)
+  if [ $kind = tcp ]; then
+    ucx_bw_e=$(PT_FLAGS=-e repeat perftest $tls ucp_am_bw $BIG $BIG_CALLS 6)
+    ucx_bw_1rail=$(PT_ENV=UCX_MAX_RNDV_RAILS=1 repeat perftest $tls ucp_am_bw $BIG $BIG_CALLS 6)
+  fi
   SETTINGS=""
   [ $kind = shm ] && SETTINGS="PENSTOCK_LOCAL_DIRECT=1"
   def_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
@@ -80,13 +96,23 @@ for kind in tcp shm; do
     SETTINGS="$MATCHED PENSTOCK_LOCAL_DIRECT=1"
     ps_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
     ps_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
+    SETTINGS="$MATCHED PENSTOCK_LOCAL_DIRECT=1 PENSTOCK_BENCH_BUFFERS=per-call"
+    ps_read_per_call=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
   fi
   SETTINGS=""
   ps_rate=$(repeat penstock $tls write $SMALL 32 $SMALL_CALLS ops_s)
   ps_p50=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p50_us)
   ps_p99=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p99_us)
   echo "$kind (UCX_TLS=$tls): 1 MiB ucx_perftest am_bw ${ucx_bw} MiB/s; penstock read ${ps_read} MiB/s, write ${ps_write} MiB/s (${MATCHED}$([ $kind = shm ] && echo ' PENSTOCK_LOCAL_DIRECT=1'))"
+  if [ $kind = tcp ]; then
+    echo "tcp: 1 MiB ucx_perftest with peer-failure handling (-e) ${ucx_bw_e} MiB/s, with one rendezvous rail" \
+         "(UCX_MAX_RNDV_RAILS=1) ${ucx_bw_1rail} MiB/s; penstock read / write against them:" \
+         "$(awk -v r="$ps_read" -v w="$ps_write" -v e="$ucx_bw_e" -v o="$ucx_bw_1rail" \
+            'BEGIN {printf "%.2f / %.2f and %.2f / %.2f", r / e, w / e, r / o, w / o}')"
+  fi
   if [ $kind = shm ]; then
+    echo "shm: 1 MiB penstock reads with a reply buffer per call (PENSTOCK_BENCH_BUFFERS=per-call): ${ps_read_per_call} MiB/s" \
+         "($(awk -v a="$ps_read_per_call" -v b="$ucx_bw" 'BEGIN {printf "%.2f", a / b}') of ucx_perftest)"
     echo "shm: 1 MiB penstock through UCX only (no direct copies): read ${ucx_only_read} MiB/s, write ${ucx_only_write} MiB/s" \
          "($(awk -v a="$ucx_only_read" -v c="$ucx_only_write" -v b="$ucx_bw" 'BEGIN {printf "%.2f / %.2f", a / b, c / b}') of ucx_perftest)"
   fi

@@ -10,9 +10,15 @@
 //       "mode=M size=S in_flight=N calls=C failed=F mib_s=X ops_s=Y p50_us=A p99_us=B transports=T".
 //       Latency is per call, from Call() to its reply. Direct copies with a server on the same
 //       host (RpcClientOptions::local_direct) are off, so the bytes go through UCX, unless
-//       PENSTOCK_LOCAL_DIRECT=1: then reads lend each call a buffer for its reply (as the
-//       shard client does) and the server may copy into it, and write payloads of 64 KiB or
-//       more may be pulled from the client's memory (rpc_client.h).
+//       PENSTOCK_LOCAL_DIRECT=1: then the server may copy a read's reply into the memory the
+//       read lends for it, and write payloads of 64 KiB or more may be pulled from the
+//       client's memory (rpc_client.h). Reads lend memory for their replies as the shard
+//       client does (a ReplyDestination that knows the length), which UCX receives into.
+//       Memory, as ucx_perftest uses it: every write sends the same payload, and every read
+//       lends the same reply buffer (perftest's am_bw receives each message into one buffer),
+//       both pooled AlignedBuffers (huge-page backed, as the client's own buffers are). With
+//       PENSTOCK_BENCH_BUFFERS=per-call each read lends a buffer of its own instead: 8 reads
+//       in flight then touch 8 MiB, more than a core's L2 here, and the copy slows with it.
 //   transport_bench            (no arguments) both in one process: write, 1 MiB, 8 in flight.
 #include <unistd.h>
 
@@ -55,19 +61,23 @@ int Serve() {
   return 0;
 }
 
-// A reply buffer lent to one read (its memory recycled by BufferPool between reads).
+// Memory lent to one read for its reply: a buffer of its own (recycled by BufferPool between
+// reads), or memory shared by every read (`shared`, which outlives the reads).
 class BufferDestination final : public ReplyDestination {
  public:
-  explicit BufferDestination(size_t size) : buffer_(size) {}
+  BufferDestination(size_t size, std::span<std::byte> shared)
+      : own_(shared.empty() ? AlignedBuffer(size) : AlignedBuffer()),
+        memory_(shared.empty() ? own_.span() : shared.first(size)) {}
   std::vector<std::span<std::byte>> Borrow(uint64_t length) override {
-    if (length > buffer_.size()) return {};
-    return {std::span<std::byte>(buffer_.data(), length)};
+    if (length > memory_.size()) return {};
+    return {memory_.first(length)};
   }
   void Return(bool) override {}
-  uint64_t UpFrontLength() const override { return buffer_.size(); }
+  uint64_t UpFrontLength() const override { return memory_.size(); }
 
  private:
-  AlignedBuffer buffer_;
+  AlignedBuffer own_;
+  std::span<std::byte> memory_;
 };
 
 int Run(const std::string& address, bool read_like, size_t size, int in_flight, int calls) {
@@ -76,12 +86,16 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
   const bool direct = direct_env != nullptr && std::strcmp(direct_env, "1") == 0;
   auto client = RpcClient::Create({.local_direct = direct});
   if (!client.ok()) return std::fprintf(stderr, "%s\n", client.status().ToString().c_str()), 1;
-  std::vector<std::byte> payload(read_like ? 0 : size, std::byte{0x5a});
+  const char* buffers_env = std::getenv("PENSTOCK_BENCH_BUFFERS");
+  const bool per_call = buffers_env != nullptr && std::strcmp(buffers_env, "per-call") == 0;
+  AlignedBuffer payload(read_like ? 0 : size);
+  if (!payload.empty()) std::memset(payload.data(), 0x5a, payload.size());
+  AlignedBuffer shared_reply(read_like && !per_call ? size : 0);
   std::vector<std::byte> header(sizeof(uint64_t));
   uint64_t want = size;
   std::memcpy(header.data(), &want, sizeof want);
   uint16_t opcode = read_like ? 2 : 1;
-  for (int i = 0; i < 16; ++i) (*client)->CallSync(address, opcode, header, payload);  // warm up
+  for (int i = 0; i < 16; ++i) (*client)->CallSync(address, opcode, header, payload.span());  // warm up
 
   std::mutex mu;
   std::condition_variable cv;
@@ -92,8 +106,8 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
   issue = [&] {  // called with mu held
     auto start = Clock::now();
     std::shared_ptr<ReplyDestination> into;
-    if (direct && read_like) into = std::make_shared<BufferDestination>(size);
-    (*client)->Call(address, opcode, header, payload, [&, start, into](RpcReply r) {
+    if (read_like) into = std::make_shared<BufferDestination>(size, shared_reply.span());
+    (*client)->Call(address, opcode, header, payload.span(), [&, start, into](RpcReply r) {
       double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       std::lock_guard lock(mu);
       const uint64_t got = r.placed > 0 ? r.placed : r.payload.size();
@@ -104,7 +118,7 @@ int Run(const std::string& address, bool read_like, size_t size, int in_flight, 
         ++issued;
         issue();
       }
-      cv.notify_all();
+      if (completed == calls) cv.notify_all();  // only the waiter at the end needs waking
     }, into);
   };
   auto start = Clock::now();
