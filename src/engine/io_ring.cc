@@ -356,7 +356,7 @@ IoRing::ThreadQueue::~ThreadQueue() {
 
 void IoRing::ThreadQueue::SubmitQueued() {
   while (queued_ > 0) {
-    int rc = io_uring_submit(&ring_);
+    int rc = submit_(&ring_);
     if (rc > 0) {
       queued_ -= std::min(queued_, static_cast<unsigned>(rc));
       continue;

@@ -142,8 +142,13 @@ class IoRing {
     // network progress: one system call and one device notification for them all).
     bool Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
 
+    // Tests: replaces io_uring_submit for this queue (to have the kernel say EAGAIN, or refuse).
+    using SubmitFn = std::function<int(io_uring*)>;
+    void SetSubmitForTest(SubmitFn submit) { submit_ = std::move(submit); }
+
    private:
     ThreadQueue() = default;
+    SubmitFn submit_ = [](io_uring* ring) { return io_uring_submit(ring); };
     io_uring ring_{};
     bool ring_ready_ = false;
     int event_fd_ = -1;

@@ -1,0 +1,160 @@
+#include "engine/io_ring.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "common/buffer.h"
+#include "engine/test_util.h"
+
+namespace penstock::engine {
+namespace {
+
+using testing::ScratchDir;
+
+constexpr size_t kBlock = 4096;
+
+// A file of `blocks` 4 KiB blocks, block i filled with byte i + 1, opened for reading.
+class BlockFile {
+ public:
+  BlockFile(const ScratchDir& dir, size_t blocks) : path_(dir.path() + "/blocks") {
+    int w = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    EXPECT_GE(w, 0) << std::strerror(errno);
+    for (size_t i = 0; i < blocks; ++i) {
+      std::vector<char> b(kBlock, static_cast<char>(i + 1));
+      EXPECT_EQ(write(w, b.data(), b.size()), static_cast<ssize_t>(kBlock));
+    }
+    close(w);
+    fd_ = open(path_.c_str(), O_RDONLY);
+    EXPECT_GE(fd_, 0) << std::strerror(errno);
+  }
+  ~BlockFile() { close(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// What the callbacks of a test's reads saw: result per read (INT64_MIN: not run).
+struct Outcomes {
+  std::vector<int64_t> result;
+  explicit Outcomes(size_t n) : result(n, INT64_MIN) {}
+  IoRing::ReadDone For(size_t i) {
+    return [this, i](int64_t r) {
+      EXPECT_EQ(result[i], INT64_MIN) << "read " << i << " completed twice";
+      result[i] = r;
+    };
+  }
+  size_t done() const {
+    size_t n = 0;
+    for (int64_t r : result) n += r != INT64_MIN;
+    return n;
+  }
+};
+
+// Reaps until `outcomes` has `n` results (waiting on the queue's event fd between rounds).
+void ReapUntil(IoRing::ThreadQueue& q, const Outcomes& outcomes, size_t n) {
+  for (int round = 0; round < 1000 && outcomes.done() < n; ++round) {
+    q.Reap();
+    if (outcomes.done() >= n) break;
+    pollfd p{q.event_fd(), POLLIN, 0};
+    poll(&p, 1, 10);
+    uint64_t v;
+    (void)!read(q.event_fd(), &v, sizeof v);
+  }
+  ASSERT_EQ(outcomes.done(), n);
+}
+
+TEST(IoRingThreadQueueTest, ReadsTheKernelHadNoRoomForGoWithALaterReap) {
+  ScratchDir dir;
+  BlockFile file(dir, 4);
+  auto q = IoRing::ThreadQueue::Create(8);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  int busy = 2;  // the first two submissions: no resources now
+  (*q)->SetSubmitForTest([&](io_uring* ring) { return busy-- > 0 ? -EAGAIN : io_uring_submit(ring); });
+  std::vector<AlignedBuffer> bufs;
+  Outcomes outcomes(3);
+  for (size_t i = 0; i < 3; ++i) {
+    bufs.emplace_back(kBlock);
+    IoRing::ReadDone done = outcomes.For(i);
+    ASSERT_TRUE((*q)->Submit(file.fd(), (i + 1) * kBlock, bufs[i].data(), kBlock, done));
+  }
+  EXPECT_EQ((*q)->Reap(), 0u);  // EAGAIN: kept
+  EXPECT_TRUE((*q)->has_queued());
+  EXPECT_EQ((*q)->Reap(), 0u);  // EAGAIN again
+  EXPECT_TRUE((*q)->has_queued());
+  EXPECT_EQ(outcomes.done(), 0u);
+  ReapUntil(**q, outcomes, 3);
+  EXPECT_FALSE((*q)->has_queued());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(outcomes.result[i], static_cast<int64_t>(kBlock)) << "read " << i;
+    EXPECT_EQ(bufs[i].data()[0], static_cast<std::byte>(i + 2));
+    EXPECT_EQ(bufs[i].data()[kBlock - 1], static_cast<std::byte>(i + 2));
+  }
+}
+
+TEST(IoRingThreadQueueTest, ReadsTheKernelRefusesFailWithItsErrorAndTheQueueGoesOn) {
+  ScratchDir dir;
+  BlockFile file(dir, 4);
+  auto q = IoRing::ThreadQueue::Create(4);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  bool refuse = true;
+  (*q)->SetSubmitForTest([&](io_uring* ring) { return std::exchange(refuse, false) ? -EINVAL : io_uring_submit(ring); });
+  std::vector<AlignedBuffer> bufs;
+  Outcomes outcomes(4);
+  for (size_t i = 0; i < 2; ++i) {
+    bufs.emplace_back(kBlock);
+    IoRing::ReadDone done = outcomes.For(i);
+    ASSERT_TRUE((*q)->Submit(file.fd(), i * kBlock, bufs[i].data(), kBlock, done));
+  }
+  EXPECT_EQ((*q)->Reap(), 0u);  // refused: failed, not reaped
+  EXPECT_EQ(outcomes.result[0], -EINVAL);
+  EXPECT_EQ(outcomes.result[1], -EINVAL);
+  EXPECT_FALSE((*q)->has_queued());
+  // The refused entries stay on the ring as no-ops without callbacks; the next submission
+  // sends them with the new reads, whose callbacks alone run.
+  for (size_t i = 2; i < 4; ++i) {
+    bufs.emplace_back(kBlock);
+    IoRing::ReadDone done = outcomes.For(i);
+    ASSERT_TRUE((*q)->Submit(file.fd(), i * kBlock, bufs[i].data(), kBlock, done));
+  }
+  ReapUntil(**q, outcomes, 4);
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(outcomes.result[i], static_cast<int64_t>(kBlock)) << "read " << i;
+    EXPECT_EQ(bufs[i].data()[0], static_cast<std::byte>(i + 1));
+  }
+}
+
+TEST(IoRingThreadQueueTest, DestroyingTheQueueRunsReadsStillWaitingForRoom) {
+  ScratchDir dir;
+  BlockFile file(dir, 2);
+  std::vector<AlignedBuffer> bufs;
+  Outcomes outcomes(2);
+  {
+    auto q = IoRing::ThreadQueue::Create(4);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    int busy = 3;
+    (*q)->SetSubmitForTest([&](io_uring* ring) { return busy-- > 0 ? -EBUSY : io_uring_submit(ring); });
+    for (size_t i = 0; i < 2; ++i) {
+      bufs.emplace_back(kBlock);
+      IoRing::ReadDone done = outcomes.For(i);
+      ASSERT_TRUE((*q)->Submit(file.fd(), i * kBlock, bufs[i].data(), kBlock, done));
+    }
+    EXPECT_EQ((*q)->Reap(), 0u);
+    EXPECT_TRUE((*q)->has_queued());
+  }  // the destructor retries until the kernel takes them, then waits for them
+  ASSERT_EQ(outcomes.done(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(outcomes.result[i], static_cast<int64_t>(kBlock));
+    EXPECT_EQ(bufs[i].data()[0], static_cast<std::byte>(i + 1));
+  }
+}
+
+}  // namespace
+}  // namespace penstock::engine
