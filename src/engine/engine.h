@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "engine/commit_gather.h"
 #include "penstock/status.h"
 
 namespace penstock {
@@ -141,6 +142,10 @@ struct EngineOptions {
   // more than it saved (docs/performance.md, twelfth session).
   uint32_t commit_batches_in_flight = 0;
   uint32_t commit_overlap_min_requests = 16;
+  // Group commit gathering (commit_gather.h): with no batch in flight, a batch of fewer
+  // requests than recent batches held waits for more while they arrive closely, at most this
+  // long; 0 = start at once. Never for a lone writer.
+  uint32_t commit_gather_us = 300;
   // Bytes of the device's header region used for the journal; 0 = all of it (1 MiB less the
   // header block). At least 256 KiB; tests use little so that the journal wraps often.
   uint64_t journal_bytes = 0;
@@ -370,6 +375,9 @@ class Engine {
   void CountWrite(uint64_t bytes);  // a write or range write of `bytes` succeeded
   void CountRead(uint64_t bytes);   // a client read (Read, ReadRange, async) of `bytes` succeeded
   void CommitLoop();
+  // Committer, under commit_mu_ (`lock`), no batch in flight: waits while more requests are
+  // on their way to a batch of few (CommitGather).
+  void GatherLocked(std::unique_lock<std::mutex>& lock);
   // The committer's completion thread: finishes the writes of batches in flight, in order
   // (Device::FinishWriteAll blocks), and wakes the committer for each.
   void CommitIoLoop();
@@ -479,6 +487,7 @@ class Engine {
   std::thread commit_io_thread_;
   std::vector<engine::CommitRequest*> commit_queue_;  // guarded by commit_mu_
   bool commit_stop_ = false;                          // guarded by commit_mu_
+  engine::CommitGather gather_;                       // guarded by commit_mu_
   std::thread committer_;
   // The committer hands decided, written batches to the applier thread.
   std::unique_ptr<engine::CommitPipeline> pipeline_;

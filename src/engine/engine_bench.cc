@@ -4,12 +4,14 @@
 //                     randwrite-async|randread-async
 //                     --bs BYTES --qd N --size BYTES [--seconds S] [--device file|null]
 //                     [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N]
+//                     [--gather-us US]
 // Opens (creating) an engine in DIR (data file DIR/engine.dat, index DIR/engine.idx) with room
 // for twice --size (a new data file fallocated, as a target's and as fio's own; --zero-fill 1
 // writes it with zeros first, untimed, which spares the group commit's flushes the filesystem's
 // extent conversions but also makes seqwrite an overwrite; --zero-rate sets the engine's
 // background zeroing, 0 = off, default the engine's; --batches-in-flight sets
-// EngineOptions::commit_batches_in_flight, default 0: by CPU count), then runs --qd threads, each with
+// EngineOptions::commit_batches_in_flight, default 0: by CPU count; --gather-us sets
+// EngineOptions::commit_gather_us, default the engine's), then runs --qd threads, each with
 // one synchronous call in flight (the Engine API blocks, so threads are its queue depth):
 //   seqwrite   writes --size bytes as shards of --bs, keys in order, each key once;
 //   seqread    reads those shards back in key order (prefilling them first if absent);
@@ -61,6 +63,7 @@ struct Args {
   uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30, shard = 1 << 20;
   double seconds = 10;
   uint32_t batches_in_flight = 0;  // EngineOptions::commit_batches_in_flight (0: by CPU count)
+  std::optional<uint32_t> gather_us;  // EngineOptions::commit_gather_us (unset: the default)
 };
 
 // CPU seconds (user + system) of this process so far, all threads.
@@ -121,6 +124,7 @@ int main(int argc, char** argv) {
     else if (k == "--shard") a.shard = std::stoull(v);
     else if (k == "--seconds") a.seconds = std::stod(v);
     else if (k == "--batches-in-flight") a.batches_in_flight = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--gather-us") a.gather_us = static_cast<uint32_t>(std::stoul(v));
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
   o.capacity_bytes = 2 * a.size + (64ull << 20) * 4;
   o.zero_fill_new_file = a.zero_fill;
   o.commit_batches_in_flight = a.batches_in_flight;
+  if (a.gather_us) o.commit_gather_us = *a.gather_us;
   if (a.zero_rate) o.zero_rate_bytes_per_sec = *a.zero_rate;
   o.queue_depth = static_cast<unsigned>(std::max<uint64_t>(64, 2 * a.qd));
   auto opened = Engine::Open(o);

@@ -3,7 +3,9 @@
 //
 // Writers reserve space for their data and queue a CommitRequest holding it (GC queues
 // relocations whose copies it has already written, unsynced). The committer takes everything
-// queued at once (what piled up while it was busy is the next batch), and:
+// queued at once (what piled up while it was busy is the next batch; with none in flight, a
+// batch of fewer than recent batches held first waits briefly for requests still arriving:
+// commit_gather.h), and:
 //   1. decides each request against the index as the batches before it leave it (including
 //      those still in flight, CommitPipeline::in_flight_records, and those handed to the
 //      applier and not yet applied, CommitPipeline::pending) plus the batch's own earlier
@@ -111,6 +113,7 @@ void Engine::Enqueue(CommitRequest* request) {
   {
     std::lock_guard lock(commit_mu_);
     commit_queue_.push_back(request);
+    gather_.Arrived(engine::CommitGather::Clock::now());
   }
   commit_cv_.notify_one();
 }
@@ -119,6 +122,7 @@ Status Engine::Commit(std::span<CommitRequest* const> requests) {
   {
     std::lock_guard lock(commit_mu_);
     commit_queue_.insert(commit_queue_.end(), requests.begin(), requests.end());
+    gather_.Arrived(engine::CommitGather::Clock::now());
   }
   commit_cv_.notify_one();
   Status first;
@@ -154,6 +158,8 @@ void Engine::CommitLoop() {
       if (!p.in_flight.empty() && p.in_flight.front()->io_done) {
         finish = true;
       } else if (may_start()) {
+        if (p.in_flight.empty()) GatherLocked(lock);
+        gather_.Started(commit_queue_.size());
         batch.swap(commit_queue_);
       } else {
         return;  // stopping, and everything queued is handed over
@@ -165,6 +171,19 @@ void Engine::CommitLoop() {
     }
     StartBatch(std::move(batch));
     batch.clear();
+  }
+}
+
+void Engine::GatherLocked(std::unique_lock<std::mutex>& lock) {
+  using std::chrono::microseconds;
+  const auto start = engine::CommitGather::Clock::now();
+  for (;;) {
+    const auto waited = std::chrono::duration_cast<microseconds>(engine::CommitGather::Clock::now() - start);
+    const microseconds wait = gather_.NextWait(commit_queue_.size(), waited);
+    if (wait.count() == 0) return;
+    const size_t before = commit_queue_.size();
+    const bool arrived = commit_cv_.wait_for(lock, wait, [&] { return commit_queue_.size() > before || commit_stop_; });
+    if (!arrived || commit_stop_) return;  // none came within the gap: go with what is here
   }
 }
 
