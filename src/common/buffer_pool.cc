@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -24,6 +25,10 @@ struct PoolState {
   size_t cached = 0;
   size_t max_cached = 64ull << 20;
   uint64_t hits = 0, misses = 0;
+  // When each size was last taken or given (a counter): at the cap, the sizes used longest
+  // ago make room for the one given now.
+  std::map<size_t, uint64_t> last_use;
+  uint64_t uses = 0;
 };
 
 PoolState& State() {
@@ -103,6 +108,7 @@ void* BufferPool::Take(size_t capacity) {
   PoolState& s = State();
   if (capacity >= kMinPooledBytes) {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.last_use[capacity] = ++s.uses;
     auto it = s.free_blocks.find(capacity);
     if (it != s.free_blocks.end() && !it->second.empty()) {
       void* p = it->second.back();
@@ -121,15 +127,38 @@ void* BufferPool::Take(size_t capacity) {
 void BufferPool::Give(void* block, size_t capacity) {
   if (block == nullptr) return;
   PoolState& s = State();
+  std::vector<std::pair<void*, size_t>> evicted;  // block, capacity
+  bool kept = false;
   if (capacity >= kMinPooledBytes) {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.last_use[capacity] = ++s.uses;
+    if (s.cached + capacity > s.max_cached && capacity <= s.max_cached) {
+      // Full: blocks of the sizes used longest ago go, so that a size in use now is not
+      // released and faulted in again on every use while others sit idle (a target's reads of
+      // 1 MiB shards did so behind odd sizes its writes had left).
+      std::vector<std::pair<uint64_t, size_t>> sizes;  // last use, capacity
+      for (const auto& [cap, blocks] : s.free_blocks) {
+        if (cap != capacity && !blocks.empty()) sizes.emplace_back(s.last_use[cap], cap);
+      }
+      std::sort(sizes.begin(), sizes.end());
+      for (auto [use, cap] : sizes) {
+        std::vector<void*>& blocks = s.free_blocks[cap];
+        while (!blocks.empty() && s.cached + capacity > s.max_cached) {
+          evicted.emplace_back(blocks.back(), cap);
+          blocks.pop_back();
+          s.cached -= cap;
+        }
+        if (s.cached + capacity <= s.max_cached) break;
+      }
+    }
     if (s.cached + capacity <= s.max_cached) {
       s.free_blocks[capacity].push_back(block);
       s.cached += capacity;
-      return;
+      kept = true;
     }
   }
-  Release(s, block, capacity);
+  for (auto [p, cap] : evicted) Release(s, p, cap);
+  if (!kept) Release(s, block, capacity);
 }
 
 void BufferPool::set_max_cached_bytes(size_t bytes) {

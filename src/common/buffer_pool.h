@@ -4,8 +4,10 @@
 // allocated and freed once per request. Left to malloc, each one is a fresh mmap: page faults
 // and zeroing on every use and a munmap on free, the largest cost in a profile of
 // `penstock bench seq`. The pool keeps freed blocks of 64 KiB and more by exact size and hands
-// them out again, up to a cap on the bytes it holds (beyond it, blocks go back to the system),
-// so a process's memory stays bounded by what it has in use plus the cap. Blocks of whole
+// them out again, up to a cap on the bytes it holds (at the cap, blocks of the sizes used
+// longest ago go back to the system to make room for the one given back; a size that alone
+// fills the cap goes back itself), so a process's memory stays bounded by what it has in use
+// plus the cap. Blocks of whole
 // 2 MiB or that divide 2 MiB (256 KiB to 1 MiB) lie in 2 MiB-aligned memory advised for
 // transparent huge pages; one of the latter beyond the cap gives its memory back
 // (MADV_DONTNEED) and keeps its address range for reuse.

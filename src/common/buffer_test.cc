@@ -47,6 +47,38 @@ TEST(BufferPoolTest, RecyclesLargeBlocksUpToTheCap) {
   pool.set_max_cached_bytes(64 << 20);
 }
 
+// At the cap, the sizes used longest ago make room for the size given back now: blocks of a
+// size in use are kept warm even when another size filled the pool earlier.
+TEST(BufferPoolTest, AtTheCapSizesUsedLongestAgoMakeRoom) {
+  BufferPool& pool = BufferPool::Global();
+  pool.set_max_cached_bytes(0);
+  pool.set_max_cached_bytes(4 << 20);
+  {
+    std::vector<AlignedBuffer> odd;  // fill the pool with an odd size
+    for (int i = 0; i < 4; ++i) odd.emplace_back((1 << 20) + 8192);
+  }
+  EXPECT_GE(pool.cached_bytes(), 3u << 20);
+  const uint64_t hits0 = pool.hits();
+  void* kept;
+  {
+    AlignedBuffer a(1 << 20);  // a miss; given back, it displaces an odd block
+    kept = a.data();
+  }
+  for (int i = 0; i < 5; ++i) {
+    AlignedBuffer b(1 << 20);
+    EXPECT_EQ(b.data(), kept) << "round " << i;
+  }
+  EXPECT_EQ(pool.hits(), hits0 + 5);
+  EXPECT_LE(pool.cached_bytes(), 4u << 20);
+  {
+    std::vector<AlignedBuffer> many;  // more of one size than the cap: the rest is released
+    for (int i = 0; i < 8; ++i) many.emplace_back(1 << 20);
+  }
+  EXPECT_LE(pool.cached_bytes(), 4u << 20);
+  pool.set_max_cached_bytes(0);
+  pool.set_max_cached_bytes(64 << 20);
+}
+
 // Stripe-sized blocks (256 KiB to 1 MiB) are cut from 2 MiB-aligned chunks and whole 2 MiB
 // multiples are 2 MiB-aligned (huge pages possible). A slab block beyond the cap gives its
 // memory back but keeps its address: it comes back next, reading as zeros.
