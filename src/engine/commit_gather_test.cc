@@ -19,18 +19,22 @@ void Load(CommitGather& g, Clock::time_point& t, int batches, size_t size, micro
   }
 }
 
-TEST(CommitGatherTest, ALoneWriterNeverWaits) {
+// A gather (300 us at most, 16 enough) after 100 batches of `size` requests `gap` apart.
+CommitGather After(size_t size, microseconds gap) {
   CommitGather g(microseconds(300), 16);
   Clock::time_point t{};
-  Load(g, t, 100, 1, microseconds(20));  // one request a batch, however close together
+  Load(g, t, 100, size, gap);
+  return g;
+}
+
+TEST(CommitGatherTest, ALoneWriterNeverWaits) {
+  CommitGather g = After(1, microseconds(20));  // one request a batch, however close together
   EXPECT_EQ(g.NextWait(0, microseconds(0)).count(), 0);
   EXPECT_EQ(g.NextWait(1, microseconds(0)).count(), 0);
 }
 
 TEST(CommitGatherTest, ManyWritersWaitForTheNextArrivalWhileFewerThanUsualAreQueued) {
-  CommitGather g(microseconds(300), 16);
-  Clock::time_point t{};
-  Load(g, t, 100, 8, microseconds(20));
+  CommitGather g = After(8, microseconds(20));
   EXPECT_NEAR(g.mean_batch(), 8.0, 0.01);
   EXPECT_NEAR(g.mean_gap_us(), 20.0, 0.01);
   // Two queued where batches hold eight: wait for the next, at most twice the mean gap.
@@ -44,17 +48,13 @@ TEST(CommitGatherTest, ManyWritersWaitForTheNextArrivalWhileFewerThanUsualAreQue
 }
 
 TEST(CommitGatherTest, LargeBatchesWaitOnlyUntilEnough) {
-  CommitGather g(microseconds(300), 16);
-  Clock::time_point t{};
-  Load(g, t, 100, 57, microseconds(5));
+  CommitGather g = After(57, microseconds(5));
   EXPECT_GT(g.NextWait(10, microseconds(0)).count(), 0);
   EXPECT_EQ(g.NextWait(16, microseconds(0)).count(), 0);
 }
 
 TEST(CommitGatherTest, SparseArrivalsAreNotWaitedFor) {
-  CommitGather g(microseconds(300), 16);
-  Clock::time_point t{};
-  Load(g, t, 100, 4, microseconds(1000));  // several a batch, but a millisecond apart
+  CommitGather g = After(4, microseconds(1000));  // several a batch, but a millisecond apart
   EXPECT_EQ(g.NextWait(1, microseconds(0)).count(), 0);
 }
 
