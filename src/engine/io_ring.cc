@@ -325,9 +325,10 @@ bool SubmitRead(io_uring* ring, int fd, uint64_t offset, void* buf, size_t lengt
 
 void IoRing::UseOnThisThread(ThreadQueue* queue) { this_thread_queue = queue; }
 
-Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigned entries) {
+Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigned entries, uint64_t max_bytes) {
   std::unique_ptr<ThreadQueue> q(new ThreadQueue());
   q->entries_ = std::clamp(entries, 1u, kMaxEntries);
+  q->max_bytes_ = max_bytes;
   // Twice the entries in the completion queue, as io_uring sizes it: never overflows.
   int rc = io_uring_queue_init(q->entries_, &q->ring_, 0);
   if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init for a thread's read queue");
@@ -366,18 +367,19 @@ void IoRing::ThreadQueue::SubmitQueued() {
     // The kernel will not take them (or took none): fail their reads. Still on the ring,
     // unsubmitted, they become no-ops without callbacks, which the next submission sends.
     const int error = rc < 0 ? rc : -EIO;
-    std::vector<ReadDone*> failed;
+    std::vector<Pending*> failed;
     for (unsigned i = 0; i < queued_; ++i) {
       io_uring_sqe* sqe = &ring_.sq.sqes[(ring_.sq.sqe_tail - queued_ + i) & ring_.sq.ring_mask];
-      failed.push_back(reinterpret_cast<ReadDone*>(sqe->user_data));
+      failed.push_back(reinterpret_cast<Pending*>(sqe->user_data));
       io_uring_prep_nop(sqe);
       io_uring_sqe_set_data(sqe, nullptr);
     }
     in_flight_ -= queued_;
     queued_ = 0;
-    for (ReadDone* callback : failed) {
-      (*callback)(error);
-      delete callback;
+    for (Pending* read : failed) {
+      bytes_in_flight_ -= read->length;
+      read->done(error);
+      delete read;
     }
     return;
   }
@@ -386,21 +388,22 @@ void IoRing::ThreadQueue::SubmitQueued() {
 size_t IoRing::ThreadQueue::Reap() {
   SubmitQueued();
   if (io_uring_cq_ready(&ring_) == 0) return 0;
-  std::vector<std::pair<ReadDone*, int64_t>>& reaped = reaped_;  // kept: no allocation per reap
+  std::vector<std::pair<Pending*, int64_t>>& reaped = reaped_;  // kept: no allocation per reap
   reaped.clear();
   unsigned head = 0, seen = 0;
   io_uring_cqe* cqe = nullptr;
   io_uring_for_each_cqe(&ring_, head, cqe) {
     ++seen;
     if (void* data = io_uring_cqe_get_data(cqe); data != nullptr) {
-      reaped.emplace_back(static_cast<ReadDone*>(data), cqe->res);
+      reaped.emplace_back(static_cast<Pending*>(data), cqe->res);
     }  // (nullptr: a failed submission's entry)
   }
   io_uring_cq_advance(&ring_, seen);
   in_flight_ -= static_cast<unsigned>(reaped.size());
-  for (auto& [callback, result] : reaped) {  // a callback may queue again: the CQ is advanced
-    (*callback)(result);
-    delete callback;
+  for (auto& [read, result] : reaped) bytes_in_flight_ -= read->length;
+  for (auto& [read, result] : reaped) {  // a callback may queue again: the CQ is advanced
+    read->done(result);
+    delete read;
   }
   SubmitQueued();
   return reaped.size();  // (a callback does not reap, so `reaped` is not changed under the loop)
@@ -408,12 +411,14 @@ size_t IoRing::ThreadQueue::Reap() {
 
 bool IoRing::ThreadQueue::Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done) {
   if (in_flight_ >= entries_) return false;
+  if (in_flight_ > 0 && bytes_in_flight_ + length > max_bytes_) return false;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) return false;
   io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
-  io_uring_sqe_set_data(sqe, new ReadDone(std::move(done)));
+  io_uring_sqe_set_data(sqe, new Pending{std::move(done), length});
   ++in_flight_;
   ++queued_;
+  bytes_in_flight_ += length;
   return true;
 }
 

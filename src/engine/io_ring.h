@@ -119,8 +119,14 @@ class IoRing {
   // thread-safe: the owning thread submits, reaps and destroys it.
   class ThreadQueue {
    public:
+    // Read bytes in flight at most, by default: Submit declines a read beyond it (one read
+    // alone always goes), and its caller reads elsewhere (a target: on its I/O threads). Large
+    // reads piled on a virtual disk came back slower in all: 4 MiB objects read 16 at a time
+    // over three targets (~21 MiB a target in flight) ran ~40% faster with the ring kept to
+    // 4–8 MiB (docs/performance.md, issue 7, sixteenth session); 4 KiB reads never reach it.
+    static constexpr uint64_t kDefaultMaxBytes = 8u << 20;
     // Errors: as io_uring_queue_init, or eventfd.
-    static Result<std::unique_ptr<ThreadQueue>> Create(unsigned entries);
+    static Result<std::unique_ptr<ThreadQueue>> Create(unsigned entries, uint64_t max_bytes = kDefaultMaxBytes);
     // Waits for the reads still in flight and runs their callbacks.
     ~ThreadQueue();
     ThreadQueue(const ThreadQueue&) = delete;
@@ -139,8 +145,11 @@ class IoRing {
     bool has_queued() const { return queued_ > 0; }
     // As IoRing::ReadAsync, but the read is only queued: the next Reap submits it, with every
     // other read queued meanwhile (a transport thread starts several reads per round of
-    // network progress: one system call and one device notification for them all).
+    // network progress: one system call and one device notification for them all). False
+    // (`done` untouched) when `entries` reads, or reads of max_bytes with this one, are in
+    // flight.
     bool Submit(int fd, uint64_t offset, void* buf, size_t length, ReadDone& done);
+    uint64_t bytes_in_flight() const { return bytes_in_flight_; }
 
     // Tests: replaces io_uring_submit for this queue (to have the kernel say EAGAIN, or refuse).
     using SubmitFn = std::function<int(io_uring*)>;
@@ -153,9 +162,15 @@ class IoRing {
     bool ring_ready_ = false;
     int event_fd_ = -1;
     unsigned entries_ = 0;
+    uint64_t max_bytes_ = 0;
     unsigned in_flight_ = 0;  // queued or submitted, not reaped
     unsigned queued_ = 0;     // prepared on the ring, not yet submitted
-    std::vector<std::pair<ReadDone*, int64_t>> reaped_;  // Reap's scratch
+    uint64_t bytes_in_flight_ = 0;  // of the reads in flight
+    struct Pending {  // a read's user data on the ring
+      ReadDone done;
+      uint64_t length;
+    };
+    std::vector<std::pair<Pending*, int64_t>> reaped_;  // Reap's scratch
     // Submits what is queued; entries the kernel refuses fail their reads with its error.
     void SubmitQueued();
   };

@@ -131,6 +131,36 @@ TEST(IoRingThreadQueueTest, ReadsTheKernelRefusesFailWithItsErrorAndTheQueueGoes
   }
 }
 
+TEST(IoRingThreadQueueTest, ReadsBeyondTheByteLimitAreDeclinedUntilSomeComplete) {
+  ScratchDir dir;
+  BlockFile file(dir, 8);
+  auto q = IoRing::ThreadQueue::Create(64, 3 * kBlock);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  AlignedBuffer buf(8 * kBlock);
+  Outcomes outcomes(3);
+  for (size_t i = 0; i < 3; ++i) {
+    IoRing::ReadDone done = outcomes.For(i);
+    ASSERT_TRUE((*q)->Submit(file.fd(), i * kBlock, buf.data() + i * kBlock, kBlock, done));
+  }
+  EXPECT_EQ((*q)->bytes_in_flight(), 3 * kBlock);
+  bool ran = false;
+  IoRing::ReadDone declined = [&](int64_t) { ran = true; };
+  EXPECT_FALSE((*q)->Submit(file.fd(), 3 * kBlock, buf.data() + 3 * kBlock, kBlock, declined));
+  EXPECT_TRUE(declined) << "a declined read's callback stays with the caller";
+  ReapUntil(**q, outcomes, 3);
+  EXPECT_EQ((*q)->bytes_in_flight(), 0u);
+  // Nothing in flight: a read larger than the limit still goes, alone.
+  Outcomes big(1);
+  IoRing::ReadDone done = big.For(0);
+  ASSERT_TRUE((*q)->Submit(file.fd(), 0, buf.data(), 5 * kBlock, done));
+  IoRing::ReadDone second = [&](int64_t) { ran = true; };
+  EXPECT_FALSE((*q)->Submit(file.fd(), 0, buf.data() + 5 * kBlock, kBlock, second));
+  ReapUntil(**q, big, 1);
+  EXPECT_EQ(big.result[0], static_cast<int64_t>(5 * kBlock));
+  EXPECT_EQ(buf.data()[4 * kBlock], std::byte{5});
+  EXPECT_FALSE(ran);
+}
+
 TEST(IoRingThreadQueueTest, DestroyingTheQueueRunsReadsStillWaitingForRoom) {
   ScratchDir dir;
   BlockFile file(dir, 2);
