@@ -400,6 +400,8 @@ size_t IoRing::ThreadQueue::Reap() {
   }
   io_uring_cq_advance(&ring_, seen);
   in_flight_ -= static_cast<unsigned>(reaped.size());
+  // All of them out of the byte count first: a callback that queues a read (Submit) must not
+  // be declined for reads already done.
   for (auto& [read, result] : reaped) bytes_in_flight_ -= read->length;
   for (auto& [read, result] : reaped) {  // a callback may queue again: the CQ is advanced
     read->done(result);
