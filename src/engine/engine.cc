@@ -243,13 +243,13 @@ Engine::Engine(EngineOptions options, std::unique_ptr<engine::Device> device,
       commit_batches_in_flight_(options_.commit_batches_in_flight != 0 ? options_.commit_batches_in_flight
                                 : UsableCpus() >= 4                  ? 3u
                                                                      : 1u),
-      gather_(std::chrono::microseconds(options_.commit_gather_us), options_.commit_overlap_min_requests),
       data_offset_(data_offset),
       device_(std::move(device)),
       index_(std::move(index)),
       journal_(std::move(journal)),
       table_(std::move(table)),
       owners_(std::make_unique<engine::SegmentOwners>(table_->segment_count())),
+      gather_(std::chrono::microseconds(options_.commit_gather_us), options_.commit_overlap_min_requests),
       pipeline_(std::make_unique<engine::CommitPipeline>()),
       last_index_sync_(std::chrono::steady_clock::now()) {}
 

@@ -2,8 +2,8 @@
 //
 // Opened with O_DIRECT (page cache bypassed); Write carries RWF_DSYNC so each is durable when
 // it completes; WriteUnsynced does not, and Sync (fdatasync) makes it durable. WriteAll submits
-// its writes and the fdatasync in one io_uring call (IoRing::WriteAll; StartWriteAll leaves it
-// in flight). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
+// its writes in one io_uring call and then calls fdatasync (IoRing::WriteAll; StartWriteAll
+// leaves the writes in flight, FinishWriteAll waits for them and flushes). A filesystem that refuses O_DIRECT (tmpfs) gets buffered I/O with the same
 // RWF_DSYNC durability, and a warning in the log. A missing file is created and preallocated
 // (fallocate, or zero-filled) to the requested size; a block device's size comes from BLKGETSIZE64. The file
 // is locked (flock) so a second engine cannot open it at the same time.

@@ -146,13 +146,10 @@ namespace {
 
 using BatchProgress = IoRing::BatchProgress;
 
-// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight; entries
-// from `barrier` on only once every entry before it has completed.
+// Prepares entries of 0..total-1 on `ring` while fewer than `window` are in flight.
 template <typename Prepare>
-void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at,
-                size_t barrier = SIZE_MAX) {
-  while (at.queued < total && at.queued - at.completed < window &&
-         (at.queued < barrier || at.completed >= barrier)) {
+void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, BatchProgress& at) {
+  while (at.queued < total && at.queued - at.completed < window) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring);
     if (sqe == nullptr) break;
     prepare(sqe, at.queued);
@@ -162,20 +159,20 @@ void QueueBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Ba
 }
 
 // Runs entries 0..total-1 through `ring` (from where `at` says StartWriteAll left them), at
-// most `window` in flight, those from `barrier` on after all before it: `prepare(sqe, i)` fills
+// most `window` in flight: `prepare(sqe, i)` fills
 // entry i, `complete(i, res)` takes its result. Blocks until all are done, or until the ring
 // fails: then it waits for what was submitted and returns the -errno, and entries that did not
 // run are the caller's to mark; `unsent` tells whether prepared entries were left on the ring
 // (which must then not be used again).
 template <typename Prepare, typename Complete>
 int RunBatch(io_uring* ring, size_t total, size_t window, Prepare prepare, Complete complete,
-             bool& unsent, BatchProgress at = {}, size_t barrier = SIZE_MAX) {
+             bool& unsent, BatchProgress at = {}) {
   size_t& queued = at.queued;
   size_t& submitted = at.submitted;
   size_t& completed = at.completed;
   unsent = false;
   while (completed < total) {
-    QueueBatch(ring, total, window, prepare, at, barrier);
+    QueueBatch(ring, total, window, prepare, at);
     // Returns how many it submitted; -EINTR only when it submitted none (and was interrupted
     // waiting).
     int rc = io_uring_submit_and_wait(ring, 1);
@@ -231,13 +228,7 @@ int IoRing::ReadAll(int fd, std::span<Read> reads) {
 }
 
 void IoRing::PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i) {
-  if (i < p.writes.size()) {
-    io_uring_prep_write(sqe, p.fd, p.writes[i].buf, static_cast<unsigned>(p.writes[i].length), p.writes[i].offset);
-  } else {
-    // Queued once every write has completed. Not IOSQE_IO_DRAIN: the request after a drained
-    // one goes to an io-wq worker, so the next batch's first write would wait for a thread.
-    io_uring_prep_fsync(sqe, p.fd, IORING_FSYNC_DATASYNC);
-  }
+  io_uring_prep_write(sqe, p.fd, p.writes[i].buf, static_cast<unsigned>(p.writes[i].length), p.writes[i].offset);
 }
 
 std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<Write> writes, bool datasync) {
@@ -259,12 +250,10 @@ void IoRing::ContinueWriteAll(PendingWrites& p, std::span<Write> writes, bool da
   p.writes = writes;
   p.datasync = datasync;
   if (p.lane == nullptr) return;
-  // The writes, then (with datasync) an fdatasync as the last entry; at most kBatchEntries in
-  // flight (the completion queue holds twice that). Submitted without waiting; a failed
-  // submission is tried again, and reported, by FinishWriteAll.
-  QueueBatch(&p.lane->ring, p.entries(), kBatchEntries,
-             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, p.progress,
-             p.writes.size());
+  // At most kBatchEntries in flight (the completion queue holds twice that). Submitted without
+  // waiting; a failed submission is tried again, and reported, by FinishWriteAll.
+  QueueBatch(&p.lane->ring, p.writes.size(), kBatchEntries,
+             [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); }, p.progress);
   if (int rc = io_uring_submit(&p.lane->ring); rc > 0) p.progress.submitted += static_cast<size_t>(rc);
 }
 
@@ -274,19 +263,19 @@ int IoRing::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
   int failure = p.failure;
   if (p.lane != nullptr) {
     failure = RunBatch(
-        &p.lane->ring, p.entries(), kBatchEntries,
+        &p.lane->ring, p.writes.size(), kBatchEntries,
         [&](io_uring_sqe* sqe, size_t i) { PrepareBatchWrite(p, sqe, i); },
-        [&](uint64_t i, int res) {
-          if (i < p.writes.size()) {
-            p.writes[i].result = res;
-          } else {
-            p.sync_result = res;
-          }
-        },
-        unsent, p.progress, p.writes.size());
+        [&](uint64_t i, int res) { p.writes[i].result = res; }, unsent, p.progress);
     batch_lanes_.Release(p.lane, /*broken=*/failure != 0);
   }
-  if (failure == 0) return p.datasync ? p.sync_result : 0;
+  if (failure == 0) {
+    // The flush runs here, on the thread that waited for the writes, rather than as one more
+    // entry on the ring: io_uring cannot run an fsync without blocking, so it would go to an
+    // io-wq worker, and its completion would wake this thread again: two hand-offs a batch
+    // between threads, which on a small host cost more than the system call (random 4 KiB
+    // writes +12% in a 3-target cluster, docs/performance.md).
+    return p.datasync ? (::fdatasync(p.fd) == 0 ? 0 : -errno) : 0;
+  }
   for (Write& w : p.writes) {
     if (w.result == kNotRun) w.result = failure;
   }

@@ -13,9 +13,9 @@
 //
 // WriteAll is for a thread with many writes at once (the engine's committer): a ring of
 // kBatchEntries, on which it submits them all in one system call, so the device is notified
-// once rather than per write, then, once they have completed, an fdatasync. (Not with
-// IOSQE_IO_DRAIN: the kernel sends the request after a drained one to an io-wq worker, so
-// every batch's first write waited for a thread; one wake-up more per batch is cheaper.)
+// once rather than per write, then, once they have completed, an fdatasync, called by the
+// thread that waited for them (an fsync on the ring would go to an io-wq worker and wake the
+// waiter again: two hand-offs a batch).
 // StartWriteAll/FinishWriteAll are its two halves, for several such batches in flight, each on
 // a ring of its own; StartEarlyWrites/ContinueWriteAll split the start in two again.
 //
@@ -197,8 +197,6 @@ class IoRing {
     Lane* lane = nullptr;  // null: no ring could be had (`failure` says why)
     int failure = 0;
     BatchProgress progress;  // of the entries on `lane`
-    int sync_result = 0;
-    size_t entries() const { return writes.size() + (datasync ? 1 : 0); }
   };
 
  private:
