@@ -68,22 +68,29 @@ mv "$OUT.tmp" "$OUT"
 /usr/bin/python3 - "$OUT" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+def vals(test, f):
+    return [f(r["data"]) for r in rows if r["test"] == test]
 def med(test, f):
-    return statistics.median(f(r["data"]) for r in rows if r["test"] == test)
+    return statistics.median(vals(test, f))
+def spread(test, f, fmt):  # every run's figure, in run order: the machine's noise at a glance
+    return " / ".join(fmt.format(v) for v in vals(test, f))
 fio_bw = lambda d: (d["jobs"][0]["write"]["bw_bytes"] or d["jobs"][0]["read"]["bw_bytes"]) / 1e6
 fio_iops = lambda d: d["jobs"][0]["write"]["iops"] or d["jobs"][0]["read"]["iops"]
-p = {
-    "write4m": (med("write4m", lambda d: d["mb_per_s"]), med("fio_write4m", fio_bw), "MB/s"),
-    "read4m": (med("read4m", lambda d: d["mb_per_s"]), med("fio_read4m", fio_bw), "MB/s"),
-    "randread4k": (med("randread4k", lambda d: d["iops"]), med("fio_randread4k", fio_iops), "IOPS"),
-    "randwrite4k": (med("randwrite4k", lambda d: d["iops"]), med("fio_randwrite4k", fio_iops), "IOPS"),
-}
+bench_bw, bench_iops = (lambda d: d["mb_per_s"]), (lambda d: d["iops"])
+tests = {"write4m": (bench_bw, fio_bw, "MB/s"), "read4m": (bench_bw, fio_bw, "MB/s"),
+         "randread4k": (bench_iops, fio_iops, "IOPS"), "randwrite4k": (bench_iops, fio_iops, "IOPS")}
+p = {k: (med(k, ours), med("fio_" + k, theirs), unit) for k, (ours, theirs, unit) in tests.items()}
 cpu = med("read4m", lambda d: d["cpu_seconds_per_gb"])
 mem = med("memcpy", lambda d: d["cpu_seconds_per_gb"])
 print(f"{'test':<14}{'penstock':>12}{'baseline':>12}{'ratio':>8}")
 for k, (a, b, unit) in p.items():
     print(f"{k:<14}{a:>12.0f}{b:>12.0f}{a / b:>8.2f}  {unit} (fio)")
 print(f"{'cpu/GB read':<14}{cpu:>12.3f}{mem:>12.3f}{cpu / mem:>8.2f}  s/GB (memcpy)")
+print("per run (penstock | baseline):")
+for k, (ours, theirs, _) in tests.items():
+    print(f"  {k:<12}{spread(k, ours, '{:.0f}')} | {spread('fio_' + k, theirs, '{:.0f}')}")
+print(f"  {'cpu/GB read':<12}{spread('read4m', lambda d: d['cpu_seconds_per_gb'], '{:.3f}')} | "
+      f"{spread('memcpy', lambda d: d['cpu_seconds_per_gb'], '{:.3f}')}")
 for t in ("read4m", "randread4k"):  # Client::read_path_stats: bytes the client copied per byte read
     copies = med(t, lambda d: d.get("read_bytes_copied", 0) / max(1, d.get("read_bytes", 0)))
     print(f"{t + ' copies':<14}{copies:>12.3f}  client copies per byte delivered")
