@@ -3,10 +3,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <random>
+#include <thread>
 
 #include "common/buffer.h"
 #include "common/log.h"
@@ -89,6 +93,7 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
   }
 
   CompletionQueue cq;
+  CompletionQueue* q = &cq;  // where issue() sends completions
   std::vector<double> lat_us;
   BenchResult r;
   r.mode = ModeName(o.mode);
@@ -113,7 +118,7 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
         }
         obj = *opened;
       }
-      obj->WriteAsync(0, {{pattern.data(), o.size}}, cq, slot);
+      obj->WriteAsync(0, {{pattern.data(), o.size}}, *q, slot);
       return true;
     }
     std::shared_ptr<Object> obj;
@@ -131,9 +136,9 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
       offset = (rng() % (obj->size() / o.size)) * o.size;
     }
     if (write) {
-      obj->WriteAsync(offset, {{pattern.data(), o.size}}, cq, slot);
+      obj->WriteAsync(offset, {{pattern.data(), o.size}}, *q, slot);
     } else {
-      obj->ReadAsync(offset, {{s.buf.data(), o.size}}, cq, slot);
+      obj->ReadAsync(offset, {{s.buf.data(), o.size}}, *q, slot);
     }
     return true;
   };
@@ -144,29 +149,93 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
   const auto stop = t0 + std::chrono::duration<double>(o.seconds);
   auto last_report = t0;
   size_t inflight = 0;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (!issue(i)) break;
-    ++inflight;
-  }
-  while (inflight > 0) {
-    for (const IoCompletion& c : cq.Wait(1, std::chrono::milliseconds(500))) {
-      --inflight;
-      Slot& s = slots[c.user_data];
-      const auto now = Clock::now();
-      ++r.ops;
-      if (c.status.ok()) {
-        r.bytes += c.bytes;
-        lat_us.push_back(std::chrono::duration<double, std::micro>(now - s.started).count());
-      } else if (r.errors++ == 0) {
-        r.first_error = c.status.ToString();
-      }
-      if (now < stop && open_error.ok() && issue(c.user_data)) ++inflight;
+  std::atomic<uint64_t> ops_so_far{0}, bytes_so_far{0};  // for progress, read by this thread
+  // One completion: counted, and its slot issued again until the time is up.
+  auto handle = [&](const IoCompletion& c) {
+    --inflight;
+    Slot& s = slots[c.user_data];
+    const auto now = Clock::now();
+    ++r.ops;
+    if (c.status.ok()) {
+      r.bytes += c.bytes;
+      lat_us.push_back(std::chrono::duration<double, std::micro>(now - s.started).count());
+    } else if (r.errors++ == 0) {
+      r.first_error = c.status.ToString();
     }
+    ops_so_far.store(r.ops, std::memory_order_relaxed);
+    bytes_so_far.store(r.bytes, std::memory_order_relaxed);
+    if (now < stop && open_error.ok() && issue(c.user_data)) ++inflight;
+  };
+  auto report = [&] {
     const auto now = Clock::now();
     if (progress && now - last_report >= std::chrono::seconds(1)) {
       last_report = now;
-      progress(std::chrono::duration<double>(now - t0).count(), r.ops, r.bytes);
+      progress(std::chrono::duration<double>(now - t0).count(), ops_so_far.load(), bytes_so_far.load());
     }
+  };
+  if (o.mode == BenchMode::kWrite) {
+    // Writes open (and create) objects as they go, which waits for mgmt: from this thread,
+    // completions queued.
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!issue(i)) break;
+      ++inflight;
+    }
+    while (inflight > 0) {
+      for (const IoCompletion& c : cq.Wait(1, std::chrono::milliseconds(500))) handle(c);
+      report();
+    }
+  } else {
+    // Reads and writes of open objects: each completion issues the slot's next operation on
+    // the transport thread that delivered it, as an application with a callback queue would,
+    // rather than waking this thread for every operation (two thread switches an operation).
+    // One thread at a time owns the run's state (`owner`); a completion that arrives while
+    // another thread owns it, or during an issue on the owning thread itself (one that fails
+    // at once), is left in `deferred` for the owner.
+    std::mutex mu;
+    std::condition_variable idle;
+    bool owner = true;  // this thread, until the first operations are out
+    std::vector<IoCompletion> deferred;
+    auto drain_and_release = [&] {
+      std::unique_lock lock(mu);
+      while (!deferred.empty()) {
+        std::vector<IoCompletion> todo;
+        todo.swap(deferred);
+        lock.unlock();
+        for (const IoCompletion& c : todo) handle(c);
+        lock.lock();
+      }
+      owner = false;
+      if (inflight == 0) idle.notify_all();
+    };
+    CompletionQueue callback_cq([&](IoCompletion c) {
+      {
+        std::lock_guard lock(mu);
+        if (owner) {
+          deferred.push_back(std::move(c));
+          return;
+        }
+        owner = true;
+      }
+      handle(c);
+      drain_and_release();
+    });
+    q = &callback_cq;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (!issue(i)) break;
+      ++inflight;
+    }
+    drain_and_release();
+    {
+      std::unique_lock lock(mu);
+      while (owner || inflight > 0) {
+        idle.wait_for(lock, std::chrono::milliseconds(500));
+        lock.unlock();
+        report();
+        lock.lock();
+      }
+    }
+    // The queue counts an operation done only once its callback has returned.
+    while (callback_cq.in_flight() > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (!open_error.ok()) return open_error;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -1,6 +1,8 @@
 // bench_runner.h — the engine of `penstock bench`: keeps a fixed number of operations in
-// flight from one thread through the asynchronous object API for a fixed time, and measures
-// throughput, latency percentiles and the client's CPU time per GB moved.
+// flight through the asynchronous object API for a fixed time, and measures throughput,
+// latency percentiles and the client's CPU time per GB moved. Write runs issue from the
+// calling thread (they open and create objects, which waits for mgmt); the other modes issue
+// each next operation from the completion callback, on the transport thread that delivered it.
 //
 // Modes: write (each operation writes a whole object of `size` bytes, objects bench-0,
 // bench-1, ..., cycling over `objects` when set), seq (reads the bench-* objects a previous

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -348,6 +350,55 @@ TEST_F(ObjectIoTest, CallbackQueueAndErrors) {
   EXPECT_EQ(cluster_->client().Open("nope", "x", {.create = true}).status().code(), StatusCode::kNotFound);
   std::vector<std::byte> out(10);
   EXPECT_EQ(*obj->Read(1000, out), 0u);  // past the end: short (empty) read
+}
+
+// A callback may issue the next operations itself (on the transport thread that delivered the
+// completion, as `penstock bench` does): chains of writes, then of reads, each link issued
+// from the completion of the one before, with 8 chains in flight.
+TEST_F(ObjectIoTest, CallbacksIssueTheNextOperation) {
+  auto obj = Open("chain");
+  constexpr int kChains = 8, kLinks = 64, kBlock = 4096;
+  auto data = RandomBytes(size_t{kChains} * kLinks * kBlock, 31);
+  std::vector<std::byte> back(data.size());
+  std::mutex mu;
+  std::condition_variable done_cv;
+  int links_done = 0, errors = 0;
+  bool reading = false;
+  std::function<void(int, int)> issue;  // chain, link
+  CompletionQueue cq([&](IoCompletion c) {
+    const int chain = static_cast<int>(c.user_data / kLinks), link = static_cast<int>(c.user_data % kLinks);
+    {
+      std::lock_guard lock(mu);
+      if (!c.status.ok() || c.bytes != kBlock) ++errors;
+      ++links_done;
+      done_cv.notify_all();
+    }
+    if (link + 1 < kLinks) issue(chain, link + 1);
+  });
+  issue = [&](int chain, int link) {
+    const size_t at = (size_t{static_cast<size_t>(link)} * kChains + static_cast<size_t>(chain)) * kBlock;
+    const uint64_t tag = static_cast<uint64_t>(chain) * kLinks + static_cast<uint64_t>(link);
+    if (reading) {
+      obj->ReadAsync(at, {{back.data() + at, kBlock}}, cq, tag);
+    } else {
+      obj->WriteAsync(at, {{data.data() + at, kBlock}}, cq, tag);
+    }
+  };
+  auto run = [&] {
+    {
+      std::lock_guard lock(mu);
+      links_done = 0;
+    }
+    for (int chain = 0; chain < kChains; ++chain) issue(chain, 0);
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(done_cv.wait_for(lock, std::chrono::seconds(60), [&] { return links_done == kChains * kLinks; }));
+  };
+  run();
+  reading = true;  // no operation in flight now
+  run();
+  EXPECT_EQ(errors, 0);
+  for (int i = 0; i < 500 && cq.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(back, data);
 }
 
 // Asynchronous reads and writes in flight while the only target restarts (a new address) ride
