@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -53,6 +54,7 @@ TEST(ConfigTest, PrecedenceFlagsOverEnvOverFile) {
     EXPECT_EQ(o.data_dir, "/from/file");
     EXPECT_EQ(o.port, 7100);
   }
+  std::remove(path.c_str());
 }
 
 TEST(ConfigTest, BadValuesAreErrors) {
@@ -85,6 +87,7 @@ TEST(ConfigTest, BadValuesAreErrors) {
   app3.parse(args3);
   EXPECT_THROW(ApplyConfigFile(app3, g_config), CLI::ParseError);
   EXPECT_THROW(ApplyConfigFile(app3, "/nonexistent/penstock.toml"), CLI::ParseError);
+  std::remove(path.c_str());
 }
 
 TEST(ConfigTest, ParseSize) {
