@@ -173,13 +173,16 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
       progress(std::chrono::duration<double>(now - t0).count(), ops_so_far.load(), bytes_so_far.load());
     }
   };
-  if (o.mode == BenchMode::kWrite) {
-    // Writes open (and create) objects as they go, which waits for mgmt: from this thread,
-    // completions queued.
+  auto issue_all = [&] {  // one operation per slot
     for (size_t i = 0; i < slots.size(); ++i) {
       if (!issue(i)) break;
       ++inflight;
     }
+  };
+  if (o.mode == BenchMode::kWrite) {
+    // Writes open (and create) objects as they go, which waits for mgmt: from this thread,
+    // completions queued.
+    issue_all();
     while (inflight > 0) {
       for (const IoCompletion& c : cq.Wait(1, std::chrono::milliseconds(500))) handle(c);
       report();
@@ -220,10 +223,7 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
       drain_and_release();
     });
     q = &callback_cq;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (!issue(i)) break;
-      ++inflight;
-    }
+    issue_all();
     drain_and_release();
     {
       std::unique_lock lock(mu);
