@@ -17,11 +17,25 @@ def write(target, name, data):
         f.write(data)
 
 
-def wire(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
-         version=2, flags=0, data=None):
+def header(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
+           version=3, flags=0):
     h = struct.pack("<IBBHQIIiIQ", magic, version, kind, opcode, rid, len(op_header),
                     len(message), status, flags, payload)
-    return struct.pack("<Q", payload if data is None else data) + h + op_header + message
+    return h + op_header + message
+
+
+def wire(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
+         version=3, flags=0, data=None):
+    h = header(kind, opcode, rid, op_header, message, status, payload, magic, version, flags)
+    return struct.pack("<Q", payload if data is None else data) + h
+
+
+def batch(entries, count=None, version=3, magic=0x4B545350, kind=3):
+    """A batch AM's data (wire.h): BatchHeader, then (header_len, data_len, header, data) per message."""
+    out = struct.pack("<IBBH", magic, version, kind, len(entries) if count is None else count)
+    for h, d in entries:
+        out += struct.pack("<II", len(h), len(d)) + h + d
+    return out
 
 
 def placement(pid, ticket_addr, ticket, iovs):
@@ -55,6 +69,16 @@ write("wire_decode", "request_payload_source",
 write("wire_decode", "reply_pull_refused", wire(2, 1, 47, b"", b"cannot read the payload", status=9, flags=4))
 write("wire_decode", "request_placement_zero_ticket",
       wire(1, 6, 46, b"", placement(1, 4096, 0, [(8192, 4096)])))
+
+write("batch_decode", "replies", batch([(header(2, 2, 42, shard_reply, payload=4096), b"\x5a" * 4096),
+                                       (header(2, 2, 43, b"", b"shard 17 not found", status=5), b""),
+                                       (header(2, 6, 44, shard_reply, payload=1 << 20, flags=1), b"")]))
+write("batch_decode", "requests", batch([(header(1, 1, 50, shard_req, payload=16), b"\x01" * 16),
+                                        (header(1, 3, 51, shard_req), b"")]))
+write("batch_decode", "one", batch([(header(1, 1, 52), b"")]))
+write("batch_decode", "count_too_high", batch([(header(1, 1, 53), b"")], count=2))
+write("batch_decode", "trailing", batch([(header(1, 1, 54), b"")]) + b"\x00")
+write("batch_decode", "bad_version", batch([(header(1, 1, 55), b"")], version=2))
 
 write("shard_header_decode", "request", b"\x00" + shard_req)
 write("shard_header_decode", "reply", b"\x01" + shard_reply)

@@ -12,7 +12,7 @@ CXX=${FUZZ_CXX:-$(command -v clang++-14 || command -v clang++)}
 cmake -S "$ROOT/fuzz" -B "$BUILD" -G Ninja -DCMAKE_CXX_COMPILER="$CXX" >/dev/null
 ninja -C "$BUILD" >/dev/null
 cd "$BUILD"
-for target in wire_decode shard_header_decode list_entries_decode object_head_decode capability_verify; do
+for target in wire_decode batch_decode shard_header_decode list_entries_decode object_head_decode capability_verify; do
   mkdir -p "corpus/$target"
   echo "fuzz_$target: ${SECONDS_EACH}s"
   if ! "./fuzz_$target" -max_total_time="$SECONDS_EACH" -artifact_prefix="$BUILD/" \

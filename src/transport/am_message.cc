@@ -31,6 +31,100 @@ void SendMessage(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> ms
   }
 }
 
+void MessageBatcher::Send(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> msg,
+                          uint32_t flags) {
+  if ((flags & UCP_AM_SEND_FLAG_RNDV) != 0 ||
+      msg->am_header.size() + msg->payload.size() > wire::kMaxBatchedMessage) {
+    return SendMessage(ep, id, std::move(msg), flags);
+  }
+  for (Waiting& w : waiting_) {
+    if (w.ep == ep && w.id == id && w.flags == flags) {
+      w.msgs.push_back(std::move(msg));
+      return;
+    }
+  }
+  Waiting& w = waiting_.emplace_back(Waiting{ep, id, flags, {}});
+  w.msgs.push_back(std::move(msg));
+}
+
+bool MessageBatcher::Flush() {
+  if (waiting_.empty()) return false;
+  std::vector<Waiting> now;
+  now.swap(waiting_);  // a completion that sends again starts the next round
+  for (Waiting& w : now) {
+    if (w.msgs.size() == 1) {
+      SendMessage(w.ep, w.id, std::move(w.msgs[0]), w.flags);
+      continue;
+    }
+    std::vector<std::unique_ptr<OutgoingMessage>> batch;
+    size_t bytes = 0;
+    for (auto& m : w.msgs) {
+      const size_t n = wire::BatchEntryBytes(m->am_header.size(), m->payload.size());
+      if (!batch.empty() && (sizeof(wire::BatchHeader) + bytes + n > wire::kMaxBatchBytes ||
+                             batch.size() == wire::kMaxBatchCount)) {
+        SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
+        batch.clear();
+        bytes = 0;
+      }
+      batch.push_back(std::move(m));
+      bytes += n;
+    }
+    SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
+  }
+  if (waiting_.capacity() < now.capacity()) waiting_.swap(now);  // keep the larger, emptied
+  waiting_.clear();
+  return true;
+}
+
+void MessageBatcher::SendBatch(ucp_ep_h ep, wire::AmId id, uint32_t flags,
+                               std::vector<std::unique_ptr<OutgoingMessage>> msgs, size_t data_bytes) {
+  // The receiver tells requests from replies by their headers (Waiting keeps AM ids apart, so
+  // a batch holds one kind).
+  if (msgs.size() == 1) return SendMessage(ep, id, std::move(msgs[0]), flags);
+  auto out = std::make_unique<OutgoingMessage>();  // no AM header: it is in the data (wire.h)
+  const wire::BatchHeader h = wire::MakeBatchHeader(static_cast<uint16_t>(msgs.size()));
+  out->owned_payload = AlignedBuffer(sizeof h + data_bytes);
+  std::memcpy(out->owned_payload.data(), &h, sizeof h);
+  std::byte* at = out->owned_payload.data() + sizeof h;
+  for (const auto& m : msgs) at = wire::WriteBatchEntry(at, m->am_header, m->payload);
+  out->payload = out->owned_payload.span();
+  batched_messages_.fetch_add(msgs.size(), std::memory_order_relaxed);
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  if (counter_ != nullptr) counter_->Inc(msgs.size());
+  // The messages' bytes are copied; they complete with the batch (a caller's payload memory
+  // is then known to be free, as with a send of its own).
+  auto parts = std::make_shared<std::vector<std::unique_ptr<OutgoingMessage>>>(std::move(msgs));
+  out->on_complete = [parts](ucs_status_t st) {
+    for (auto& m : *parts) m->on_complete(st);
+  };
+  // (Not UCP_AM_SEND_FLAG_EAGER: UCX 1.13 then picks a short-message protocol that the posix
+  // transport refuses for more than ~100 bytes, "Invalid am_short_iov length". At this size UCX
+  // sends eagerly anyway.)
+  SendMessage(ep, wire::AmId::kBatch, std::move(out), flags);
+}
+
+std::vector<std::unique_ptr<OutgoingMessage>> MessageBatcher::Take(ucp_ep_h ep) {
+  std::vector<std::unique_ptr<OutgoingMessage>> out;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->ep != ep) {
+      ++it;
+      continue;
+    }
+    for (auto& m : it->msgs) out.push_back(std::move(m));
+    it = waiting_.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<OutgoingMessage>> MessageBatcher::TakeAll() {
+  std::vector<std::unique_ptr<OutgoingMessage>> out;
+  for (Waiting& w : waiting_) {
+    for (auto& m : w.msgs) out.push_back(std::move(m));
+  }
+  waiting_.clear();
+  return out;
+}
+
 namespace {
 
 struct PendingPlacedReceive {
@@ -117,6 +211,54 @@ ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
                               if (!s.ok()) return on_payload(std::move(s));
                               on_payload(std::move(*buffer));
                             });
+}
+
+namespace {
+
+void DispatchBatch(std::span<const std::byte> data, uint64_t recv_attr, ucp_ep_h reply_ep,
+                   const BatchItemHandler& each, const std::function<void(const Status&, ucp_ep_h)>& bad) {
+  Result<std::vector<wire::BatchItem>> items = wire::DecodeBatch(data);
+  if (!items.ok()) return bad(items.status(), reply_ep);
+  ucp_am_recv_param_t p{};
+  p.recv_attr = recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP;  // each message: eager, transient
+  p.reply_ep = reply_ep;
+  for (const wire::BatchItem& item : *items) {
+    // (`data` is not written through: handlers copy eager data out.)
+    each(item.am_header.data(), item.am_header.size(), const_cast<std::byte*>(item.data.data()),
+         item.data.size(), &p);
+  }
+}
+
+}  // namespace
+
+ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header_length, void* data,
+                          size_t length, const ucp_am_recv_param_t* param, BatchItemHandler each,
+                          std::function<void(const Status&, ucp_ep_h)> bad) {
+  (void)header;
+  const uint64_t attr = param->recv_attr;
+  ucp_ep_h reply_ep = (attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
+  if (header_length != 0) {
+    bad(InvalidArgument("malformed data-plane batch: it has an AM header of " + std::to_string(header_length) +
+                        " bytes (a batch's header is in its data)"),
+        reply_ep);
+    return UCS_OK;  // (UCX drops a payload nobody receives)
+  }
+  if (!(attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    DispatchBatch({static_cast<const std::byte*>(data), length}, attr, reply_ep, each, bad);
+    return UCS_OK;
+  }
+  // Not what this code sends (batches are small, so eager), but a peer may: fetch it first.
+  if (length > sizeof(wire::BatchHeader) + wire::kMaxBatchCount * (sizeof(wire::BatchEntry) + wire::kMaxAmHeader +
+                                                                    wire::kMaxBatchedMessage)) {
+    bad(InvalidArgument("malformed data-plane batch: " + std::to_string(length) + " bytes is more than a batch holds"),
+        reply_ep);
+    return UCS_OK;
+  }
+  return ReceivePayload(worker, data, length, param,
+                        [attr, reply_ep, each = std::move(each), bad = std::move(bad)](Result<AlignedBuffer> payload) {
+                          if (!payload.ok()) return;  // the connection is failing
+                          DispatchBatch(payload->span(), attr, reply_ep, each, bad);
+                        });
 }
 
 }  // namespace penstock

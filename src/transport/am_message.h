@@ -12,6 +12,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/metrics.h"
 #include "penstock/status.h"
 #include "transport/wire.h"
 
@@ -35,6 +37,62 @@ struct OutgoingMessage {
 
 // Sends `msg` on `ep` with AM id `id` and `flags` (e.g. UCP_AM_SEND_FLAG_REPLY).
 void SendMessage(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> msg, uint32_t flags);
+
+// Gathers the small messages a transport thread sends during one pass of its loop and sends
+// those for one endpoint together, as batches (wire.h, AmId::kBatch): one system call, one
+// packet and one wake-up of the peer for all of them, where each used to cost its own. A
+// target answering the reads that completed in one pass, or a client sending the calls its
+// callbacks made, has several for the same peer. Its owner (UcxWorker) flushes at the end of
+// every pass, before it sleeps, so a message waits no longer than the pass it was sent in.
+// Messages for an endpoint may leave in another order than they were sent (a large one goes at
+// once, small ones at the flush); each is a call or a reply of its own. Progress thread only,
+// but batched_messages().
+class MessageBatcher {
+ public:
+  // As SendMessage: at once when `msg` is over wire::kMaxBatchedMessage or asks for a
+  // rendezvous, else at the next Flush.
+  void Send(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> msg, uint32_t flags);
+  // Sends every message waiting: a message alone when it is its endpoint's only one, else in
+  // batches of up to wire::kMaxBatchBytes. A batch's messages complete (on_complete) together,
+  // when UCX is done with the batch. Returns whether anything was sent.
+  bool Flush();
+  // Takes out the messages waiting for `ep` (the caller is about to close it); the caller
+  // completes them (UCS_ERR_CANCELED).
+  std::vector<std::unique_ptr<OutgoingMessage>> Take(ucp_ep_h ep);
+  // Every message still waiting (the worker is stopping).
+  std::vector<std::unique_ptr<OutgoingMessage>> TakeAll();
+  // Messages that went in batches so far, and the batches. Any thread.
+  uint64_t batched_messages() const { return batched_messages_.load(std::memory_order_relaxed); }
+  uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
+  // Also counts batched messages into `counter` (a metric; may be null). Before the first Send.
+  void CountInto(Counter* counter) { counter_ = counter; }
+
+ private:
+  struct Waiting {
+    ucp_ep_h ep;
+    wire::AmId id;
+    uint32_t flags;
+    std::vector<std::unique_ptr<OutgoingMessage>> msgs;
+  };
+  void SendBatch(ucp_ep_h ep, wire::AmId id, uint32_t flags,
+                 std::vector<std::unique_ptr<OutgoingMessage>> msgs, size_t data_bytes);
+  std::vector<Waiting> waiting_;  // a few endpoints a pass: searched in order
+  std::atomic<uint64_t> batched_messages_{0};
+  std::atomic<uint64_t> batches_{0};
+  Counter* counter_ = nullptr;
+};
+
+// For an AM handler of AmId::kBatch: runs `each(header, header_length, data, length, param)`
+// for every message of the batch, in order, as if it had arrived alone (eager data, the
+// batch's reply endpoint); `each` must not keep `data` (its return value is not used). A
+// malformed batch runs none of it: `bad` gets the error and the batch's reply endpoint (or
+// null). A batch that came by rendezvous is received into a buffer first. Returns the value the
+// AM callback must return.
+using BatchItemHandler = std::function<void(const void* header, size_t header_length, void* data,
+                                            size_t length, const ucp_am_recv_param_t* param)>;
+ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header_length, void* data,
+                          size_t length, const ucp_am_recv_param_t* param, BatchItemHandler each,
+                          std::function<void(const Status&, ucp_ep_h)> bad);
 
 // Receives the AM payload described by an AM callback's (data, length, param) into an
 // AlignedBuffer and passes it (or kUnavailable) to `on_payload`. Returns the value the AM

@@ -52,6 +52,8 @@ class RpcServer::Impl {
           "penstock_transport_server_placement_fallbacks_total",
           "Replies a local client offered memory for, or request payloads it left in its "
           "memory, that went over the transport instead");
+      batched_ = &m.GetCounter("penstock_transport_server_batched_replies_total",
+                               "Replies sent together with others to the same client, in one message");
     }
   }
 
@@ -159,14 +161,18 @@ class RpcServer::Impl {
                                                                       spec.net_devices + "'");
       }
       lane->worker = std::move(worker).value();
-      ucp_am_handler_param_t hp{};
-      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      hp.id = static_cast<unsigned>(wire::AmId::kRequest);
-      hp.cb = &Impl::OnRequest;
-      hp.arg = lane.get();
-      ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
-      if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+      lane->worker->CountBatchedInto(batched_);
+      for (auto [id, cb] : {std::pair{wire::AmId::kRequest, &Impl::OnRequest},
+                            std::pair{wire::AmId::kBatch, &Impl::OnBatch}}) {
+        ucp_am_handler_param_t hp{};
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hp.id = static_cast<unsigned>(id);
+        hp.cb = cb;
+        hp.arg = lane.get();
+        ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
+        if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+      }
       rail->lanes.push_back(lane.get());
       lanes_.push_back(std::move(lane));
     }
@@ -289,6 +295,24 @@ class RpcServer::Impl {
     PS_LOG_DEBUG("data plane {}: client connection closed: {}", lane->impl->address_,
                  ucs_status_string(status));
     lane->worker->CloseEndpointAsync(ep, nullptr);
+  }
+
+  // Several requests in one message (wire.h, batches): each as if it had come alone. A batch
+  // that does not parse is answered kInvalidArgument (to request id 0: which calls it held is
+  // unknown; they time out at the client).
+  static ucs_status_t OnBatch(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param) {
+    auto* lane = static_cast<Lane*>(arg);
+    return ReceiveBatch(
+        lane->worker->worker(), header, header_length, data, length, param,
+        [lane](const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p) {
+          OnRequest(lane, h, hl, d, l, p);
+        },
+        [lane](const Status& bad, ucp_ep_h ep) {
+          auto conn = lane->conns.find(ep);
+          if (ep == nullptr || conn == lane->conns.end()) return;
+          lane->impl->SendReply(lane, ep, conn->second.id, 0, 0, RpcReply{bad, {}, AlignedBuffer()});
+        });
   }
 
   static ucs_status_t OnRequest(void* arg, const void* header, size_t header_length, void* data,
@@ -562,7 +586,7 @@ class RpcServer::Impl {
                      ucs_status_string(st));
       }
     };
-    SendMessage(ep, wire::AmId::kReply, std::move(out), 0);
+    lane->worker->Send(ep, wire::AmId::kReply, std::move(out), 0);
   }
 
   RpcServerOptions options_;
@@ -582,6 +606,7 @@ class RpcServer::Impl {
   Counter* placed_bytes_ = nullptr;
   Counter* pulled_bytes_ = nullptr;
   Counter* placement_fallbacks_ = nullptr;
+  Counter* batched_ = nullptr;
   std::array<std::atomic<bool>, 32> placement_logged_{};  // by StatusCode
 };
 

@@ -284,6 +284,27 @@ bool Holds(const std::vector<std::span<std::byte>>& spans, const std::vector<std
   return at == bytes.size();
 }
 
+// Small messages a transport thread sends in one pass go to their peer together, in batches
+// (wire.h): a fresh connection carries one call until its first reply, and then the client
+// sends the 63 calls queued behind it in one go; the server's handler answers each at once,
+// and the replies leave together too. Every call still gets its own bytes back.
+TEST(RpcTest, SmallMessagesOfOnePassTravelTogether) {
+  MetricsRegistry server_metrics, client_metrics;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &server_metrics});
+  auto c = RpcClient::Create({.metrics = &client_metrics});
+  ASSERT_TRUE(ts.server && c.ok()) << c.status().ToString();
+  auto& client = *c;
+  EXPECT_EQ(BadEchoes(*client, ts.server->address(), 64, 61, 3000), 0);
+  const uint64_t requests =
+      client_metrics.GetCounter("penstock_transport_client_batched_requests_total", "").value();
+  const uint64_t replies =
+      server_metrics.GetCounter("penstock_transport_server_batched_replies_total", "").value();
+  EXPECT_GE(requests, 60u);
+  EXPECT_GE(replies, 60u);
+  // Large payloads go alone, beside the batches: echoes of up to 200 KB, mixed.
+  EXPECT_EQ(BadEchoes(*client, ts.server->address(), 64, 9973, 200000), 0);
+}
+
 struct PlacementCounters {
   MetricsRegistry metrics;
   Counter& placed = metrics.GetCounter("penstock_transport_server_placed_bytes_total", "");

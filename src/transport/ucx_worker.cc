@@ -247,10 +247,15 @@ void UcxWorker::Loop() {
   epoll_event events[8];
   auto last_active = std::chrono::steady_clock::now();
   while (!stop_requested_.load()) {
+    // What each stage sends (the calls or replies its tasks make, the calls the callbacks of
+    // the replies just received make, ...) goes when the stage ends, together for each peer.
     bool active = RunQueued();
+    batcher_.Flush();
     while (ucp_worker_progress(worker_) != 0) active = true;
+    batcher_.Flush();
     for (auto& [fd, progress] : sources_) active |= progress();
     std::chrono::milliseconds sleep = tick_ ? tick_() : std::chrono::milliseconds::max();
+    active |= batcher_.Flush();
     {
       std::lock_guard lock(mu_);
       if (!queue_.empty()) continue;
@@ -280,6 +285,7 @@ void UcxWorker::Loop() {
     }
   }
   RunQueued();
+  batcher_.Flush();
   if (cleanup_) cleanup_();
   sources_.clear();
   {
@@ -287,11 +293,22 @@ void UcxWorker::Loop() {
     accepting_ = false;
   }
   RunQueued();
+  Cancel(batcher_.TakeAll(), false);  // (the cleanup closed the endpoints)
   while (ucp_worker_progress(worker_) != 0) {
   }
 }
 
+void UcxWorker::Cancel(std::vector<std::unique_ptr<OutgoingMessage>> msgs, bool later) {
+  if (msgs.empty()) return;
+  auto box = std::make_shared<std::vector<std::unique_ptr<OutgoingMessage>>>(std::move(msgs));
+  auto run = [box] {
+    for (auto& m : *box) m->on_complete(UCS_ERR_CANCELED);
+  };
+  if (!later || !Post(run)) run();
+}
+
 void UcxWorker::CloseEndpointAsync(ucp_ep_h ep, std::function<void()> closed) {
+  Cancel(batcher_.Take(ep), true);
   auto* cb = new std::function<void()>(std::move(closed));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
@@ -312,6 +329,7 @@ void UcxWorker::CloseEndpointAsync(ucp_ep_h ep, std::function<void()> closed) {
 
 void UcxWorker::CloseEndpoints(const std::vector<ucp_ep_h>& eps,
                                std::chrono::milliseconds limit) {
+  for (ucp_ep_h ep : eps) Cancel(batcher_.Take(ep), false);
   auto remaining = std::make_shared<size_t>(eps.size());
   for (ucp_ep_h ep : eps) CloseEndpointAsync(ep, [remaining] { --*remaining; });
   auto deadline = std::chrono::steady_clock::now() + limit;

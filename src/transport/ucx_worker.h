@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "penstock/status.h"
+#include "transport/am_message.h"
 
 namespace penstock {
 
@@ -78,6 +79,18 @@ class UcxWorker {
   using Progress = std::function<bool()>;
   void AddSource(int fd, Progress progress);
 
+  // Progress thread only. Sends a message through this thread's batcher (MessageBatcher): small
+  // ones leave together at the end of the loop's pass. Use it for every message the thread
+  // sends.
+  void Send(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> msg, uint32_t flags) {
+    batcher_.Send(ep, id, std::move(msg), flags);
+  }
+  // Progress thread only. Sends what waits in the batcher now, before the pass ends.
+  bool FlushSends() { return batcher_.Flush(); }
+  const MessageBatcher& batcher() const { return batcher_; }
+  // Counts the messages this thread sends in batches into `counter` too. Before Start.
+  void CountBatchedInto(Counter* counter) { batcher_.CountInto(counter); }
+
   // Progress thread only. Force-closes `eps` and progresses until UCX has released them
   // (bounded by `limit`); their outstanding sends complete with an error meanwhile.
   void CloseEndpoints(const std::vector<ucp_ep_h>& eps,
@@ -93,6 +106,9 @@ class UcxWorker {
   UcxWorker() = default;
   void Loop();
   bool RunQueued();  // true when it ran anything
+  // Completes messages that never left (their endpoint closed, the thread stopping) with
+  // UCS_ERR_CANCELED: as a task when `later`, as UCX completes a send after its call.
+  void Cancel(std::vector<std::unique_ptr<OutgoingMessage>> msgs, bool later);
 
   static constexpr std::chrono::microseconds kPollAfterActivity{100};
   static constexpr int kPollMinCpus = 4;
@@ -115,6 +131,7 @@ class UcxWorker {
   Task cleanup_;
 
   std::vector<std::pair<int, Progress>> sources_;  // the progress thread's (AddSource)
+  MessageBatcher batcher_;                          // the progress thread's
 
   std::mutex mu_;
   std::vector<Task> queue_;  // guarded by mu_

@@ -209,4 +209,64 @@ uint64_t PeekRequestId(std::span<const std::byte> am_header) {
   return h.magic == kMagic ? h.request_id : 0;
 }
 
+BatchHeader MakeBatchHeader(uint16_t count) { return BatchHeader{kMagic, kVersion, kBatchKind, count}; }
+
+std::byte* WriteBatchEntry(std::byte* at, std::span<const std::byte> am_header,
+                           std::span<const std::byte> payload) {
+  const BatchEntry e{static_cast<uint32_t>(am_header.size()), static_cast<uint32_t>(payload.size())};
+  std::memcpy(at, &e, sizeof e);
+  at += sizeof e;
+  if (!am_header.empty()) std::memcpy(at, am_header.data(), am_header.size());
+  at += am_header.size();
+  if (!payload.empty()) std::memcpy(at, payload.data(), payload.size());
+  return at + payload.size();
+}
+
+Result<std::vector<BatchItem>> DecodeBatch(std::span<const std::byte> data) {
+  BatchHeader h;
+  if (data.size() < sizeof h) {
+    return InvalidArgument("malformed data-plane batch: " + std::to_string(data.size()) +
+                           " bytes is shorter than its header");
+  }
+  std::memcpy(&h, data.data(), sizeof h);
+  if (h.magic != kMagic || h.kind != kBatchKind) {
+    return InvalidArgument("malformed data-plane batch: bad magic or kind; is the peer a Penstock daemon?");
+  }
+  if (h.version != kVersion) {
+    return InvalidArgument("data-plane message version " + std::to_string(h.version) +
+                           " is not supported (this build speaks " + std::to_string(kVersion) +
+                           "); upgrade the older side");
+  }
+  if (h.count == 0 || h.count > kMaxBatchCount) {
+    return InvalidArgument("malformed data-plane batch: " + std::to_string(h.count) + " messages (1.." +
+                           std::to_string(kMaxBatchCount) + ")");
+  }
+  std::vector<BatchItem> items;
+  items.reserve(h.count);
+  size_t at = sizeof h;
+  for (uint16_t i = 0; i < h.count; ++i) {
+    BatchEntry e;
+    if (data.size() - at < sizeof e) {
+      return InvalidArgument("malformed data-plane batch: message " + std::to_string(i) + " of " +
+                             std::to_string(h.count) + " is cut off");
+    }
+    std::memcpy(&e, data.data() + at, sizeof e);
+    at += sizeof e;
+    if (e.header_len < sizeof(MessageHeader) || e.header_len > kMaxAmHeader ||
+        uint64_t{e.header_len} + e.data_len > data.size() - at) {
+      return InvalidArgument("malformed data-plane batch: message " + std::to_string(i) + " of " +
+                             std::to_string(h.count) + " has lengths (" + std::to_string(e.header_len) +
+                             " + " + std::to_string(e.data_len) + ") that disagree with the " +
+                             std::to_string(data.size() - at) + " bytes left");
+    }
+    items.push_back({data.subspan(at, e.header_len), data.subspan(at + e.header_len, e.data_len)});
+    at += uint64_t{e.header_len} + e.data_len;
+  }
+  if (at != data.size()) {
+    return InvalidArgument("malformed data-plane batch: " + std::to_string(data.size() - at) +
+                           " bytes after its last message");
+  }
+  return items;
+}
+
 }  // namespace penstock::wire

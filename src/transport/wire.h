@@ -30,12 +30,14 @@ namespace penstock::wire {
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 inline constexpr uint32_t kMagic = 0x4b545350;  // "PSTK" as bytes on the wire
-inline constexpr uint8_t kVersion = 2;
+// 3: batches (AmId::kBatch). A version-2 peer has no handler for them.
+inline constexpr uint8_t kVersion = 3;
 inline constexpr size_t kMaxOpHeader = 4096;        // op-specific header bytes
 inline constexpr size_t kMaxStatusMessage = 2048;   // longer messages are truncated by the sender
 
-// UCX active-message ids: requests go to the server's handler, replies to the client's.
-enum class AmId : uint16_t { kRequest = 1, kReply = 2 };
+// UCX active-message ids: requests go to the server's handler, replies to the client's; a
+// batch (below) to either, holding several requests or several replies.
+enum class AmId : uint16_t { kRequest = 1, kReply = 2, kBatch = 3 };
 
 enum class MessageKind : uint8_t { kRequest = 1, kReply = 2 };
 
@@ -137,5 +139,52 @@ Result<DecodedMessage> DecodeMessage(std::span<const std::byte> am_header, uint6
 // The request id of a header too broken to decode, when at least that much is readable
 // (so a server can still tell the client which call was malformed); 0 otherwise.
 uint64_t PeekRequestId(std::span<const std::byte> am_header);
+
+// A batch: several small messages for one peer in one AM (AmId::kBatch), sent when a transport
+// thread has more than one for that peer in one pass of its loop: one system call and one
+// wake-up of the peer instead of one per message. Its AM header is empty; its AM data is a
+// BatchHeader, then `count` entries, each a BatchEntry, then the message's AM header
+// (header_len bytes, as above), then its AM data (data_len bytes). The receiver handles each
+// message as if it had arrived alone, in order.
+inline constexpr uint8_t kBatchKind = 3;  // BatchHeader::kind (MessageHeader's are 1 and 2)
+inline constexpr size_t kMaxBatchCount = 256;
+// A message goes into a batch only when its AM header and data together are at most this
+// long, and a batch's AM data (header and entries) is at most kMaxBatchBytes: small enough for
+// UCX to send it eagerly (in one 64 KiB segment over tcp).
+inline constexpr size_t kMaxBatchedMessage = 16u << 10;
+inline constexpr size_t kMaxBatchBytes = 60u << 10;
+struct [[gnu::packed]] BatchHeader {
+  uint32_t magic;    // kMagic
+  uint8_t version;   // kVersion
+  uint8_t kind;      // kBatchKind
+  uint16_t count;    // entries, 1..kMaxBatchCount
+};
+static_assert(sizeof(BatchHeader) == 8);
+struct [[gnu::packed]] BatchEntry {
+  uint32_t header_len;  // sizeof(MessageHeader)..kMaxAmHeader
+  uint32_t data_len;
+};
+static_assert(sizeof(BatchEntry) == 8);
+
+// One message of a decoded batch; the spans point into the batch's AM data.
+struct BatchItem {
+  std::span<const std::byte> am_header;
+  std::span<const std::byte> data;
+};
+
+// The header of a batch of `count` messages (the first bytes of its AM data).
+BatchHeader MakeBatchHeader(uint16_t count);
+// Bytes a message takes in a batch's AM data.
+inline size_t BatchEntryBytes(size_t am_header_len, size_t payload_len) {
+  return sizeof(BatchEntry) + am_header_len + payload_len;
+}
+// Writes one message's entry (BatchEntryBytes of it) at `at`; returns where the next goes.
+std::byte* WriteBatchEntry(std::byte* at, std::span<const std::byte> am_header,
+                           std::span<const std::byte> payload);
+
+// Splits a batch's AM data into its messages (each still to be decoded with DecodeMessage).
+// Errors: kInvalidArgument naming what is wrong (a short or foreign header, an unknown version,
+// a count out of range, entries that disagree with the bytes received).
+Result<std::vector<BatchItem>> DecodeBatch(std::span<const std::byte> data);
 
 }  // namespace penstock::wire

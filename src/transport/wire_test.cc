@@ -212,5 +212,87 @@ TEST(WireTest, PeekRequestId) {
   EXPECT_EQ(PeekRequestId(enc), 0u);
 }
 
+// Several messages in one batch come back out, in order, each decodable as it was.
+TEST(WireTest, BatchRoundTrip) {
+  std::vector<std::vector<std::byte>> headers = {
+      EncodeReply(1, 2, OkStatus(), Bytes("h1"), 4).value(),
+      EncodeReply(2, 2, NotFound("shard 7 not found"), {}, 0).value(),
+      EncodeReply(3, 2, OkStatus(), {}, 5).value(),
+  };
+  std::vector<std::vector<std::byte>> payloads = {Bytes("abcd"), {}, Bytes("12345")};
+  size_t bytes = sizeof(BatchHeader);
+  for (size_t i = 0; i < headers.size(); ++i) bytes += BatchEntryBytes(headers[i].size(), payloads[i].size());
+  std::vector<std::byte> data(bytes);
+  BatchHeader h = MakeBatchHeader(3);
+  std::memcpy(data.data(), &h, sizeof h);
+  std::byte* at = data.data() + sizeof h;
+  for (size_t i = 0; i < headers.size(); ++i) at = WriteBatchEntry(at, headers[i], payloads[i]);
+  ASSERT_EQ(at, data.data() + data.size());
+  auto items = DecodeBatch(data);
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  ASSERT_EQ(items->size(), 3u);
+  for (size_t i = 0; i < headers.size(); ++i) {
+    const BatchItem& item = (*items)[i];
+    EXPECT_EQ(std::vector<std::byte>(item.am_header.begin(), item.am_header.end()), headers[i]);
+    EXPECT_EQ(std::vector<std::byte>(item.data.begin(), item.data.end()), payloads[i]);
+    auto m = DecodeMessage(item.am_header, item.data.size());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->request_id, i + 1);
+  }
+}
+
+// Every way a batch can disagree with itself is refused with a message saying how.
+TEST(WireTest, MalformedBatchesAreRejected) {
+  const auto one = EncodeRequest(5, 1, {}, 3).value();
+  // A batch's data: its header (count), then the entries.
+  auto batch = [](uint16_t count, std::vector<std::byte> entries) {
+    BatchHeader h = MakeBatchHeader(count);
+    std::vector<std::byte> out(sizeof h);
+    std::memcpy(out.data(), &h, sizeof h);
+    out.insert(out.end(), entries.begin(), entries.end());
+    return out;
+  };
+  std::vector<std::byte> entry(BatchEntryBytes(one.size(), 3));
+  WriteBatchEntry(entry.data(), one, Bytes("xyz"));
+  auto rejects = [](std::vector<std::byte> d, const std::string& why) {
+    auto r = DecodeBatch(d);
+    ASSERT_FALSE(r.ok()) << why;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(r.status().message().find("batch"), std::string::npos) << r.status().message();
+  };
+  ASSERT_TRUE(DecodeBatch(batch(1, entry)).ok());
+  rejects({}, "empty");
+  auto d = batch(1, entry);
+  rejects(std::vector<std::byte>(d.begin(), d.begin() + 7), "header cut off");
+  d[0] = std::byte{0};
+  rejects(d, "bad magic");
+  d = batch(1, entry);
+  d[5] = std::byte{1};
+  rejects(d, "a message header's kind");
+  d = batch(1, entry);
+  d[4] = std::byte{kVersion + 1};
+  auto r = DecodeBatch(d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("upgrade"), std::string::npos) << r.status().message();
+  rejects(batch(0, {}), "no messages");
+  rejects(batch(kMaxBatchCount + 1, entry), "too many messages");
+  rejects(batch(2, entry), "fewer messages than counted");
+  d = batch(1, entry);
+  d.push_back(std::byte{0});
+  rejects(d, "trailing bytes");
+  d = batch(1, entry);
+  d.pop_back();
+  rejects(d, "payload cut off");
+  rejects(batch(1, std::vector<std::byte>(entry.begin(), entry.begin() + 5)), "entry header cut off");
+  auto small = entry;
+  const uint32_t tiny = sizeof(MessageHeader) - 1;
+  std::memcpy(small.data(), &tiny, 4);
+  rejects(batch(1, small), "message header shorter than a MessageHeader");
+  auto huge = entry;
+  const uint32_t big = 0xffffffffu;
+  std::memcpy(huge.data() + 4, &big, 4);
+  rejects(batch(1, huge), "data length beyond the batch");
+}
+
 }  // namespace
 }  // namespace penstock::wire
