@@ -291,11 +291,13 @@ class RpcClient::Impl {
     if (options_.rendezvous_threshold != 0 && out->payload.size() >= options_.rendezvous_threshold) {
       flags |= UCP_AM_SEND_FLAG_RNDV;
     }
-    if (call.payload.empty()) {
-      // A call without a payload (a read, a head) goes at once: the target starts its work
-      // (a device read) as soon as it arrives. Held for the pass's batch, 4 KiB random reads
+    if (out->payload.empty()) {
+      // A call that carries no payload (a read, a head, or a large same-host write whose
+      // payload the target copies itself) goes at once: the target starts its work (a device
+      // read, a copy) as soon as it arrives. Held for the pass's batch, 4 KiB random reads
       // reached the targets in bursts and ran ~10% slower (docs/performance.md, issue 7).
-      // Calls with payloads go together, which also lets a target's group commit gather them.
+      // Calls that carry payloads go together, which also lets a target's group commit gather
+      // them.
       return SendMessage(call.endpoint->ep, wire::AmId::kRequest, std::move(out), flags);
     }
     worker_->Send(call.endpoint->ep, wire::AmId::kRequest, std::move(out), flags);
