@@ -156,6 +156,7 @@ class RpcClient::Impl {
     // (UCX 1.13 can abort with "Assertion `max_iov > 1'" when it replays many requests queued
     // during wire-up, seen with several workers of one process over shared memory.)
     bool established = false;
+    bool batch = false;  // set once established: small calls go in batches (BatchesPay)
     std::unordered_set<uint64_t> calls;  // sent and queued
     InflightWindow window;               // calls handed to UCX and not yet finished
     std::deque<uint64_t> queue;          // calls waiting for the window, FIFO
@@ -291,7 +292,7 @@ class RpcClient::Impl {
     if (options_.rendezvous_threshold != 0 && out->payload.size() >= options_.rendezvous_threshold) {
       flags |= UCP_AM_SEND_FLAG_RNDV;
     }
-    if (out->payload.empty()) {
+    if (out->payload.empty() || !call.endpoint->batch) {
       // A call that carries no payload (a read, a head, or a large same-host write whose
       // payload the target copies itself) goes at once: the target starts its work (a device
       // read, a copy) as soon as it arrives. Held for the pass's batch, 4 KiB random reads
@@ -473,6 +474,7 @@ class RpcClient::Impl {
     Endpoint* e = it->second.endpoint.get();
     if (!e->established) {  // the connection works: the calls queued behind the first may go
       e->established = true;
+      e->batch = BatchesPay(e->ep);
       self->worker_->Post([self, keep = it->second.endpoint] { self->SendQueued(keep.get()); });
     }
     if (!msg.ok()) {
@@ -627,39 +629,7 @@ class RpcClient::Impl {
   std::string TransportNameNow(const std::string& address) {
     auto it = endpoints_.find(address);
     if (it == endpoints_.end()) return "";
-    char* buf = nullptr;
-    size_t len = 0;
-    FILE* f = open_memstream(&buf, &len);
-    if (f == nullptr) return "";
-    ucp_ep_print_info(it->second->ep, f);
-    fclose(f);
-    std::string text(buf, len);
-    if (getenv("PENSTOCK_PRINT_EP_INFO") != nullptr) fprintf(stderr, "%s\n", text.c_str());
-    free(buf);
-    return ParseTransports(text);
-  }
-
-  // From ucp_ep_print_info's "lane[N]:  I:tcp/lo.0 md[..] ..." lines: "tcp" or "posix,cma".
-  static std::string ParseTransports(const std::string& text) {
-    std::vector<std::string> names;
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      size_t lane = line.find("lane[");
-      if (lane == std::string::npos) continue;
-      std::istringstream words(line.substr(lane));
-      std::string w;
-      words >> w;  // lane[N]:
-      words >> w;  // I:tl/dev
-      size_t colon = w.find(':');
-      size_t slash = w.find('/');
-      if (colon == std::string::npos || slash == std::string::npos || slash < colon) continue;
-      std::string tl = w.substr(colon + 1, slash - colon - 1);
-      if (std::find(names.begin(), names.end(), tl) == names.end()) names.push_back(tl);
-    }
-    std::string out;
-    for (auto& n : names) out += (out.empty() ? "" : ",") + n;
-    return out;
+    return EndpointTransports(it->second->ep);
   }
 
   RpcClientOptions options_;

@@ -223,6 +223,9 @@ class RpcServer::Impl {
     // as this server's user (placement.h; checked once per process, not per request).
     uint32_t placement_pid = 0;
     bool placement_allowed = false;
+    // Whether small replies go in batches (BatchesPay): decided at the first reply, when the
+    // connection's lanes are known.
+    std::optional<bool> batch;
   };
 
   // One worker and what lives on its thread: its connections and its requests waiting for
@@ -586,7 +589,9 @@ class RpcServer::Impl {
                      ucs_status_string(st));
       }
     };
-    lane->worker->Send(ep, wire::AmId::kReply, std::move(out), 0);
+    if (!conn->second.batch) conn->second.batch = BatchesPay(ep);
+    if (*conn->second.batch) return lane->worker->Send(ep, wire::AmId::kReply, std::move(out), 0);
+    SendMessage(ep, wire::AmId::kReply, std::move(out), 0);
   }
 
   RpcServerOptions options_;

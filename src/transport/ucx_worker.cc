@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "common/log.h"
@@ -338,5 +340,39 @@ void UcxWorker::CloseEndpoints(const std::vector<ucp_ep_h>& eps,
   }
   if (*remaining > 0) PS_LOG_WARN("data plane: {} endpoints did not close in time", *remaining);
 }
+
+std::string EndpointTransports(ucp_ep_h ep) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (f == nullptr) return "";
+  ucp_ep_print_info(ep, f);
+  fclose(f);
+  std::string text(buf, len);
+  free(buf);
+  if (getenv("PENSTOCK_PRINT_EP_INFO") != nullptr) fprintf(stderr, "%s\n", text.c_str());
+  // "lane[N]:  I:tcp/lo.0 md[..] ..." lines.
+  std::vector<std::string> names;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t lane = line.find("lane[");
+    if (lane == std::string::npos) continue;
+    std::istringstream words(line.substr(lane));
+    std::string w;
+    words >> w;  // lane[N]:
+    words >> w;  // I:tl/dev
+    size_t colon = w.find(':');
+    size_t slash = w.find('/');
+    if (colon == std::string::npos || slash == std::string::npos || slash < colon) continue;
+    std::string tl = w.substr(colon + 1, slash - colon - 1);
+    if (std::find(names.begin(), names.end(), tl) == names.end()) names.push_back(tl);
+  }
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+bool BatchesPay(ucp_ep_h ep) { return EndpointTransports(ep) == "tcp"; }
 
 }  // namespace penstock

@@ -142,4 +142,14 @@ class UcxWorker {
 // "UCX <what> failed: <ucs_status_string>".
 Status UcxStatus(ucs_status_t status, const std::string& what);
 
+// The transports an endpoint's lanes use, from ucp_ep_print_info: "tcp", "posix,cma", ... ("" if
+// it cannot tell). Progress thread. (PENSTOCK_PRINT_EP_INFO=1 prints UCX's whole description.)
+std::string EndpointTransports(ucp_ep_h ep);
+// Whether small messages to `ep` should go in batches (MessageBatcher): on tcp, where each
+// message costs a system call, a packet and a wake-up of the peer. Not on shared memory (a
+// message is a copy into the peer's FIFO; a batch over its 8 KiB segment goes in fragments:
+// 4 KiB calls ran 30% slower batched) nor on RDMA (no system call to save). Progress thread,
+// once the endpoint is connected.
+bool BatchesPay(ucp_ep_h ep);
+
 }  // namespace penstock
