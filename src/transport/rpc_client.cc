@@ -100,17 +100,8 @@ class RpcClient::Impl {
   Status Init() {
     PS_ASSIGN_OR_RETURN(worker_, UcxWorker::Create(worker_options_));
     worker_->CountBatchedInto(batched_);
-    for (auto [id, cb] : {std::pair{wire::AmId::kReply, &Impl::OnReply},
-                          std::pair{wire::AmId::kBatch, &Impl::OnBatch}}) {
-      ucp_am_handler_param_t hp{};
-      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      hp.id = static_cast<unsigned>(id);
-      hp.cb = cb;
-      hp.arg = this;
-      ucs_status_t st = ucp_worker_set_am_recv_handler(worker_->worker(), &hp);
-      if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
-    }
+    PS_RETURN_IF_ERROR(worker_->SetAmHandlers(
+        {{wire::AmId::kReply, &Impl::OnReply}, {wire::AmId::kBatch, &Impl::OnBatch}}, this));
     worker_->Start([this] { return CheckDeadlines(); });
     return OkStatus();
   }

@@ -32,16 +32,8 @@ class RawClient {
     auto w = UcxWorker::Create({.name = "raw-test-client"});
     EXPECT_TRUE(w.ok()) << w.status().ToString();
     worker_ = std::move(w).value();
-    for (auto [id, cb] : {std::pair{wire::AmId::kReply, &RawClient::OnReply},
-                          std::pair{wire::AmId::kBatch, &RawClient::OnBatch}}) {
-      ucp_am_handler_param_t hp{};
-      hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                      UCP_AM_HANDLER_PARAM_FIELD_ARG;
-      hp.id = static_cast<unsigned>(id);
-      hp.cb = cb;
-      hp.arg = this;
-      EXPECT_EQ(ucp_worker_set_am_recv_handler(worker_->worker(), &hp), UCS_OK);
-    }
+    EXPECT_TRUE(worker_->SetAmHandlers({{wire::AmId::kReply, &RawClient::OnReply},
+                                        {wire::AmId::kBatch, &RawClient::OnBatch}}, this).ok());
     worker_->Start(nullptr);
     worker_->Post([this, address] {
       auto addr = ResolveSocketAddress(address);

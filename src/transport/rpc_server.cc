@@ -162,17 +162,8 @@ class RpcServer::Impl {
       }
       lane->worker = std::move(worker).value();
       lane->worker->CountBatchedInto(batched_);
-      for (auto [id, cb] : {std::pair{wire::AmId::kRequest, &Impl::OnRequest},
-                            std::pair{wire::AmId::kBatch, &Impl::OnBatch}}) {
-        ucp_am_handler_param_t hp{};
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = static_cast<unsigned>(id);
-        hp.cb = cb;
-        hp.arg = lane.get();
-        ucs_status_t st = ucp_worker_set_am_recv_handler(lane->worker->worker(), &hp);
-        if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
-      }
+      PS_RETURN_IF_ERROR(lane->worker->SetAmHandlers(
+          {{wire::AmId::kRequest, &Impl::OnRequest}, {wire::AmId::kBatch, &Impl::OnBatch}}, lane.get()));
       rail->lanes.push_back(lane.get());
       lanes_.push_back(std::move(lane));
     }

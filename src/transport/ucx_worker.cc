@@ -234,6 +234,20 @@ std::chrono::microseconds UcxWorker::PollAfterActivity() {
   return poll;
 }
 
+Status UcxWorker::SetAmHandlers(std::initializer_list<std::pair<wire::AmId, ucp_am_recv_callback_t>> handlers,
+                                void* arg) {
+  for (auto [id, cb] : handlers) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = static_cast<unsigned>(id);
+    hp.cb = cb;
+    hp.arg = arg;
+    ucs_status_t st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (st != UCS_OK) return UcxStatus(st, "set active-message handler");
+  }
+  return OkStatus();
+}
+
 void UcxWorker::AddSource(int fd, Progress progress) {
   epoll_event ev{};
   ev.events = EPOLLIN;

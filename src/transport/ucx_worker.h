@@ -17,6 +17,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,10 @@ class UcxWorker {
   // `progress` is not called after the Stop cleanup has run.
   using Progress = std::function<bool()>;
   void AddSource(int fd, Progress progress);
+
+  // Registers `cb` (with `arg`) as the handler of each AM id on this worker. Before Start.
+  Status SetAmHandlers(std::initializer_list<std::pair<wire::AmId, ucp_am_recv_callback_t>> handlers,
+                       void* arg);
 
   // Progress thread only. Sends a message through this thread's batcher (MessageBatcher): small
   // ones leave together at the end of the loop's pass. Use it for every message the thread
