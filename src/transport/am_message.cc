@@ -50,29 +50,35 @@ void MessageBatcher::Send(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMe
 bool MessageBatcher::Flush() {
   if (waiting_.empty()) return false;
   std::vector<Waiting> now;
-  now.swap(waiting_);  // a completion that sends again starts the next round
-  for (Waiting& w : now) {
-    if (w.msgs.size() == 1) {
-      SendMessage(w.ep, w.id, std::move(w.msgs[0]), w.flags);
-      continue;
-    }
-    std::vector<std::unique_ptr<OutgoingMessage>> batch;
-    size_t bytes = 0;
-    for (auto& m : w.msgs) {
-      const size_t n = wire::BatchEntryBytes(m->am_header.size(), m->payload.size());
-      if (!batch.empty() && (sizeof(wire::BatchHeader) + bytes + n > wire::kMaxBatchBytes ||
-                             batch.size() == wire::kMaxBatchCount)) {
-        SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
-        batch.clear();
-        bytes = 0;
+  // A send that completes at once runs its completion here, which may send more (a client's
+  // next queued call): those wait in waiting_ meanwhile, and go in the next round, so nothing
+  // is left behind when the thread goes to sleep.
+  while (!waiting_.empty()) {
+    now.clear();
+    now.swap(waiting_);
+    for (Waiting& w : now) {
+      if (w.msgs.size() == 1) {
+        SendMessage(w.ep, w.id, std::move(w.msgs[0]), w.flags);
+        continue;
       }
-      batch.push_back(std::move(m));
-      bytes += n;
+      std::vector<std::unique_ptr<OutgoingMessage>> batch;
+      size_t bytes = 0;
+      for (auto& m : w.msgs) {
+        const size_t n = wire::BatchEntryBytes(m->am_header.size(), m->payload.size());
+        if (!batch.empty() && (sizeof(wire::BatchHeader) + bytes + n > wire::kMaxBatchBytes ||
+                               batch.size() == wire::kMaxBatchCount)) {
+          SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
+          batch.clear();
+          bytes = 0;
+        }
+        batch.push_back(std::move(m));
+        bytes += n;
+      }
+      SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
     }
-    SendBatch(w.ep, w.id, w.flags, std::move(batch), bytes);
   }
-  if (waiting_.capacity() < now.capacity()) waiting_.swap(now);  // keep the larger, emptied
-  waiting_.clear();
+  now.clear();
+  if (waiting_.capacity() < now.capacity()) waiting_.swap(now);  // keep the larger vector
   return true;
 }
 
@@ -97,9 +103,8 @@ void MessageBatcher::SendBatch(ucp_ep_h ep, wire::AmId id, uint32_t flags,
   out->on_complete = [parts](ucs_status_t st) {
     for (auto& m : *parts) m->on_complete(st);
   };
-  // (Not UCP_AM_SEND_FLAG_EAGER: UCX 1.13 then picks a short-message protocol that the posix
-  // transport refuses for more than ~100 bytes, "Invalid am_short_iov length". At this size UCX
-  // sends eagerly anyway.)
+  // (Not UCP_AM_SEND_FLAG_EAGER: with it UCX 1.13 failed 2 KiB batches on shared memory,
+  // "Invalid am_short_iov length"; at this size UCX sends eagerly anyway.)
   SendMessage(ep, wire::AmId::kBatch, std::move(out), flags);
 }
 
