@@ -94,8 +94,6 @@ void MessageBatcher::SendBatch(ucp_ep_h ep, wire::AmId id, uint32_t flags,
   std::byte* at = out->owned_payload.data() + sizeof h;
   for (const auto& m : msgs) at = wire::WriteBatchEntry(at, m->am_header, m->payload);
   out->payload = out->owned_payload.span();
-  batched_messages_.fetch_add(msgs.size(), std::memory_order_relaxed);
-  batches_.fetch_add(1, std::memory_order_relaxed);
   if (counter_ != nullptr) counter_->Inc(msgs.size());
   // The messages' bytes are copied; they complete with the batch (a caller's payload memory
   // is then known to be free, as with a send of its own).
@@ -221,7 +219,8 @@ ucs_status_t ReceivePayload(ucp_worker_h worker, void* data, size_t length,
 namespace {
 
 void DispatchBatch(std::span<const std::byte> data, uint64_t recv_attr, ucp_ep_h reply_ep,
-                   const BatchItemHandler& each, const std::function<void(const Status&, ucp_ep_h)>& bad) {
+                   ucp_am_recv_callback_t each, void* arg,
+                   const std::function<void(const Status&, ucp_ep_h)>& bad) {
   Result<std::vector<wire::BatchItem>> items = wire::DecodeBatch(data);
   if (!items.ok()) return bad(items.status(), reply_ep);
   ucp_am_recv_param_t p{};
@@ -229,7 +228,7 @@ void DispatchBatch(std::span<const std::byte> data, uint64_t recv_attr, ucp_ep_h
   p.reply_ep = reply_ep;
   for (const wire::BatchItem& item : *items) {
     // (`data` is not written through: handlers copy eager data out.)
-    each(item.am_header.data(), item.am_header.size(), const_cast<std::byte*>(item.data.data()),
+    each(arg, item.am_header.data(), item.am_header.size(), const_cast<std::byte*>(item.data.data()),
          item.data.size(), &p);
   }
 }
@@ -237,8 +236,8 @@ void DispatchBatch(std::span<const std::byte> data, uint64_t recv_attr, ucp_ep_h
 }  // namespace
 
 ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header_length, void* data,
-                          size_t length, const ucp_am_recv_param_t* param, BatchItemHandler each,
-                          std::function<void(const Status&, ucp_ep_h)> bad) {
+                          size_t length, const ucp_am_recv_param_t* param, ucp_am_recv_callback_t each,
+                          void* arg, std::function<void(const Status&, ucp_ep_h)> bad) {
   (void)header;
   const uint64_t attr = param->recv_attr;
   ucp_ep_h reply_ep = (attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : nullptr;
@@ -249,7 +248,7 @@ ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header
     return UCS_OK;  // (UCX drops a payload nobody receives)
   }
   if (!(attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-    DispatchBatch({static_cast<const std::byte*>(data), length}, attr, reply_ep, each, bad);
+    DispatchBatch({static_cast<const std::byte*>(data), length}, attr, reply_ep, each, arg, bad);
     return UCS_OK;
   }
   // Not what this code sends (batches are small, so eager), but a peer may: fetch it first.
@@ -260,9 +259,9 @@ ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header
     return UCS_OK;
   }
   return ReceivePayload(worker, data, length, param,
-                        [attr, reply_ep, each = std::move(each), bad = std::move(bad)](Result<AlignedBuffer> payload) {
+                        [attr, reply_ep, each, arg, bad = std::move(bad)](Result<AlignedBuffer> payload) {
                           if (!payload.ok()) return;  // the connection is failing
-                          DispatchBatch(payload->span(), attr, reply_ep, each, bad);
+                          DispatchBatch(payload->span(), attr, reply_ep, each, arg, bad);
                         });
 }
 

@@ -12,7 +12,6 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -45,8 +44,7 @@ void SendMessage(ucp_ep_h ep, wire::AmId id, std::unique_ptr<OutgoingMessage> ms
 // callbacks made, has several for the same peer. Its owner (UcxWorker) flushes at the end of
 // every pass, before it sleeps, so a message waits no longer than the pass it was sent in.
 // Messages for an endpoint may leave in another order than they were sent (a large one goes at
-// once, small ones at the flush); each is a call or a reply of its own. Progress thread only,
-// but batched_messages().
+// once, small ones at the flush); each is a call or a reply of its own. Progress thread only.
 class MessageBatcher {
  public:
   // As SendMessage: at once when `msg` is over wire::kMaxBatchedMessage or asks for a
@@ -61,10 +59,8 @@ class MessageBatcher {
   std::vector<std::unique_ptr<OutgoingMessage>> Take(ucp_ep_h ep);
   // Every message still waiting (the worker is stopping).
   std::vector<std::unique_ptr<OutgoingMessage>> TakeAll();
-  // Messages that went in batches so far, and the batches. Any thread.
-  uint64_t batched_messages() const { return batched_messages_.load(std::memory_order_relaxed); }
-  uint64_t batches() const { return batches_.load(std::memory_order_relaxed); }
-  // Also counts batched messages into `counter` (a metric; may be null). Before the first Send.
+  // Counts the messages that go in batches into `counter` (a metric; may be null). Before the
+  // first Send.
   void CountInto(Counter* counter) { counter_ = counter; }
 
  private:
@@ -77,22 +73,18 @@ class MessageBatcher {
   void SendBatch(ucp_ep_h ep, wire::AmId id, uint32_t flags,
                  std::vector<std::unique_ptr<OutgoingMessage>> msgs, size_t data_bytes);
   std::vector<Waiting> waiting_;  // a few endpoints a pass: searched in order
-  std::atomic<uint64_t> batched_messages_{0};
-  std::atomic<uint64_t> batches_{0};
   Counter* counter_ = nullptr;
 };
 
-// For an AM handler of AmId::kBatch: runs `each(header, header_length, data, length, param)`
-// for every message of the batch, in order, as if it had arrived alone (eager data, the
-// batch's reply endpoint); `each` must not keep `data` (its return value is not used). A
-// malformed batch runs none of it: `bad` gets the error and the batch's reply endpoint (or
-// null). A batch that came by rendezvous is received into a buffer first. Returns the value the
-// AM callback must return.
-using BatchItemHandler = std::function<void(const void* header, size_t header_length, void* data,
-                                            size_t length, const ucp_am_recv_param_t* param)>;
+// For an AM handler of AmId::kBatch: runs `each(arg, header, header_length, data, length,
+// param)`, the worker's handler of single messages, for every message of the batch, in order,
+// as if it had arrived alone (eager data, the batch's reply endpoint); `each` must not keep
+// `data` (its return value is not used). A malformed batch runs none of it: `bad` gets the
+// error and the batch's reply endpoint (or null). A batch that came by rendezvous is received
+// into a buffer first. Returns the value the AM callback must return.
 ucs_status_t ReceiveBatch(ucp_worker_h worker, const void* header, size_t header_length, void* data,
-                          size_t length, const ucp_am_recv_param_t* param, BatchItemHandler each,
-                          std::function<void(const Status&, ucp_ep_h)> bad);
+                          size_t length, const ucp_am_recv_param_t* param, ucp_am_recv_callback_t each,
+                          void* arg, std::function<void(const Status&, ucp_ep_h)> bad);
 
 // Receives the AM payload described by an AM callback's (data, length, param) into an
 // AlignedBuffer and passes it (or kUnavailable) to `on_payload`. Returns the value the AM

@@ -440,10 +440,7 @@ class RpcClient::Impl {
                               size_t length, const ucp_am_recv_param_t* param) {
     auto* self = static_cast<Impl*>(arg);
     return ReceiveBatch(
-        self->worker_->worker(), header, header_length, data, length, param,
-        [self](const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p) {
-          OnReply(self, h, hl, d, l, p);
-        },
+        self->worker_->worker(), header, header_length, data, length, param, &Impl::OnReply, self,
         [self](const Status& bad, ucp_ep_h) {
           if (!std::exchange(self->bad_batch_logged_, true)) {
             PS_LOG_WARN("data plane: dropped a batch of replies: {}", bad.message());

@@ -84,10 +84,7 @@ class RawClient {
                               size_t length, const ucp_am_recv_param_t* param) {
     auto* self = static_cast<RawClient*>(arg);
     return ReceiveBatch(
-        self->worker_->worker(), header, header_length, data, length, param,
-        [self](const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p) {
-          OnReply(self, h, hl, d, l, p);
-        },
+        self->worker_->worker(), header, header_length, data, length, param, &RawClient::OnReply, self,
         [](const Status& bad, ucp_ep_h) { ADD_FAILURE() << "the server sent a bad batch: " << bad.ToString(); });
   }
 

@@ -298,10 +298,7 @@ class RpcServer::Impl {
                               size_t length, const ucp_am_recv_param_t* param) {
     auto* lane = static_cast<Lane*>(arg);
     return ReceiveBatch(
-        lane->worker->worker(), header, header_length, data, length, param,
-        [lane](const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p) {
-          OnRequest(lane, h, hl, d, l, p);
-        },
+        lane->worker->worker(), header, header_length, data, length, param, &Impl::OnRequest, lane,
         [lane](const Status& bad, ucp_ep_h ep) {
           auto conn = lane->conns.find(ep);
           if (ep == nullptr || conn == lane->conns.end()) return;

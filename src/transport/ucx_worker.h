@@ -92,7 +92,6 @@ class UcxWorker {
   }
   // Progress thread only. Sends what waits in the batcher now, before the pass ends.
   bool FlushSends() { return batcher_.Flush(); }
-  const MessageBatcher& batcher() const { return batcher_; }
   // Counts the messages this thread sends in batches into `counter` too. Before Start.
   void CountBatchedInto(Counter* counter) { batcher_.CountInto(counter); }
 
