@@ -17,9 +17,34 @@ auto AtOffset(Entries& entries, uint64_t offset) {
 
 }  // namespace
 
+void SegmentOwners::Rechunk(Segment& segment, std::vector<Entry> live) {
+  segment.chunks.clear();
+  segment.size = live.size();
+  segment.dead = 0;
+  if (live.size() <= kChunk) {
+    if (!live.empty()) segment.chunks.push_back(std::move(live));
+    return;
+  }
+  for (size_t i = 0; i < live.size(); i += kChunk) {
+    const auto first = live.begin() + static_cast<std::ptrdiff_t>(i);
+    segment.chunks.emplace_back(first, first + static_cast<std::ptrdiff_t>(std::min(kChunk, live.size() - i)));
+  }
+}
+
+std::vector<SegmentOwners::Chunk>::iterator SegmentOwners::ChunkFor(Segment& segment, uint64_t offset) {
+  auto it = std::upper_bound(segment.chunks.begin(), segment.chunks.end(), offset,
+                             [](uint64_t o, const Chunk& c) { return o < c.front().offset; });
+  return it == segment.chunks.begin() ? it : it - 1;
+}
+
 void SegmentOwners::Sort(Segment& segment) const {
-  if (segment.sorted) return;
-  std::vector<Entry>& v = segment.entries;
+  if (segment.added.empty()) return;
+  std::vector<Entry> v;
+  v.reserve(segment.size + segment.added.size());
+  for (Chunk& c : segment.chunks) v.insert(v.end(), c.begin(), c.end());
+  v.insert(v.end(), segment.added.begin(), segment.added.end());
+  segment.added.clear();
+  segment.added.shrink_to_fit();
   std::stable_sort(v.begin(), v.end(), [](const Entry& a, const Entry& b) { return a.offset < b.offset; });
   // One entry per offset, the last added (a map's insert_or_assign), live ones only.
   size_t out = 0;
@@ -31,22 +56,33 @@ void SegmentOwners::Sort(Segment& segment) const {
     if (v[i].live) v[out++] = v[i];
   }
   v.resize(out);
-  segment.dead = 0;
-  segment.sorted = true;
+  Rechunk(segment, std::move(v));
 }
 
 void SegmentOwners::Put(const ShardKey& key, const BlockRun& run) {
   if (run.hole() || run.segment >= segments_.size()) return;  // Open refuses such records
   Segment& segment = segments_[run.segment];
   Sort(segment);
-  std::vector<Entry>& v = segment.entries;
-  if (v.empty() || v.back().offset < run.offset) {  // the usual case: the log appends
-    v.push_back({.offset = run.offset, .key = key});
+  const Entry entry{.offset = run.offset, .key = key};
+  ++segment.size;
+  if (segment.chunks.empty()) {
+    segment.chunks.push_back({entry});
     ++entries_;
     return;
   }
-  auto it = AtOffset(v, run.offset);
-  if (it != v.end() && it->offset == run.offset) {
+  if (Chunk& last = segment.chunks.back(); last.back().offset < run.offset) {  // the log appends
+    if (last.size() >= kChunk) {
+      segment.chunks.push_back({entry});
+    } else {
+      last.push_back(entry);
+    }
+    ++entries_;
+    return;
+  }
+  auto chunk = ChunkFor(segment, run.offset);
+  auto it = AtOffset(*chunk, run.offset);
+  if (it != chunk->end() && it->offset == run.offset) {
+    --segment.size;
     if (!it->live) {
       it->live = true;
       --segment.dead;
@@ -55,34 +91,44 @@ void SegmentOwners::Put(const ShardKey& key, const BlockRun& run) {
     it->key = key;
     return;
   }
-  v.insert(it, {.offset = run.offset, .key = key});
+  chunk->insert(it, entry);
   ++entries_;
+  if (chunk->size() > 2 * kChunk) {  // split in halves
+    const auto half = chunk->begin() + static_cast<std::ptrdiff_t>(chunk->size() / 2);
+    Chunk upper(half, chunk->end());
+    chunk->erase(half, chunk->end());
+    segment.chunks.insert(chunk + 1, std::move(upper));
+  }
 }
 
 void SegmentOwners::Erase(const ShardKey& key, const BlockRun& run) {
   if (run.hole() || run.segment >= segments_.size()) return;
   Segment& segment = segments_[run.segment];
   Sort(segment);
-  std::vector<Entry>& v = segment.entries;
-  auto it = AtOffset(v, run.offset);
-  if (it == v.end() || it->offset != run.offset || !it->live || it->key != key) return;
+  if (segment.chunks.empty()) return;
+  Chunk& chunk = *ChunkFor(segment, run.offset);
+  auto it = AtOffset(chunk, run.offset);
+  if (it == chunk.end() || it->offset != run.offset || !it->live || it->key != key) return;
   it->live = false;
   ++segment.dead;
   --entries_;
-  if (segment.dead > 64 && segment.dead * 2 > v.size()) {
-    std::erase_if(v, [](const Entry& e) { return !e.live; });
-    segment.dead = 0;
-    if (v.capacity() > 4 * v.size() + 64) v.shrink_to_fit();
+  if (segment.dead > 64 && segment.dead * 2 > segment.size) {
+    std::vector<Entry> live;
+    live.reserve(segment.size - segment.dead);
+    for (const Chunk& c : segment.chunks) {
+      for (const Entry& e : c) {
+        if (e.live) live.push_back(e);
+      }
+    }
+    Rechunk(segment, std::move(live));
   }
 }
 
 void SegmentOwners::Add(const ShardKey& key, const std::vector<BlockRun>& runs) {
   std::lock_guard lock(mu_);
-  for (const BlockRun& run : runs) {  // appended as they come (key order); sorted when next used
+  for (const BlockRun& run : runs) {  // kept as they come (key order); merged when next used
     if (run.hole() || run.segment >= segments_.size()) continue;
-    Segment& segment = segments_[run.segment];
-    if (!segment.entries.empty() && segment.entries.back().offset >= run.offset) segment.sorted = false;
-    segment.entries.push_back({.offset = run.offset, .key = key});
+    segments_[run.segment].added.push_back({.offset = run.offset, .key = key});
     ++entries_;
   }
 }
@@ -104,8 +150,10 @@ std::vector<ShardKey> SegmentOwners::Owners(uint32_t segment) const {
   std::lock_guard lock(mu_);
   if (segment >= segments_.size()) return out;
   Sort(segments_[segment]);
-  for (const Entry& e : segments_[segment].entries) {
-    if (e.live && seen.insert(e.key).second) out.push_back(e.key);
+  for (const Chunk& c : segments_[segment].chunks) {
+    for (const Entry& e : c) {
+      if (e.live && seen.insert(e.key).second) out.push_back(e.key);
+    }
   }
   return out;
 }

@@ -10,10 +10,15 @@
 // writes (engine randwrite4k +33% without them). The price is memory: an entry per run,
 // 56 bytes (Entries() counts them; a target's /metrics shows them). A target of 1 MiB shards
 // needs ~60 MiB per TiB stored, one of 64 KiB shards ~1 GiB per TiB.
-// Each segment's entries are a vector sorted by offset: the log appends in offset order, so a
-// new entry almost always goes at the end; an erased one is marked dead where it is and the
-// vector is compacted once half of it is dead (a balanced tree node per entry cost the applier
-// an allocation, a free and a rebalance per write: ~6% of the engine's CPU on random writes).
+// Each segment's entries are sorted by offset, in chunks of at most 2 * kChunk (a chunk is a
+// vector; the chunks follow one another in offset order). The log appends in offset order, so a
+// new entry usually goes at the end of the last chunk; a run split off an older one (a random
+// write into a shard written whole, the tail of the old run starting at a new offset) goes in
+// the middle of its segment, where one chunk moves, not the whole segment (a single vector per
+// segment had the applier moving ~half a segment's entries per such write: 4% of a target's CPU
+// on random 4 KiB writes). An erased entry is marked dead where it is and the segment is
+// compacted once half of it is dead (a balanced tree node per entry cost the applier an
+// allocation, a free and a rebalance per write: ~6% of the engine's CPU on random writes).
 //
 // A reader may see an entry a moment before or after the index does (GC lists owners while the
 // applier goes on), so it checks each record it reads against the segment, as GC does.
@@ -47,20 +52,27 @@ class SegmentOwners {
   uint64_t Entries() const;
 
  private:
+  static constexpr size_t kChunk = 128;  // entries a chunk is split into, or filled to at the end
   struct Entry {
     uint64_t offset = 0;
     ShardKey key;
     bool live = true;
   };
+  using Chunk = std::vector<Entry>;  // sorted by offset, never empty
   struct Segment {
-    std::vector<Entry> entries;  // sorted by offset (unless !sorted), live and dead
+    std::vector<Chunk> chunks;  // in offset order; live and dead entries
+    std::vector<Entry> added;   // Add's entries, in the order added, not yet merged (recovery)
+    size_t size = 0;            // entries in chunks, live and dead
     size_t dead = 0;
-    bool sorted = true;  // false after Add appended out of order (recovery)
   };
   void Put(const ShardKey& key, const BlockRun& run);    // mu_ held
   void Erase(const ShardKey& key, const BlockRun& run);  // mu_ held
-  // Sorts a segment Add left out of order; of entries at one offset the last added stays.
+  // Merges the entries Add left into the chunks; of entries at one offset the last added stays.
   void Sort(Segment& segment) const;  // mu_ held
+  // The segment's live entries, in offset order, cut into chunks of kChunk (after Sort).
+  static void Rechunk(Segment& segment, std::vector<Entry> live);
+  // The chunk whose range holds `offset`: the last one starting at or before it (the first if none).
+  static std::vector<Chunk>::iterator ChunkFor(Segment& segment, uint64_t offset);
 
   mutable std::mutex mu_;
   mutable std::vector<Segment> segments_;  // guarded by mu_ (Owners sorts)

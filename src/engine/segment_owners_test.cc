@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -108,6 +109,45 @@ TEST(SegmentOwnersTest, MatchesAMapModelThroughRecoveryWritesAndCompaction) {
     if (i % 2500 == 0) check("while writing");
   }
   check("at the end");
+}
+
+
+// Random writes into shards written whole split their runs: the tails start at new offsets
+// in old segments, all over them. Thousands of such entries in one segment, in random order,
+// then erased in random order; owners stay in offset order throughout.
+TEST(SegmentOwnersTest, EntriesInTheMiddleOfASegmentStayInOffsetOrder) {
+  SegmentOwners owners(2);
+  std::map<uint64_t, ShardKey> model;
+  std::mt19937_64 rng(5);
+  auto put = [&](uint64_t off, const ShardKey& key) {
+    ShardRecord r;
+    r.runs = {BlockRun{.segment = 1, .offset = off, .first_block = 0, .block_count = 1}};
+    owners.Apply({{key, r, std::nullopt}});
+    model.insert_or_assign(off, key);
+  };
+  auto check = [&] {
+    std::vector<ShardKey> want;
+    std::set<ShardKey> seen;
+    for (const auto& [off, key] : model) {
+      if (seen.insert(key).second) want.push_back(key);
+    }
+    ASSERT_EQ(owners.Owners(1), want);
+    ASSERT_EQ(owners.Entries(), model.size());
+  };
+  for (uint64_t i = 0; i < 6000; ++i) put((rng() % 16384) * kBlockSize, Key(i));
+  check();
+  std::vector<uint64_t> offsets;
+  for (const auto& [off, key] : model) offsets.push_back(off);
+  std::shuffle(offsets.begin(), offsets.end(), rng);
+  for (size_t i = 0; i < offsets.size(); ++i) {
+    ShardRecord old;
+    old.runs = {BlockRun{.segment = 1, .offset = offsets[i], .first_block = 0, .block_count = 1}};
+    owners.Apply({{model.at(offsets[i]), std::nullopt, old}});
+    model.erase(offsets[i]);
+    if (i % 1000 == 0) check();
+    if (i % 3 == 0) put((rng() % 16384) * kBlockSize, Key(10000 + i));  // some come back
+  }
+  check();
 }
 
 }  // namespace
