@@ -49,51 +49,61 @@ BlockRun Piece(const BlockRun& run, uint64_t begin, uint64_t end) {
 
 }  // namespace
 
-ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t first_block,
-                            uint32_t segment, uint64_t offset, std::span<const uint32_t> crcs,
-                            uint64_t end, uint64_t version) {
-  ShardRecord r = old.value_or(ShardRecord{});
+ShardRecord ApplyRangeWrite(const ShardRecord* old, uint64_t first_block, uint32_t segment,
+                            uint64_t offset, std::span<const uint32_t> crcs, uint64_t end,
+                            uint64_t version) {
+  // The new record is built beside `old` (not from a copy of it): its runs are rebuilt anyway.
+  ShardRecord r;
+  if (old) {
+    r.length = old->length;
+    r.block_crcs = old->block_crcs;
+  }
   r.length = std::max(r.length, end);
   r.version = version;
   const uint64_t blocks = BlocksFor(r.length);
   const uint64_t had = r.block_crcs.size();
+  const std::span<const BlockRun> old_runs = old ? std::span<const BlockRun>(old->runs) : std::span<const BlockRun>();
+  std::optional<BlockRun> new_hole;  // past the old end
   if (blocks > had) {
     r.block_crcs.resize(blocks, ZeroBlockCrc());
-    r.runs.push_back({.segment = kNoSegment, .offset = 0, .first_block = had, .block_count = blocks - had});
+    new_hole = BlockRun{.segment = kNoSegment, .offset = 0, .first_block = had, .block_count = blocks - had};
   }
-  if (!crcs.empty()) {
+  r.runs.reserve(old_runs.size() + 3);
+  if (crcs.empty()) {
+    r.runs.assign(old_runs.begin(), old_runs.end());
+    if (new_hole) r.runs.push_back(*new_hole);
+  } else {
     const uint64_t last = first_block + crcs.size();
     assert(last <= blocks);
     const BlockRun written{.segment = segment, .offset = offset, .first_block = first_block,
-                      .block_count = crcs.size()};
-    std::vector<BlockRun> runs;
-    runs.reserve(r.runs.size() + 2);
+                           .block_count = crcs.size()};
     bool placed = false;
-    for (const BlockRun& run : r.runs) {
+    auto add = [&](const BlockRun& run) {
       if (run.end_block() <= first_block || run.first_block >= last) {
         if (!placed && run.first_block >= last) {
-          runs.push_back(written);
+          r.runs.push_back(written);
           placed = true;
         }
-        runs.push_back(run);
-        continue;
+        r.runs.push_back(run);
+        return;
       }
-      if (run.first_block < first_block) runs.push_back(Piece(run, run.first_block, first_block));
+      if (run.first_block < first_block) r.runs.push_back(Piece(run, run.first_block, first_block));
       if (!placed) {
-        runs.push_back(written);
+        r.runs.push_back(written);
         placed = true;
       }
-      if (run.end_block() > last) runs.push_back(Piece(run, last, run.end_block()));
-    }
-    if (!placed) runs.push_back(written);
-    r.runs = std::move(runs);
+      if (run.end_block() > last) r.runs.push_back(Piece(run, last, run.end_block()));
+    };
+    for (const BlockRun& run : old_runs) add(run);
+    if (new_hole) add(*new_hole);
+    if (!placed) r.runs.push_back(written);
     std::copy(crcs.begin(), crcs.end(), r.block_crcs.begin() + static_cast<std::ptrdiff_t>(first_block));
   }
   JoinRuns(r.runs);
   return r;
 }
 
-std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next) {
+std::vector<Extent> ReleasedSpace(const ShardRecord& old, const ShardRecord* next) {
   std::vector<Extent> out;
   // Both maps are in block order without overlaps, so the runs of `next` that overlap an old
   // run follow those that overlap the run before it: `first` only moves forward.
@@ -204,7 +214,7 @@ ShardRecord ApplyMove(const ShardRecord& current, const ShardRecord& read, const
   return r;
 }
 
-std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record) {
+std::vector<Extent> UnusedSpace(const Extent& extent, const ShardRecord* record) {
   std::vector<std::pair<uint64_t, uint64_t>> used;  // [begin, end) offsets inside the segment
   if (record) {
     for (const BlockRun& run : record->runs) {

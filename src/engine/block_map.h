@@ -38,14 +38,24 @@ uint32_t ZeroBlockCrc();
 // becomes max(old length, end) and the version `version`. Blocks past the old end that the
 // write does not cover become holes. `old` is the key's record (nullopt: absent). The new blocks
 // must lie within the new length. Neighbouring runs that continue each other are joined.
-ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t first_block,
-                            uint32_t segment, uint64_t offset, std::span<const uint32_t> crcs,
-                            uint64_t end, uint64_t version);
+// (`old` null: absent.)
+ShardRecord ApplyRangeWrite(const ShardRecord* old, uint64_t first_block, uint32_t segment,
+                            uint64_t offset, std::span<const uint32_t> crcs, uint64_t end,
+                            uint64_t version);
+inline ShardRecord ApplyRangeWrite(const std::optional<ShardRecord>& old, uint64_t first_block,
+                                   uint32_t segment, uint64_t offset, std::span<const uint32_t> crcs,
+                                   uint64_t end, uint64_t version) {
+  return ApplyRangeWrite(old ? &*old : nullptr, first_block, segment, offset, crcs, end, version);
+}
 
 // The space `old` owns that `next` (nullopt: the key is deleted) does not: the pieces of old's
 // runs whose blocks `next` maps elsewhere. What the applier releases when `next` replaces `old`.
 // Linear in the runs of both (they are in block order).
-std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next);
+// (`next` null: deleted.)
+std::vector<Extent> ReleasedSpace(const ShardRecord& old, const ShardRecord* next);
+inline std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::optional<ShardRecord>& next) {
+  return ReleasedSpace(old, next ? &*next : nullptr);
+}
 
 // The runs of `runs` that own space and whose start (segment, offset) no run of `other` has:
 // the segment owner entries an index update removes (runs = old, other = new) or adds (the
@@ -74,7 +84,10 @@ ShardRecord ApplyMove(const ShardRecord& current, const ShardRecord& read, const
                       uint32_t from);
 
 // The pieces of `extent` that `record` does not use (of a GC copy, the blocks written since).
-std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record);
+std::vector<Extent> UnusedSpace(const Extent& extent, const ShardRecord* record);  // null: none
+inline std::vector<Extent> UnusedSpace(const Extent& extent, const std::optional<ShardRecord>& record) {
+  return UnusedSpace(extent, record ? &*record : nullptr);
+}
 
 // Bytes of `record`'s blocks that lie in `segment`.
 uint64_t StoredBytesIn(const ShardRecord& record, uint32_t segment);

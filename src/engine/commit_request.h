@@ -126,12 +126,12 @@ class RecordCache {
  public:
   static constexpr size_t kGenerationBytes = 16u << 20;
   // The cached record of `key`, or null when the cache has none.
-  const std::optional<ShardRecord>* Find(const ShardKey& key) const {
+  const SharedRecord* Find(const ShardKey& key) const {
     if (auto it = newer_.find(key); it != newer_.end()) return &it->second;
     if (auto it = older_.find(key); it != older_.end()) return &it->second;
     return nullptr;
   }
-  void Put(const ShardKey& key, const std::optional<ShardRecord>& record) {
+  void Put(const ShardKey& key, const SharedRecord& record) {
     // Sizes count once per key: a key written again replaces its entry (a generation sized by
     // puts dropped keys still in use under a small working set, and each miss costs a lookup).
     auto [it, added] = newer_.insert_or_assign(key, record);
@@ -148,7 +148,7 @@ class RecordCache {
   }
 
  private:
-  using Map = std::unordered_map<ShardKey, std::optional<ShardRecord>, ShardKeyHash>;
+  using Map = std::unordered_map<ShardKey, SharedRecord, ShardKeyHash>;
   Map newer_, older_;
   size_t newer_bytes_ = 0;
 };
@@ -178,7 +178,7 @@ struct CommitPipeline {
   // nullopt for a delete). The committer decides against these before the index.
   // Readers look here before the index too (Engine::PendingRecord): a write is acknowledged
   // once durable, before the applier has put it in the index.
-  std::map<ShardKey, std::pair<uint64_t, std::optional<ShardRecord>>> pending;  // guarded by mu
+  std::map<ShardKey, std::pair<uint64_t, SharedRecord>> pending;  // guarded by mu
   std::atomic<size_t> pending_size{0};  // pending.size(), read without mu (readers' fast path)
   uint64_t handed = 0;          // guarded by mu
   uint64_t applied = 0;         // guarded by mu; batches (and wraps) the applier is done with
@@ -193,7 +193,7 @@ struct CommitPipeline {
   // records their updates leave (key -> (batch tag, record or nullopt for a delete)), which
   // the next batches are decided against before `pending`.
   std::deque<std::unique_ptr<InFlightBatch>> in_flight;
-  std::unordered_map<ShardKey, std::pair<uint64_t, std::optional<ShardRecord>>, ShardKeyHash> in_flight_records;
+  std::unordered_map<ShardKey, std::pair<uint64_t, SharedRecord>, ShardKeyHash> in_flight_records;
   uint64_t in_flight_tags = 0;
 };
 

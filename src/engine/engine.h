@@ -201,6 +201,7 @@ class SegmentOwners;
 class SegmentPins;
 class SegmentTable;
 struct ShardRecord;
+class SharedRecord;
 }  // namespace engine
 
 class Engine {
@@ -402,7 +403,7 @@ class Engine {
   // in flight or earlier in this one, come from `earlier` requests' buffers) and checksums them
   // again. Errors: kDataLoss (an old block
   // fails its checksum), device errors.
-  Status MergeEdges(engine::CommitRequest& r, const std::optional<engine::ShardRecord>& old,
+  Status MergeEdges(engine::CommitRequest& r, const engine::SharedRecord& old,
                     std::span<engine::CommitRequest* const> earlier);
   // Committer: hands `batch` to the applier.
   void HandOver(std::unique_ptr<engine::DecidedBatch> batch);

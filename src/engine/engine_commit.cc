@@ -81,7 +81,7 @@ namespace {
 constexpr uint64_t kMaxUnappliedBatches = 4;
 
 // kWriteRange with expected_version: OK when the stored shard version is `expected`.
-Status VersionVerdict(const ShardKey& key, const std::optional<ShardRecord>& old, uint64_t expected) {
+Status VersionVerdict(const ShardKey& key, const engine::SharedRecord& old, uint64_t expected) {
   const uint64_t stored = old ? old->version : 0;
   if (stored > expected) {
     return Aborted(fmt::format("shard {} holds version {}, newer than the {} this range write patches; a "
@@ -276,7 +276,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
     bool has_data = false;
     for (size_t i = 0; i < todo.size(); ++i) {
       CommitRequest& r = *todo[i];
-      std::optional<ShardRecord> old;
+      engine::SharedRecord old;  // shared with where it came from: no copy of its block map
       bool known = false;
       if (auto it = overlay.find(r.key); it != overlay.end()) {
         old = d->updates[it->second].record;
@@ -293,7 +293,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
         }
       }
       if (!known) {
-        if (const std::optional<ShardRecord>* cached = p.cache.Find(r.key)) {
+        if (const engine::SharedRecord* cached = p.cache.Find(r.key)) {
           old = *cached;
           known = true;
         }
@@ -308,7 +308,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
       }
       const bool unchanged = (!r.conditional || old == r.expected) &&
                              (!r.max_old_length || (old ? old->length : 0) <= *r.max_old_length);
-      std::optional<ShardRecord> next;
+      engine::SharedRecord next;
       uint64_t written_begin = 0, written_end = UINT64_MAX;
       switch (r.kind) {
         case CommitRequest::Kind::kWrite:
@@ -360,7 +360,7 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
               continue;
             }
           }
-          next = engine::ApplyRangeWrite(old, r.first_block, r.extent.segment, r.extent.offset,
+          next = engine::ApplyRangeWrite(old.get(), r.first_block, r.extent.segment, r.extent.offset,
                                          r.record.block_crcs, r.record.length, r.record.version);
           if (next->runs.size() > engine::kMaxRuns) {
             r.fragmented = true;
@@ -564,7 +564,7 @@ std::vector<CommitRequest*> Engine::FinishOldestBatch(bool start_redo) {
   return {};
 }
 
-Status Engine::MergeEdges(CommitRequest& r, const std::optional<ShardRecord>& old,
+Status Engine::MergeEdges(CommitRequest& r, const engine::SharedRecord& old,
                           std::span<CommitRequest* const> earlier) {
   const uint64_t old_length = old ? old->length : 0;
   const uint64_t blocks = r.merge_blocks.size() / engine::kBlockSize;
@@ -703,9 +703,9 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
     if (!committed.ok()) continue;  // acknowledged (durable in the journal): Open replays it
     const engine::IndexUpdate& u = batch.updates[batch.update_of[i]];
     if (u.old) {
-      std::vector<engine::Extent> released = engine::ReleasedSpace(*u.old, u.record);
+      std::vector<engine::Extent> released = engine::ReleasedSpace(*u.old, u.record.get());
       if (c.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
-        for (const engine::Extent& x : engine::UnusedSpace(c.extent, u.record)) released.push_back(x);
+        for (const engine::Extent& x : engine::UnusedSpace(c.extent, u.record.get())) released.push_back(x);
       }
       std::unique_lock lock(KeyLock(c.key));
       table_->Commit(c.extent, released);
@@ -763,7 +763,7 @@ std::optional<std::optional<ShardRecord>> Engine::PendingRecord(const ShardKey& 
   std::lock_guard lock(p.mu);
   auto it = p.pending.find(key);
   if (it == p.pending.end()) return std::nullopt;
-  return it->second.second;
+  return std::optional<std::optional<ShardRecord>>(it->second.second.ToOptional());
 }
 
 void Engine::RequestIndexSync() {

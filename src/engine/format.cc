@@ -392,8 +392,7 @@ std::optional<IndexUpdate> DecodeUpdateV1(std::span<const std::byte> payload, si
   IndexUpdate u;
   u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
   if (j.old_segment != kNoSegment) {
-    u.old.emplace();
-    u.old->runs.push_back({.segment = j.old_segment, .offset = j.old_offset});
+    u.old.emplace().runs.push_back({.segment = j.old_segment, .offset = j.old_offset});
   }
   if (j.kind == kJournalPut) {
     if ((j.length == 0) != (j.segment == kNoSegment) ||
@@ -422,18 +421,17 @@ std::optional<IndexUpdate> DecodeUpdateV2(std::span<const std::byte> payload, si
   IndexUpdate u;
   u.key = ShardKey{j.container, ObjectId{j.object_hi, j.object_lo}, j.stripe, j.shard};
   if (j.old_run_count > 0) {
-    u.old.emplace();
-    if (!ReadRuns(payload.data() + pos, end, j.old_run_count, u.old->runs)) return std::nullopt;
+    if (!ReadRuns(payload.data() + pos, end, j.old_run_count, u.old.emplace().runs)) return std::nullopt;
     pos += j.old_run_count * sizeof(StoredRun);
   }
   if (j.kind == kJournalPut || (j.kind == kJournalRange && ranges)) {
-    u.record.emplace();
-    u.record->length = j.length;
-    u.record->version = j.version;
-    if (!ReadRuns(payload.data() + pos, end, j.run_count, u.record->runs)) return std::nullopt;
+    ShardRecord& record = u.record.emplace();
+    record.length = j.length;
+    record.version = j.version;
+    if (!ReadRuns(payload.data() + pos, end, j.run_count, record.runs)) return std::nullopt;
     pos += j.run_count * sizeof(StoredRun);
     if ((payload.size() - pos) / sizeof(uint32_t) < j.block_count) return std::nullopt;
-    ReadCrcs(payload.data() + pos, j.block_count, u.record->block_crcs);
+    ReadCrcs(payload.data() + pos, j.block_count, record.block_crcs);
     pos += j.block_count * sizeof(uint32_t);
     if (j.written_begin > j.written_end) return std::nullopt;
     u.written_begin = j.written_begin;

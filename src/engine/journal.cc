@@ -80,10 +80,10 @@ Result<bool> Journal::DataIsWhole(const std::vector<IndexUpdate>& updates) {
 }
 
 Status Journal::CompleteRangeWrites(std::vector<IndexUpdate>& updates) {
-  std::map<ShardKey, std::optional<ShardRecord>> earlier;  // this record's updates so far
+  std::map<ShardKey, SharedRecord> earlier;  // this record's updates so far
   for (IndexUpdate& u : updates) {
     if (u.range_write) {
-      std::optional<ShardRecord> before;
+      SharedRecord before;
       if (auto it = earlier.find(u.key); it != earlier.end()) {
         before = it->second;
       } else {
@@ -95,7 +95,7 @@ Status Journal::CompleteRangeWrites(std::vector<IndexUpdate>& updates) {
                                     position_.seq + 1, u.key.ToString()));
       }
       const BlockRun run = u.record->runs[0];  // the written blocks (DecodeJournalRecord checked)
-      u.record = ApplyRangeWrite(before, run.first_block, run.segment, run.offset, u.record->block_crcs,
+      u.record = ApplyRangeWrite(before.get(), run.first_block, run.segment, run.offset, u.record->block_crcs,
                                  u.record->length, u.record->version);
     }
     earlier[u.key] = u.record;
