@@ -414,5 +414,36 @@ TEST(FormatTest, RangeOperandAppliesTheWrittenBlocksAndRejectsMalformedOnes) {
   expect_data_loss(with(hole), "no place");
 }
 
+
+// SharedRecord: copies share one record; Mutable() copies a shared one first; comparisons look
+// at the records, not at where they are.
+TEST(SharedRecordTest, CopiesShareAndChangesCopyFirst) {
+  SharedRecord none;
+  EXPECT_FALSE(none);
+  EXPECT_TRUE(none == std::nullopt);
+  EXPECT_TRUE(none == std::optional<ShardRecord>());
+  SharedRecord a = ShardRecord::Contiguous(1, 0, 8192, 3, {7, 8});
+  SharedRecord b = a;
+  EXPECT_EQ(a.get(), b.get());  // shared
+  SharedRecord c = ShardRecord::Contiguous(1, 0, 8192, 3, {7, 8});
+  EXPECT_NE(a.get(), c.get());
+  EXPECT_TRUE(a == c);  // equal records in different places
+  EXPECT_TRUE(a == std::optional<ShardRecord>(*c));
+  EXPECT_FALSE(a == none);
+  b.Mutable().version = 4;  // b held a's record: b gets its own
+  EXPECT_NE(a.get(), b.get());
+  EXPECT_EQ(a->version, 3u);
+  EXPECT_EQ(b->version, 4u);
+  const ShardRecord* own = c.get();
+  c.Mutable().version = 5;  // c alone holds its record: changed in place
+  EXPECT_EQ(c.get(), own);
+  EXPECT_EQ(c.ToOptional()->version, 5u);
+  EXPECT_FALSE(none.ToOptional());
+  c.reset();
+  EXPECT_FALSE(c);
+  c.emplace().length = 9;
+  EXPECT_EQ(c->length, 9u);
+}
+
 }  // namespace
 }  // namespace penstock::engine
