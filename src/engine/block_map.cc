@@ -17,11 +17,11 @@ uint32_t ZeroBlockCrc() {
 }
 
 void JoinRuns(std::vector<BlockRun>& runs) {
-  std::vector<BlockRun> out;
-  out.reserve(runs.size());
-  for (const BlockRun& run : runs) {
-    if (!out.empty()) {
-      BlockRun& last = out.back();
+  size_t out = 0;  // joined in place: runs[0, out) are done
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const BlockRun run = runs[i];
+    if (out > 0) {
+      BlockRun& last = runs[out - 1];
       const bool joins = last.hole()
                              ? run.hole()
                              : run.segment == last.segment &&
@@ -31,9 +31,9 @@ void JoinRuns(std::vector<BlockRun>& runs) {
         continue;
       }
     }
-    out.push_back(run);
+    runs[out++] = run;
   }
-  runs = std::move(out);
+  runs.resize(out);
 }
 
 namespace {
@@ -147,13 +147,25 @@ std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
                                             const std::vector<BlockRun>& other) {
   // A device place holds one block of the shard in both records (new blocks go to fresh space,
   // never to a place the other record uses), so a start both have is at the same block in
-  // both: one pass over the two maps in block order finds them.
+  // both: one pass over the two maps in block order finds them. Records an update changed in
+  // one place (a range write) share their leading and trailing runs: equal runs at the same
+  // distance from either end start at the same place in both, so only the runs between need
+  // the pass.
+  const auto [front, other_front] = std::mismatch(runs.begin(), runs.end(), other.begin(), other.end());
+  const size_t head = static_cast<size_t>(front - runs.begin());
+  size_t tail = 0;  // equal trailing runs, not overlapping the head
+  while (tail < runs.size() - head && tail < other.size() - head &&
+         runs[runs.size() - 1 - tail] == other[other.size() - 1 - tail]) {
+    ++tail;
+  }
   std::vector<BlockRun> out;
-  size_t j = 0;
-  for (const BlockRun& run : runs) {
+  size_t j = head;
+  const size_t other_end = other.size() - tail;
+  for (size_t i = head; i < runs.size() - tail; ++i) {
+    const BlockRun& run = runs[i];
     if (run.hole()) continue;
-    while (j < other.size() && other[j].first_block < run.first_block) ++j;
-    const bool kept = j < other.size() && other[j].first_block == run.first_block &&
+    while (j < other_end && other[j].first_block < run.first_block) ++j;
+    const bool kept = j < other_end && other[j].first_block == run.first_block &&
                       other[j].segment == run.segment && other[j].offset == run.offset;
     if (!kept) out.push_back(run);
   }
