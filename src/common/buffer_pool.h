@@ -3,8 +3,11 @@
 // Bulk data moves in buffers of the same few sizes (a stripe unit, typically 1 MiB) that are
 // allocated and freed once per request. Left to malloc, each one is a fresh mmap: page faults
 // and zeroing on every use and a munmap on free, the largest cost in a profile of
-// `penstock bench seq`. The pool keeps freed blocks of 64 KiB and more by exact size and hands
-// them out again, up to a cap on the bytes it holds (at the cap, blocks of the sizes used
+// `penstock bench seq`. Small ones (a 4 KiB write's payload, a batch of replies) are 4 KiB
+// aligned allocations, which glibc serves from its slow path (no thread cache for them:
+// memalign splits a larger chunk, free consolidates it back; ~4% of a target's CPU under
+// random 4 KiB writes). The pool keeps freed blocks of every size (multiples of 4 KiB) by exact
+// size and hands them out again, up to a cap on the bytes it holds (at the cap, blocks of the sizes used
 // longest ago go back to the system to make room for the one given back; a size that alone
 // fills the cap goes back itself), so a process's memory stays bounded by what it has in use
 // plus the cap. Blocks of whole
@@ -21,7 +24,7 @@ namespace penstock {
 
 class BufferPool {
  public:
-  static constexpr size_t kMinPooledBytes = 64 * 1024;
+  static constexpr size_t kMinPooledBytes = 4096;
 
   // The process-wide pool used by AlignedBuffer.
   static BufferPool& Global();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace penstock {
@@ -44,6 +45,26 @@ TEST(BufferPoolTest, RecyclesLargeBlocksUpToTheCap) {
   EXPECT_LE(pool.cached_bytes(), 4u << 20);  // the rest went back to the system
   pool.set_max_cached_bytes(0);
   EXPECT_EQ(pool.cached_bytes(), 0u);
+  pool.set_max_cached_bytes(64 << 20);
+}
+
+// Small blocks (a 4 KiB payload) come back too: glibc has no thread cache for 4 KiB-aligned
+// allocations.
+TEST(BufferPoolTest, RecyclesSmallBlocks) {
+  BufferPool& pool = BufferPool::Global();
+  pool.set_max_cached_bytes(4 << 20);
+  void* first;
+  {
+    AlignedBuffer a(4096);
+    first = a.data();
+  }
+  const uint64_t hits0 = pool.hits();
+  {
+    AlignedBuffer b(100);  // rounded up to the same 4 KiB
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+  }
+  EXPECT_EQ(pool.hits(), hits0 + 1);
   pool.set_max_cached_bytes(64 << 20);
 }
 
