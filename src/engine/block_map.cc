@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <tuple>
+#include <utility>
 
 #include "common/crc32c.h"
 
@@ -16,11 +18,15 @@ uint32_t ZeroBlockCrc() {
   return crc;
 }
 
-void JoinRuns(std::vector<BlockRun>& runs) {
-  size_t out = 0;  // joined in place: runs[0, out) are done
-  for (size_t i = 0; i < runs.size(); ++i) {
+namespace {
+
+// Joins, in place, the neighbouring runs of runs[from, to) that continue each other; the runs
+// after `to` move down over those joined away.
+void JoinRunsIn(std::vector<BlockRun>& runs, size_t from, size_t to) {
+  size_t out = from;  // runs[from, out) are done
+  for (size_t i = from; i < to; ++i) {
     const BlockRun run = runs[i];
-    if (out > 0) {
+    if (out > from) {
       BlockRun& last = runs[out - 1];
       const bool joins = last.hole()
                              ? run.hole()
@@ -33,8 +39,24 @@ void JoinRuns(std::vector<BlockRun>& runs) {
     }
     runs[out++] = run;
   }
-  runs.resize(out);
+  runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(out), runs.begin() + static_cast<std::ptrdiff_t>(to));
 }
+
+// The window of runs a range write of blocks [begin, end) can change in a record of `runs`:
+// those overlapping it and one neighbour on each side (the written run may join them).
+std::pair<size_t, size_t> RangeWindow(std::span<const BlockRun> runs, uint64_t begin, uint64_t end) {
+  const size_t lo = static_cast<size_t>(
+      std::partition_point(runs.begin(), runs.end(), [&](const BlockRun& r) { return r.end_block() <= begin; }) -
+      runs.begin());
+  const size_t hi = static_cast<size_t>(
+      std::partition_point(runs.begin(), runs.end(), [&](const BlockRun& r) { return r.first_block < end; }) -
+      runs.begin());
+  return {lo > 0 ? lo - 1 : 0, std::min(hi + 1, runs.size())};
+}
+
+}  // namespace
+
+void JoinRuns(std::vector<BlockRun>& runs) { JoinRunsIn(runs, 0, runs.size()); }
 
 namespace {
 
@@ -69,6 +91,28 @@ ShardRecord ApplyRangeWrite(const ShardRecord* old, uint64_t first_block, uint32
     new_hole = BlockRun{.segment = kNoSegment, .offset = 0, .first_block = had, .block_count = blocks - had};
   }
   r.runs.reserve(old_runs.size() + 3);
+  if (!crcs.empty() && !new_hole) {
+    // Inside the old blocks: the runs before and after the written ones are copied as they
+    // are, and only the runs around the written ones are joined (a record is joined when made,
+    // so nothing else can join: the applier's diffs rely on this, RangeWriteRunChanges).
+    const uint64_t last = first_block + crcs.size();
+    assert(last <= blocks && !old_runs.empty());
+    const BlockRun written{.segment = segment, .offset = offset, .first_block = first_block,
+                           .block_count = crcs.size()};
+    const auto lo = std::partition_point(old_runs.begin(), old_runs.end(),
+                                         [&](const BlockRun& run) { return run.end_block() <= first_block; });
+    const auto hi = std::partition_point(lo, old_runs.end(), [&](const BlockRun& run) { return run.first_block < last; });
+    r.runs.assign(old_runs.begin(), lo);
+    if (lo != hi && lo->first_block < first_block) r.runs.push_back(Piece(*lo, lo->first_block, first_block));
+    r.runs.push_back(written);
+    if (lo != hi && (hi - 1)->end_block() > last) r.runs.push_back(Piece(*(hi - 1), last, (hi - 1)->end_block()));
+    const size_t spliced_end = r.runs.size();
+    r.runs.insert(r.runs.end(), hi, old_runs.end());
+    const size_t lo_index = static_cast<size_t>(lo - old_runs.begin());
+    JoinRunsIn(r.runs, lo_index > 0 ? lo_index - 1 : 0, std::min(spliced_end + 1, r.runs.size()));
+    std::copy(crcs.begin(), crcs.end(), r.block_crcs.begin() + static_cast<std::ptrdiff_t>(first_block));
+    return r;
+  }
   if (crcs.empty()) {
     r.runs.assign(old_runs.begin(), old_runs.end());
     if (new_hole) r.runs.push_back(*new_hole);
@@ -143,31 +187,69 @@ std::vector<Extent> ReleasedSpace(const ShardRecord& old, const ShardRecord* nex
   return out;
 }
 
-std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
-                                            const std::vector<BlockRun>& other) {
+namespace {
+
+void AppendRunsStartingElsewhere(std::span<const BlockRun> runs, std::span<const BlockRun> other,
+                                 std::vector<BlockRun>& out) {
   // A device place holds one block of the shard in both records (new blocks go to fresh space,
   // never to a place the other record uses), so a start both have is at the same block in
-  // both: one pass over the two maps in block order finds them. Records an update changed in
-  // one place (a range write) share their leading and trailing runs: equal runs at the same
-  // distance from either end start at the same place in both, so only the runs between need
-  // the pass.
-  const auto [front, other_front] = std::mismatch(runs.begin(), runs.end(), other.begin(), other.end());
-  const size_t head = static_cast<size_t>(front - runs.begin());
-  size_t tail = 0;  // equal trailing runs, not overlapping the head
-  while (tail < runs.size() - head && tail < other.size() - head &&
-         runs[runs.size() - 1 - tail] == other[other.size() - 1 - tail]) {
-    ++tail;
-  }
-  std::vector<BlockRun> out;
-  size_t j = head;
-  const size_t other_end = other.size() - tail;
-  for (size_t i = head; i < runs.size() - tail; ++i) {
-    const BlockRun& run = runs[i];
+  // both: one pass over the two maps in block order finds them.
+  size_t j = 0;
+  for (const BlockRun& run : runs) {
     if (run.hole()) continue;
-    while (j < other_end && other[j].first_block < run.first_block) ++j;
-    const bool kept = j < other_end && other[j].first_block == run.first_block &&
+    while (j < other.size() && other[j].first_block < run.first_block) ++j;
+    const bool kept = j < other.size() && other[j].first_block == run.first_block &&
                       other[j].segment == run.segment && other[j].offset == run.offset;
     if (!kept) out.push_back(run);
+  }
+}
+
+}  // namespace
+
+std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
+                                            const std::vector<BlockRun>& other) {
+  std::vector<BlockRun> out;
+  AppendRunsStartingElsewhere(runs, other, out);
+  return out;
+}
+
+RunChanges RangeWriteRunChanges(const ShardRecord& old, const ShardRecord& next, uint64_t begin, uint64_t end) {
+  RunChanges c;
+  const std::vector<BlockRun>& o = old.runs;
+  const std::vector<BlockRun>& n = next.runs;
+  // ApplyRangeWrite of blocks inside the old ones changes only the window of runs around them
+  // and copies the rest: compare the windows. Anything else (an extension past the old end,
+  // no blocks written) compares whole.
+  const bool inside = begin < end && end <= old.block_crcs.size() && next.block_crcs.size() == old.block_crcs.size();
+  size_t o0 = 0, o1 = o.size(), n0 = 0, n1 = n.size();
+  if (inside) {
+    std::tie(o0, o1) = RangeWindow(o, begin, end);
+    const size_t after = o.size() - o1;  // runs copied after the window
+    if (o0 + after <= n.size() && (o0 == 0 || o[o0 - 1] == n[o0 - 1]) && (after == 0 || o[o1] == n[n.size() - after])) {
+      n0 = o0;
+      n1 = n.size() - after;
+    } else {
+      o0 = n0 = 0;  // not what ApplyRangeWrite makes: whole
+      o1 = o.size();
+      n1 = n.size();
+    }
+  }
+  const std::span<const BlockRun> ow(o.data() + o0, o1 - o0), nw(n.data() + n0, n1 - n0);
+  AppendRunsStartingElsewhere(ow, nw, c.gone);
+  AppendRunsStartingElsewhere(nw, ow, c.came);
+  return c;
+}
+
+std::vector<Extent> RangeWriteReleasedSpace(const ShardRecord& old, uint64_t begin, uint64_t end) {
+  std::vector<Extent> out;
+  const std::vector<BlockRun>& o = old.runs;
+  auto it = std::partition_point(o.begin(), o.end(), [&](const BlockRun& r) { return r.end_block() <= begin; });
+  for (; it != o.end() && it->first_block < end; ++it) {
+    if (it->hole()) continue;
+    const uint64_t from = std::max(it->first_block, begin), to = std::min(it->end_block(), end);
+    out.push_back({.segment = it->segment,
+                   .offset = it->offset + (from - it->first_block) * kBlockSize,
+                   .length = (to - from) * kBlockSize});
   }
   return out;
 }

@@ -65,6 +65,21 @@ inline std::vector<Extent> ReleasedSpace(const ShardRecord& old, const std::opti
 std::vector<BlockRun> RunsStartingElsewhere(const std::vector<BlockRun>& runs,
                                             const std::vector<BlockRun>& other);
 
+// For `next` = ApplyRangeWrite(&old, begin, ..., end - begin blocks, ...): the runs of `old`
+// starting where no run of `next` does (`gone`) and the reverse (`came`), as
+// RunsStartingElsewhere both ways, but looking only at the runs around blocks [begin, end),
+// the only ones such a write changes (whole records otherwise: an extension, or a `next` not
+// made so).
+struct RunChanges {
+  std::vector<BlockRun> gone;
+  std::vector<BlockRun> came;
+};
+RunChanges RangeWriteRunChanges(const ShardRecord& old, const ShardRecord& next, uint64_t begin, uint64_t end);
+
+// ReleasedSpace(old, &next) for `next` = ApplyRangeWrite(&old, begin, ...) of blocks [begin, end)
+// written to fresh space: the places `old` had for those blocks, by binary search.
+std::vector<Extent> RangeWriteReleasedSpace(const ShardRecord& old, uint64_t begin, uint64_t end);
+
 // The run of `record` that holds block `block` (binary search), or nullptr past the end.
 const BlockRun* RunHolding(const ShardRecord& record, uint64_t block);
 

@@ -703,7 +703,10 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
     if (!committed.ok()) continue;  // acknowledged (durable in the journal): Open replays it
     const engine::IndexUpdate& u = batch.updates[batch.update_of[i]];
     if (u.old) {
-      std::vector<engine::Extent> released = engine::ReleasedSpace(*u.old, u.record.get());
+      // A range write moved only its blocks (to fresh space): their old places, found by search.
+      std::vector<engine::Extent> released =
+          u.range_write ? engine::RangeWriteReleasedSpace(*u.old, u.written_begin, u.written_end)
+                        : engine::ReleasedSpace(*u.old, u.record.get());
       if (c.kind == CommitRequest::Kind::kRelocate) {  // copies of blocks written since
         for (const engine::Extent& x : engine::UnusedSpace(c.extent, u.record.get())) released.push_back(x);
       }

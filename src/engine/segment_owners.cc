@@ -137,6 +137,12 @@ void SegmentOwners::Apply(const std::vector<IndexUpdate>& updates) {
   const std::vector<BlockRun> none;
   std::lock_guard lock(mu_);
   for (const IndexUpdate& u : updates) {
+    if (u.range_write && u.old && u.record) {  // only the runs around the written blocks
+      const RunChanges c = RangeWriteRunChanges(*u.old, *u.record, u.written_begin, u.written_end);
+      for (const BlockRun& run : c.gone) Erase(u.key, run);
+      for (const BlockRun& run : c.came) Put(u.key, run);
+      continue;
+    }
     const std::vector<BlockRun>& old_runs = u.old ? u.old->runs : none;
     const std::vector<BlockRun>& new_runs = u.record ? u.record->runs : none;
     for (const BlockRun& run : RunsStartingElsewhere(old_runs, new_runs)) Erase(u.key, run);
