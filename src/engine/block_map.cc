@@ -93,8 +93,9 @@ ShardRecord ApplyRangeWrite(const ShardRecord* old, uint64_t first_block, uint32
   r.runs.reserve(old_runs.size() + 3);
   if (!crcs.empty() && !new_hole) {
     // Inside the old blocks: the runs before and after the written ones are copied as they
-    // are, and only the runs around the written ones are joined (a record is joined when made,
-    // so nothing else can join: the applier's diffs rely on this, RangeWriteRunChanges).
+    // are and only those around the written ones are joined, so every other run is the same in
+    // both records (RangeWriteRunChanges relies on that). A record is joined when made, so
+    // nothing elsewhere could join anyway.
     const uint64_t last = first_block + crcs.size();
     assert(last <= blocks && !old_runs.empty());
     const BlockRun written{.segment = segment, .offset = offset, .first_block = first_block,
