@@ -70,16 +70,20 @@ std::vector<size_t> PlaceSlots(const PlacementKey& key, std::span<const Placemen
     return targets[i].fault_domain.empty() ? targets[i].uuid : targets[i].fault_domain;
   };
   std::vector<size_t> slots;
+  slots.reserve(width);
   std::vector<bool> taken(targets.size(), false);
-  std::vector<std::string> domains;
-  auto used = [&](const std::string& d) { return std::find(domains.begin(), domains.end(), d) != domains.end(); };
+  std::vector<const std::string*> domains;  // the targets' own strings: no copy per placement
+  domains.reserve(width);
+  auto used = [&](const std::string& d) {
+    return std::any_of(domains.begin(), domains.end(), [&](const std::string* u) { return *u == d; });
+  };
   // Best-ranked targets in distinct domains (lost ones keep their rank, so others do not shift).
   for (size_t i : ranked) {
     if (slots.size() == width) break;
     if (used(domain(i))) continue;
     slots.push_back(i);
     taken[i] = true;
-    domains.push_back(domain(i));
+    domains.push_back(&domain(i));
   }
   for (size_t i : ranked) {  // not enough domains: fill in rank order
     if (slots.size() == width) break;
@@ -104,7 +108,7 @@ std::vector<size_t> PlaceSlots(const PlacementKey& key, std::span<const Placemen
       continue;
     }
     taken[pick] = true;
-    domains.push_back(domain(pick));
+    domains.push_back(&domain(pick));
     slots[s] = pick;
   }
   return slots;
