@@ -84,10 +84,15 @@ Index::CacheStripe& Index::StripeOf(const ShardKey& key) const {
   return cache_[(ShardKeyHash{}(key) >> 7) % kCacheStripes];
 }
 
-void Index::CacheLocked(CacheStripe& s, const ShardKey& key, const std::optional<ShardRecord>& record) const {
+void Index::CacheLocked(CacheStripe& s, const ShardKey& key, const SharedRecord& record) const {
   auto it = s.records.find(key);
   if (it != s.records.end()) {
-    s.bytes -= RecordBytes(it->second);
+    s.bytes -= RecordBytes(*it->second);
+    if (record && RecordBytes(*record) <= cache_share_ - std::min(cache_share_, s.bytes)) {
+      it->second = record;  // replaced in place: no node freed and allocated again
+      s.bytes += RecordBytes(*record);
+      return;
+    }
     s.records.erase(it);
   }
   if (!record) return;
@@ -95,10 +100,10 @@ void Index::CacheLocked(CacheStripe& s, const ShardKey& key, const std::optional
   if (bytes > cache_share_) return;
   while (s.bytes + bytes > cache_share_ && !s.records.empty()) {  // evict whatever the table holds first
     auto victim = s.records.begin();
-    s.bytes -= RecordBytes(victim->second);
+    s.bytes -= RecordBytes(*victim->second);
     s.records.erase(victim);
   }
-  s.records.emplace(key, *record);
+  s.records.emplace(key, record);
   s.bytes += bytes;
 }
 
@@ -161,7 +166,7 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_o
     auto it = stripe.records.find(key);
     if (it != stripe.records.end()) {
       ++stripe.hits;
-      return std::optional<ShardRecord>(it->second);
+      return std::optional<ShardRecord>(*it->second);
     }
     changes = stripe.changes;
   }
@@ -177,7 +182,7 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_o
   PS_ASSIGN_OR_RETURN(ShardRecord record, DecodeShardRecord(key, value));
   {
     std::lock_guard lock(stripe.mu);
-    if (fill_cache && stripe.changes == changes) CacheLocked(stripe, key, record);  // else it may be stale
+    if (fill_cache && stripe.changes == changes) CacheLocked(stripe, key, SharedRecord(record));  // else it may be stale
   }
   return std::optional<ShardRecord>(std::move(record));
 }
@@ -241,13 +246,15 @@ Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPos
   }
   // (Messages are formatted only on failure: this runs once per group commit.)
   rocksdb::Status s = db_->Write(SyncedWrite(sync && sync_), &batch);
-  // Forget the records of the keys the batch wrote (the next Get decodes and caches the new
-  // one; copying every record in here cost random writes ~6%), and tell Gets under way.
+  // The keys the batch wrote now hold its records: a cached one is replaced by the batch's (a
+  // SharedRecord, so no copy: copying every record in here once cost random writes ~6%), which is
+  // what a Get would decode and merge from the index now; and Gets under way are told. After a
+  // failed write they are forgotten instead.
   for (const Update& u : updates) {
     CacheStripe& stripe = StripeOf(u.key);
     std::lock_guard lock(stripe.mu);
     ++stripe.changes;
-    CacheLocked(stripe, u.key, std::nullopt);
+    CacheLocked(stripe, u.key, s.ok() ? u.record : SharedRecord());
   }
   if (!s.ok()) return ToStatus(s, fmt::format("index '{}': commit a batch of {} updates", dir_, updates.size()));
   return OkStatus();

@@ -118,16 +118,16 @@ class Index {
   // changes (Apply's puts and erases) that lets a Get tell whether what it read may be stale.
   struct CacheStripe {
     std::mutex mu;
-    std::unordered_map<ShardKey, ShardRecord, ShardKeyHash> records;
+    std::unordered_map<ShardKey, SharedRecord, ShardKeyHash> records;  // never none
     size_t bytes = 0;
     uint64_t changes = 0;
     uint64_t hits = 0, gets = 0;
   };
   static constexpr size_t kCacheStripes = 64;
   CacheStripe& StripeOf(const ShardKey& key) const;
-  // Under the stripe's lock: sets (or, with nullopt, drops) `key`'s cached record, evicting
+  // Under the stripe's lock: sets (or, with none, drops) `key`'s cached record, evicting
   // others while the stripe is over its share of kRecordCacheBytes.
-  void CacheLocked(CacheStripe& s, const ShardKey& key, const std::optional<ShardRecord>& record) const;
+  void CacheLocked(CacheStripe& s, const ShardKey& key, const SharedRecord& record) const;
 
   const std::string dir_;
   const bool sync_;
