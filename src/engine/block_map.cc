@@ -42,15 +42,17 @@ void JoinRunsIn(std::vector<BlockRun>& runs, size_t from, size_t to) {
   runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(out), runs.begin() + static_cast<std::ptrdiff_t>(to));
 }
 
+// The runs of `runs` (in block order) that hold any of blocks [begin, end): indices [lo, hi).
+std::pair<size_t, size_t> Overlapping(std::span<const BlockRun> runs, uint64_t begin, uint64_t end) {
+  const auto lo = std::partition_point(runs.begin(), runs.end(), [&](const BlockRun& r) { return r.end_block() <= begin; });
+  const auto hi = std::partition_point(lo, runs.end(), [&](const BlockRun& r) { return r.first_block < end; });
+  return {static_cast<size_t>(lo - runs.begin()), static_cast<size_t>(hi - runs.begin())};
+}
+
 // The window of runs a range write of blocks [begin, end) can change in a record of `runs`:
 // those overlapping it and one neighbour on each side (the written run may join them).
 std::pair<size_t, size_t> RangeWindow(std::span<const BlockRun> runs, uint64_t begin, uint64_t end) {
-  const size_t lo = static_cast<size_t>(
-      std::partition_point(runs.begin(), runs.end(), [&](const BlockRun& r) { return r.end_block() <= begin; }) -
-      runs.begin());
-  const size_t hi = static_cast<size_t>(
-      std::partition_point(runs.begin(), runs.end(), [&](const BlockRun& r) { return r.first_block < end; }) -
-      runs.begin());
+  const auto [lo, hi] = Overlapping(runs, begin, end);
   return {lo > 0 ? lo - 1 : 0, std::min(hi + 1, runs.size())};
 }
 
@@ -100,16 +102,15 @@ ShardRecord ApplyRangeWrite(const ShardRecord* old, uint64_t first_block, uint32
     assert(last <= blocks && !old_runs.empty());
     const BlockRun written{.segment = segment, .offset = offset, .first_block = first_block,
                            .block_count = crcs.size()};
-    const auto lo = std::partition_point(old_runs.begin(), old_runs.end(),
-                                         [&](const BlockRun& run) { return run.end_block() <= first_block; });
-    const auto hi = std::partition_point(lo, old_runs.end(), [&](const BlockRun& run) { return run.first_block < last; });
+    const auto [lo_index, hi_index] = Overlapping(old_runs, first_block, last);
+    const auto lo = old_runs.begin() + static_cast<std::ptrdiff_t>(lo_index);
+    const auto hi = old_runs.begin() + static_cast<std::ptrdiff_t>(hi_index);
     r.runs.assign(old_runs.begin(), lo);
     if (lo != hi && lo->first_block < first_block) r.runs.push_back(Piece(*lo, lo->first_block, first_block));
     r.runs.push_back(written);
     if (lo != hi && (hi - 1)->end_block() > last) r.runs.push_back(Piece(*(hi - 1), last, (hi - 1)->end_block()));
     const size_t spliced_end = r.runs.size();
     r.runs.insert(r.runs.end(), hi, old_runs.end());
-    const size_t lo_index = static_cast<size_t>(lo - old_runs.begin());
     JoinRunsIn(r.runs, lo_index > 0 ? lo_index - 1 : 0, std::min(spliced_end + 1, r.runs.size()));
     std::copy(crcs.begin(), crcs.end(), r.block_crcs.begin() + static_cast<std::ptrdiff_t>(first_block));
     return r;
@@ -243,13 +244,13 @@ RunChanges RangeWriteRunChanges(const ShardRecord& old, const ShardRecord& next,
 
 std::vector<Extent> RangeWriteReleasedSpace(const ShardRecord& old, uint64_t begin, uint64_t end) {
   std::vector<Extent> out;
-  const std::vector<BlockRun>& o = old.runs;
-  auto it = std::partition_point(o.begin(), o.end(), [&](const BlockRun& r) { return r.end_block() <= begin; });
-  for (; it != o.end() && it->first_block < end; ++it) {
-    if (it->hole()) continue;
-    const uint64_t from = std::max(it->first_block, begin), to = std::min(it->end_block(), end);
-    out.push_back({.segment = it->segment,
-                   .offset = it->offset + (from - it->first_block) * kBlockSize,
+  const auto [lo, hi] = Overlapping(old.runs, begin, end);
+  for (size_t i = lo; i < hi; ++i) {
+    const BlockRun& run = old.runs[i];
+    if (run.hole()) continue;
+    const uint64_t from = std::max(run.first_block, begin), to = std::min(run.end_block(), end);
+    out.push_back({.segment = run.segment,
+                   .offset = run.offset + (from - run.first_block) * kBlockSize,
                    .length = (to - from) * kBlockSize});
   }
   return out;
