@@ -64,25 +64,19 @@ void SegmentOwners::Put(const ShardKey& key, const BlockRun& run) {
   Segment& segment = segments_[run.segment];
   Sort(segment);
   const Entry entry{.offset = run.offset, .key = key};
-  ++segment.size;
-  if (segment.chunks.empty()) {
-    segment.chunks.push_back({entry});
-    ++entries_;
-    return;
-  }
-  if (Chunk& last = segment.chunks.back(); last.back().offset < run.offset) {  // the log appends
-    if (last.size() >= kChunk) {
+  if (segment.chunks.empty() || segment.chunks.back().back().offset < run.offset) {  // the log appends
+    if (segment.chunks.empty() || segment.chunks.back().size() >= kChunk) {
       segment.chunks.push_back({entry});
     } else {
-      last.push_back(entry);
+      segment.chunks.back().push_back(entry);
     }
+    ++segment.size;
     ++entries_;
     return;
   }
   auto chunk = ChunkFor(segment, run.offset);
   auto it = AtOffset(*chunk, run.offset);
   if (it != chunk->end() && it->offset == run.offset) {
-    --segment.size;
     if (!it->live) {
       it->live = true;
       --segment.dead;
@@ -92,6 +86,7 @@ void SegmentOwners::Put(const ShardKey& key, const BlockRun& run) {
     return;
   }
   chunk->insert(it, entry);
+  ++segment.size;
   ++entries_;
   if (chunk->size() > 2 * kChunk) {  // split in halves
     const auto half = chunk->begin() + static_cast<std::ptrdiff_t>(chunk->size() / 2);
