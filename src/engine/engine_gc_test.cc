@@ -112,8 +112,10 @@ TEST(EngineGcTest, WritesOnAFullDeviceRunGcInline) {
   o.gc_background = false;
   auto e = MustOpen(o);
   const size_t kShard = 128 * 1024;  // 8 per segment
-  // 10 keys overwritten round-robin: far more appends than the device holds, and every
-  // segment keeps some live shard, so only GC can make room.
+  // 10 keys overwritten round-robin: far more appends than the device holds. Early on, every
+  // sixth write also adds a shard that stays (Key(3, _)), so the first segments never die whole
+  // and only GC can make room in them (a segment whose shards are all overwritten or deleted
+  // comes back without GC).
   for (uint64_t v = 0; v < 400; ++v) {
     ASSERT_TRUE(e->Write(Key(1, v % 10), Pattern(kShard, v), v).ok()) << v;
     if (v % 7 == 0) {
@@ -122,13 +124,21 @@ TEST(EngineGcTest, WritesOnAFullDeviceRunGcInline) {
         ASSERT_TRUE(e->Delete(Key(2, v - 7)).ok()) << v;
       }
     }
+    if (v % 6 == 0 && v < 60) {
+      ASSERT_TRUE(e->Write(Key(3, v), Pattern(kShard, 1000 + v), v).ok()) << v;
+    }
   }
+  EXPECT_GT(e->Stats().gc_segments_cleaned, 0u);
+  EXPECT_GT(e->Stats().gc_bytes_moved, 0u);
   for (uint64_t k = 0; k < 10; ++k) {
     uint64_t last = 390 + k;
     EXPECT_TRUE(SameBytes(*e->Read(Key(1, k)), Pattern(kShard, last)));
     EXPECT_EQ(e->Stat(Key(1, k))->version, last);
   }
   EXPECT_TRUE(SameBytes(*e->Read(Key(2, 399)), Pattern(kShard, 399)));
+  for (uint64_t v = 0; v < 60; v += 6) {
+    EXPECT_TRUE(SameBytes(*e->Read(Key(3, v)), Pattern(kShard, 1000 + v))) << v;
+  }
 }
 
 // Many writers find the device full at once: one cleans a segment and the others use the room
