@@ -4,6 +4,8 @@
 Run once after a wire-format change: python3 fuzz/make_corpus.py. Formats: src/transport/wire.h,
 src/protocol/shard_protocol.h, src/protocol/object_head.h (all little-endian packed structs).
 """
+import hashlib
+import hmac
 import os
 import struct
 
@@ -99,3 +101,29 @@ head = (struct.pack("<IHHQQQQq", 0x484F5350, 1, len(name), 1 << 20, 65536, 1, 2,
 write("object_head_decode", "valid", head)
 write("object_head_decode", "bad_name_len", head[:6] + b"\xff\xff" + head[8:])
 write("object_head_decode", "short", head[:10])
+
+# capability_verify: the first byte picks the opcode (1 + byte % 9), then the op's request header
+# with kRequestHasCapability (0x80) in its flags and the token trailer (u16 length, token).
+# Tokens (src/protocol/capability.h): a CapabilityBody signed with HMAC-SHA256 under the fuzz
+# target's fixed keys (id 1: 32 x 'a', id 2: 32 x 'b'; tenant 9 revoked).
+def token(tenant, container, key_id, rights=1, expiry_ms=1 << 40, map_epoch=5):
+    body = struct.pack("<BBHIQQqQ", 1, rights, 0, key_id, tenant, container, expiry_ms, map_epoch)
+    secret = (b"a" if key_id == 1 else b"b") * 32
+    return body + hmac.new(secret, body, hashlib.sha256).digest()
+
+
+def with_token(selector, op_header, tok):
+    return bytes([selector]) + op_header[:1] + bytes([op_header[1] | 0x80]) + op_header[2:] + \
+        struct.pack("<H", len(tok)) + tok
+
+
+cap_key = struct.pack("<QQQQII", 42, 1, 2, 3, 0, 0)
+cap_req = struct.pack("<BBHIQQ", 1, 0, 0, 0, 0, 0) + cap_key
+write("capability_verify", "read_valid", with_token(1, cap_req, token(3, 42, 1)))
+write("capability_verify", "read_revoked", with_token(1, cap_req, token(9, 42, 2, rights=3)))
+write("capability_verify", "list_valid",
+      with_token(4, struct.pack("<BBHIQQ", 1, 1, 0, 10, 0, 42) + bytes(40), token(3, 42, 1)))
+write("capability_verify", "lock_valid",
+      with_token(6, cap_req + struct.pack("<QII", 0x1234, 15000, 0), token(3, 42, 1, rights=3)))
+write("capability_verify", "write_range_valid",
+      with_token(8, cap_req + struct.pack("<QQ", 4096, 7), token(3, 42, 2, rights=3)))
