@@ -156,7 +156,8 @@ def test_kill9_leader_under_workload(ha, tmp_path):
         deadline = time.time() + 10
         while pid_alive(pid) and time.time() < deadline:
             time.sleep(0.05)
-        killed.set()
+        if not pid_alive(pid):
+            killed.set()
 
     t = threading.Thread(target=killer)
     t.start()
@@ -181,7 +182,8 @@ def test_kill9_leader_under_workload(ha, tmp_path):
             errors.append(f"get o{i}: {g.stderr}")
         i += 1
     t.join()
-    assert killed.is_set()
+    assert killed.is_set(), "the leader did not die"
+    assert after_kill >= 3, f"only {after_kill} put/get pairs ran after the leader died"
     assert not errors, "\n".join(errors)
 
     new = ha.wait_one_leader()

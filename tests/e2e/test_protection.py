@@ -57,6 +57,24 @@ def wait_for(pred, what, timeout=60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def kill9_midway(c, name, proc, field, at_least):
+    """Kills target `name` once `proc` (a put or get) has moved `at_least` bytes by its
+    /proc/PID/io `field` (rchar: read from its source file; wchar: written out), and checks that
+    it was still running then, so the kill lands during the transfer."""
+    def moved():
+        try:
+            with open(f"/proc/{proc.pid}/io") as f:
+                return int(next(l for l in f if l.startswith(field + ":")).split()[1])
+        except (OSError, StopIteration):
+            return 0
+    deadline = time.time() + 120
+    while proc.poll() is None and moved() < at_least and time.time() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, f"{proc.args[1]} finished before target {name} was killed"
+    assert moved() >= at_least, f"{proc.args[1]} moved {moved()} bytes in 120 s"
+    c.kill9(name)
+
+
 def repair_settled(c):
     """Every target up and checked by a clean repair pass (none recovering)."""
     def done():
@@ -106,8 +124,7 @@ def test_kill9_during_write_and_read(cluster_factory, tmp_path, scheme, n):
     names = targets(c)
     put = subprocess.Popen([PENSTOCK, "put", str(src), "big", "--container", "p", "--mgmt", c.mgmt],
                            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.0)
-    c.kill9(names[0])
+    kill9_midway(c, names[0], put, "rchar", 128 * MiB)
     out, err = put.communicate(timeout=300)
     assert put.returncode == 0, err
     src.unlink()
@@ -121,8 +138,7 @@ def test_kill9_during_write_and_read(cluster_factory, tmp_path, scheme, n):
     # Kill another during a read: the read completes from the rest.
     get = subprocess.Popen([PENSTOCK, "get", "big", str(tmp_path / "out"), "--container", "p", "--mgmt", c.mgmt],
                            env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    c.kill9(names[1])
+    kill9_midway(c, names[1], get, "wchar", 128 * MiB)
     out, err = get.communicate(timeout=300)
     assert get.returncode == 0, err
     assert sha(tmp_path / "out") == digest
@@ -299,8 +315,15 @@ def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
     c.restart(names[0])
     c.restart(names[2])
     c.wait_targets_up(3)
-    assert "o1" not in c.cli("ls", "--container", "r").stdout
-    r = c.cli("get", "o1", str(tmp_path / "out"), "--container", "r", check=False)
-    assert r.returncode != 0 and "does not exist" in r.stderr
+
+    def gone():
+        assert "o1" not in c.cli("ls", "--container", "r").stdout
+        r = c.cli("get", "o1", str(tmp_path / "out"), "--container", "r", check=False)
+        assert r.returncode != 0 and "does not exist" in r.stderr
+    gone()
+    # And after repair has looked at every stripe (it must not bring o1 back from the stale
+    # copies on the targets that missed the delete).
+    repair_settled(c)
+    gone()
     for name in ("o0", "o2", "o3"):
         get_ok(c, "r", name, objs[name], tmp_path / "out")
