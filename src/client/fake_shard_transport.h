@@ -138,6 +138,12 @@ class FakeShardTransport : public RpcCaller {
     auto it = shards_.find({container, hi, lo, stripe, shard});
     return it == shards_.end() ? 0 : it->second.version;
   }
+  // Bytes stored for a shard (empty when absent).
+  std::vector<std::byte> Stored(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    auto it = shards_.find({container, hi, lo, stripe, shard});
+    return it == shards_.end() ? std::vector<std::byte>{} : it->second.bytes;
+  }
   bool Has(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
     std::lock_guard<std::mutex> lock(data_mu_);
     return shards_.count({container, hi, lo, stripe, shard}) != 0;
