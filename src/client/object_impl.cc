@@ -97,9 +97,17 @@ std::shared_ptr<AsyncOp> ObjectImpl::NewOp(std::vector<IoVec> iov, CompletionQue
   return op;
 }
 
+bool ObjectImpl::ExpiredAtStart(const std::shared_ptr<AsyncOp>& op) {
+  if (!op->deadline || *op->deadline > std::chrono::steady_clock::now()) return false;
+  op->Finish(DeadlineExceeded("operation " + std::to_string(op->id) +
+                              " was submitted after its deadline; nothing was sent"), 0);
+  return true;
+}
+
 OpId ObjectImpl::ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                            std::optional<std::chrono::steady_clock::time_point> deadline) {
   auto op = NewOp(std::move(iov), cq, user_data, deadline);
+  if (ExpiredAtStart(op)) return op->id;
   std::vector<ReadPiece> pieces;
   const StripeLayout layout = Layout();
   if (PlanRead(op, offset, layout, pieces)) {
@@ -112,7 +120,7 @@ OpId ObjectImpl::ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQu
 OpId ObjectImpl::WriteAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                             std::optional<std::chrono::steady_clock::time_point> deadline) {
   auto op = NewOp(std::move(iov), cq, user_data, deadline);
-  StartWrite(op, offset);
+  if (!ExpiredAtStart(op)) StartWrite(op, offset);
   return op->id;
 }
 
@@ -131,7 +139,7 @@ std::vector<OpId> ObjectImpl::Submit(std::span<const IoRequest> batch, Completio
     }
     auto op = NewOp(r.iov, cq, r.user_data, r.deadline);
     ids.push_back(op->id);
-    if (PlanRead(op, r.offset, layout, pieces)) planned.push_back(op);
+    if (!ExpiredAtStart(op) && PlanRead(op, r.offset, layout, pieces)) planned.push_back(op);
   }
   IssueReads(layout, std::move(pieces));
   for (auto& op : planned) AsyncOp::SubDone(op, OkStatus(), 0);

@@ -54,6 +54,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
  private:
   std::shared_ptr<AsyncOp> NewOp(std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                                  std::optional<std::chrono::steady_clock::time_point> deadline);
+  // Completes `op` with kDeadlineExceeded, sending nothing, when its deadline passed before it
+  // was submitted; true then.
+  bool ExpiredAtStart(const std::shared_ptr<AsyncOp>& op);
   StripeLayout Layout() const;  // takes mu_
 
   // One op's share of one stripe: stripe bytes [begin, begin + length) go to the op's buffers

@@ -308,6 +308,8 @@ TEST_F(ObjectIoTest, CancellationAndDeadlines) {
   }
   std::vector<bool> cancelled(n, false);
   for (int i = 0; i < n; i += 2) cancelled[i] = obj->Cancel(ids[i]);
+  // Some were cancelled in flight (else the kCancelled path below went untested).
+  EXPECT_GT(std::count(cancelled.begin(), cancelled.end(), true), 0);
   std::vector<int> seen(n, 0);
   int total = 0;
   while (total < n) {
@@ -332,7 +334,15 @@ TEST_F(ObjectIoTest, CancellationAndDeadlines) {
   obj->ReadAsync(0, {{out.data(), out.size()}}, cq, 1, std::chrono::steady_clock::now() - std::chrono::seconds(1));
   auto c = cq.Wait(1, std::chrono::seconds(10));
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_TRUE(c[0].status.code() == StatusCode::kDeadlineExceeded || c[0].status.ok());
+  EXPECT_EQ(c[0].status.code(), StatusCode::kDeadlineExceeded) << c[0].status.ToString();
+  // A write past its deadline is not sent at all: the object keeps its bytes.
+  std::vector<std::byte> junk(4096, std::byte{0x5a});
+  obj->WriteAsync(0, {{junk.data(), junk.size()}}, cq, 2, std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  c = cq.Wait(1, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status.code(), StatusCode::kDeadlineExceeded) << c[0].status.ToString();
+  ASSERT_TRUE(obj->Read(0, out).ok());
+  EXPECT_EQ(0, std::memcmp(out.data(), data.data(), out.size()));
 }
 
 TEST_F(ObjectIoTest, CallbackQueueAndErrors) {
