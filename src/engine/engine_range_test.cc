@@ -434,6 +434,7 @@ TEST(EngineRangeTest, ReadsCompleteOnTheThreadWithAQueue) {
   // Reads in flight when the queue goes: their callbacks run before stop returns.
   done_count = 0;
   started = start_reads(1);
+  EXPECT_EQ(started, kShards);
   stop();
   EXPECT_EQ(done_count, started);
   EXPECT_EQ(wrong, 0);

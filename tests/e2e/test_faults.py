@@ -29,7 +29,7 @@ def test_kill9_target_and_restart(cluster_factory, tmp_path):
     c.cli("container", "create", "c")
     objs = put_many(c, tmp_path, [0, 1, 4095, 3 * 1024 * 1024 + 5, 9 * 1024 * 1024])
     c.kill9("target-2")
-    # While it is down, reads of its stripes fail cleanly (no redundancy yet), never hang.
+    # (Reads while it is down: the next test.) Back under its old identity, it serves all.
     c.restart("target-2")
     c.wait_targets_up(3)
     check_all(c, tmp_path, objs)
