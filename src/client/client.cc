@@ -191,17 +191,34 @@ class Client::Impl : public DataPath {
     const uint64_t version = NewVersion();
 
     Status s = WriteStripes(*io, layout, source, options.max_inflight_stripes, version, progress, what);
-    if (s.ok()) {
-      // The head is the commit point: until it is written the new data is invisible.
-      s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion());
-      if (!s.ok()) s = s.WithContext("committing " + what);
-    }
     if (!s.ok()) {
+      DeleteStripes(*io, layout, layout.stripe_count());  // no head names them
+      return s;
+    }
+    // The head is the commit point: until it is written the new data is invisible.
+    s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion());
+    if (!s.ok()) return HeadNotCommitted(c, name, head, layout, s.WithContext("committing " + what));
+    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+    return OkStatus();
+  }
+
+  // A put's head write failed with `s`. It may have landed all the same (NewStripesUnreferenced
+  // says when it cannot have): then readers follow it to the new stripes, so those stay unless
+  // it cannot have, as garbage if the head never lands. The old version's stripes stay either
+  // way (a head naming them may still be the one readers find).
+  Status HeadNotCommitted(const ContainerInfo& c, const std::string& name, const ObjectHead& head,
+                          const StripeLayout& layout, Status s) {
+    auto now = ReadHead(c, name);
+    if (NewStripesUnreferenced(s, now, head.data_hi, head.data_lo)) {
       DeleteStripes(*io, layout, layout.stripe_count());
       return s;
     }
-    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
-    return OkStatus();
+    const bool ours = now.ok() && now->data_hi == head.data_hi && now->data_lo == head.data_lo;
+    PS_LOG_WARN("{}: the new version's {} stripes are kept (its head may have landed: {})",
+                What(c.name, name), layout.stripe_count(),
+                ours ? "it did, it is the one readers find" : "the failure does not say it did not");
+    if (ours) return s.WithContext("the new version is stored and readable, but its commit did not complete; put it again");
+    return s;
   }
 
   // Reads object `name` into `sink`; `prepare(size)` runs once the head is known.

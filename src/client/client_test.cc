@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "client/data_path.h"
+#include "client/stripe_pipeline.h"
 #include "client/test_cluster.h"
 #include "mgmt/mgmt_client.h"
 
@@ -111,6 +112,25 @@ TEST_F(ClientTest, ConcurrentPutsAndGetsFromManyThreads) {
 }
 
 // The client learns map changes from mgmt's stream, without asking.
+// A put whose head write failed deletes its new stripes only when the head cannot name them.
+TEST(PutCommitTest, NewStripesGoOnlyWhenTheHeadCannotNameThem) {
+  ObjectHead other, ours;
+  other.data_hi = 1, other.data_lo = 2;
+  ours.data_hi = 3, ours.data_lo = 4;
+  const Result<ObjectHead> absent = NotFound("no head");
+  // Refused outright, and the head names other data or none: they go.
+  EXPECT_TRUE(NewStripesUnreferenced(ResourceExhausted("no space"), other, 3, 4));
+  EXPECT_TRUE(NewStripesUnreferenced(PermissionDenied("revoked"), absent, 3, 4));
+  // Refused, but the head read back names them (a copy landed): they stay.
+  EXPECT_FALSE(NewStripesUnreferenced(ResourceExhausted("no space"), ours, 3, 4));
+  // Refused, but the head could not be read: they stay.
+  EXPECT_FALSE(NewStripesUnreferenced(InvalidArgument("bad"), Result<ObjectHead>(Unavailable("down")), 3, 4));
+  // A timeout, a lost reply, a degraded write mgmt could not record: the head may land later.
+  EXPECT_FALSE(NewStripesUnreferenced(Unavailable("timed out"), other, 3, 4));
+  EXPECT_FALSE(NewStripesUnreferenced(DeadlineExceeded("late"), absent, 3, 4));
+  EXPECT_FALSE(NewStripesUnreferenced(Internal("?"), absent, 3, 4));
+}
+
 TEST(ClientMapWatchTest, EpochFollowsMembershipWithoutAnyCall) {
   testing::InProcessCluster cluster(1);
   ASSERT_TRUE(cluster.ok());

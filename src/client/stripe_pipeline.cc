@@ -212,4 +212,21 @@ void DeleteStripes(StripeIo& io, const StripeLayout& layout, uint64_t count) {
   }
 }
 
+bool NewStripesUnreferenced(const Status& head_write, const Result<ObjectHead>& head_now, uint64_t data_hi,
+                            uint64_t data_lo) {
+  switch (head_write.code()) {
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kNotFound:
+      break;
+    default:
+      return false;  // may have landed
+  }
+  if (!head_now.ok()) return head_now.status().code() == StatusCode::kNotFound;
+  return head_now->data_hi != data_hi || head_now->data_lo != data_lo;
+}
+
 }  // namespace penstock

@@ -15,6 +15,7 @@
 #include "client/shard_client.h"
 #include "client/stripe_io.h"
 #include "penstock/client.h"
+#include "protocol/object_head.h"
 
 namespace penstock {
 
@@ -60,5 +61,14 @@ Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
 
 // Best-effort removal of stripes [0, count) (cleanup after a failed or replaced put).
 void DeleteStripes(StripeIo& io, const StripeLayout& layout, uint64_t count);
+
+// After a put's head write failed with `head_write` and the head read back is `head_now`:
+// whether the new version's stripes (data id `data_hi`/`data_lo`) may be deleted. Only when a
+// target refused the write outright (no space, no permission, a bad request, the object or
+// container gone) and the head now names other data or none: a head write that failed
+// otherwise (a timeout, a lost reply, a degraded write mgmt could not record) may have landed,
+// or land late, and readers would follow it to those stripes.
+bool NewStripesUnreferenced(const Status& head_write, const Result<ObjectHead>& head_now, uint64_t data_hi,
+                            uint64_t data_lo);
 
 }  // namespace penstock
