@@ -355,6 +355,11 @@ int RunStatus(const GlobalOptions& g) {
               lost ? (", " + std::to_string(lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st->containers()));
   if (!rs.state().empty()) {
+    // The totals take in a pass when it ends well ("idle"); while one runs, or after one
+    // failed, its own counts are not in them yet.
+    const bool folded = rs.state() == "idle";
+    const uint64_t all_shards = rs.total_shards_repaired() + (folded ? 0 : rs.shards_repaired());
+    const uint64_t all_bytes = rs.total_bytes_repaired() + (folded ? 0 : rs.bytes_repaired());
     std::printf("repair %s: %llu/%llu stripes checked, %llu shards (%s) rewritten at %s/s, %llu unrecoverable; "
                 "%llu passes, %llu shards (%s) rewritten in all\n",
                 rs.state().c_str(), static_cast<unsigned long long>(rs.stripes_checked()),
@@ -364,8 +369,7 @@ int RunStatus(const GlobalOptions& g) {
                 HumanBytes(rs.bytes_per_second()).c_str(),
                 static_cast<unsigned long long>(rs.stripes_unrecoverable()),
                 static_cast<unsigned long long>(rs.passes()),
-                static_cast<unsigned long long>(rs.total_shards_repaired() + rs.shards_repaired()),
-                HumanBytes(static_cast<double>(rs.total_bytes_repaired() + rs.bytes_repaired())).c_str());
+                static_cast<unsigned long long>(all_shards), HumanBytes(static_cast<double>(all_bytes)).c_str());
   }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
               "LIVE", "DEAD", "FREE", "TRANSPORT");

@@ -7,7 +7,7 @@
 namespace penstock {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, uint16_t port,
-                                                      MetricsRegistry* registry) {
+                                                      MetricsRegistry* registry, std::string_view flag) {
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->server_ = std::make_unique<httplib::Server>();
   s->server_->Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
@@ -30,7 +30,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& host, u
   }
   if (bound <= 0) {
     return Unavailable("metrics HTTP port " + host + ":" + std::to_string(port) +
-                       " cannot be bound (in use?); choose another with --metrics-port");
+                       " cannot be bound (in use?); choose another with " + std::string(flag));
   }
   s->port_ = static_cast<uint16_t>(bound);
   httplib::Server* raw = s->server_.get();

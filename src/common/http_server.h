@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/metrics.h"
@@ -22,9 +23,10 @@ namespace penstock {
 class HttpServer {
  public:
   // Binds `host:port` (port 0 picks a free one) and starts serving.
-  // Errors: kUnavailable when the port is in use (names the port and the flag to change it).
+  // Errors: kUnavailable when the port is in use (names the port and `flag`, the setting that
+  // chooses it, e.g. "--metrics-port").
   static Result<std::unique_ptr<HttpServer>> Start(const std::string& host, uint16_t port,
-                                                   MetricsRegistry* registry);
+                                                   MetricsRegistry* registry, std::string_view flag);
   ~HttpServer();
 
   // Adds GET `path` answering `fn()` as JSON. Call before traffic arrives.

@@ -39,7 +39,7 @@ TEST(MetricsTest, SameSeriesReturnedTwice) {
 TEST(HttpServerTest, ServesMetrics) {
   MetricsRegistry reg;
   reg.GetCounter("served_total", "Served.").Inc(5);
-  auto server = HttpServer::Start("127.0.0.1", 0, &reg);
+  auto server = HttpServer::Start("127.0.0.1", 0, &reg, "--metrics-port");
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   httplib::Client cli("127.0.0.1", (*server)->port());
   auto res = cli.Get("/metrics");
@@ -47,10 +47,10 @@ TEST(HttpServerTest, ServesMetrics) {
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->body.find("served_total 5"), std::string::npos);
   // The same port cannot be bound twice: a clear error, not a crash.
-  auto second = HttpServer::Start("127.0.0.1", (*server)->port(), &reg);
+  auto second = HttpServer::Start("127.0.0.1", (*server)->port(), &reg, "--metrics-listen");
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(second.status().message().find("--metrics-port"), std::string::npos);
+  EXPECT_NE(second.status().message().find("--metrics-listen"), std::string::npos);
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
       return InvalidArgument("mgmt metrics address '" + options.metrics_listen +
                              "' is not host:port; fix --metrics-listen");
     }
-    Result<std::unique_ptr<HttpServer>> http = HttpServer::Start(mhost, mport, &s->metrics_);
+    Result<std::unique_ptr<HttpServer>> http = HttpServer::Start(mhost, mport, &s->metrics_, "--metrics-listen");
     if (!http.ok()) {
       s->Shutdown();
       return http.status();

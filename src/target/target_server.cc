@@ -162,7 +162,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
                         service->Handle(std::move(req), std::move(respond));
                       }));
-  PS_ASSIGN_OR_RETURN(t->http_, HttpServer::Start(options.listen_host, options.metrics_port, &t->metrics_));
+  PS_ASSIGN_OR_RETURN(t->http_, HttpServer::Start(options.listen_host, options.metrics_port, &t->metrics_, "--metrics-port"));
 
   PS_RETURN_IF_ERROR(t->Register());
   t->heartbeat_ = std::thread([raw = t.get()] { raw->HeartbeatLoop(); });

@@ -85,6 +85,10 @@ def test_port_in_use(tmp_path):
         r = run(["mgmt", "--data-dir", str(tmp_path / "m"), "--listen", f"127.0.0.1:{port}",
                  "--metrics-listen", "127.0.0.1:0"], check=False, timeout=30)
         assert r.returncode == 1 and str(port) in r.stderr and "--listen" in r.stderr
+        # Its metrics port taken: the error names mgmt's own flag for it.
+        r = run(["mgmt", "--data-dir", str(tmp_path / "m2"), "--listen", "127.0.0.1:0",
+                 "--metrics-listen", f"127.0.0.1:{port}"], check=False, timeout=30)
+        assert r.returncode == 1 and str(port) in r.stderr and "--metrics-listen" in r.stderr, r.stderr
     finally:
         s.close()
 
