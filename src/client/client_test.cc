@@ -3,6 +3,7 @@
 #include "penstock/client.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <map>
@@ -214,6 +215,44 @@ TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
       EXPECT_TRUE(held[(*slots)[i].id].count({s, i})) << "stripe " << s << " shard " << i;
     }
   }
+}
+
+// A protected write that goes without a target reports it to mgmt before it is acknowledged;
+// that call blocks, so it runs on a thread of its own, not on the transport or timer thread
+// that completed the write (where it would hold up every other completion and timer).
+TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads) {
+  testing::InProcessCluster cluster(2);
+  ASSERT_TRUE(cluster.ok());
+  ContainerProps rep;
+  rep.redundancy = "rep:2";
+  rep.stripe_unit = 64 * 1024;
+  auto info = cluster.client().CreateContainer("r", rep);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  DataPath path;
+  DataPathOptions o;
+  o.mgmt_address = cluster.mgmt_address();
+  o.timeout = std::chrono::milliseconds(5000);
+  ASSERT_TRUE(path.Open(o).ok());
+  std::mutex mu;
+  std::vector<std::string> threads;
+  path.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof name);
+    std::lock_guard lock(mu);
+    threads.emplace_back(name);
+    EXPECT_EQ(ids.size(), 1u);
+    return OkStatus();
+  });
+  cluster.StopTarget(1);  // the client's map still has it up: its shards fail or straggle
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, rep.stripe_unit);
+  auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 3)));
+  for (uint64_t s = 0; s < 4; ++s) {
+    Status w = path.io->WriteSync(g, WireShardKey{info->id, 9, 9, s, 0, 0}, data, NewVersion());
+    ASSERT_TRUE(w.ok()) << w.ToString();
+  }
+  std::lock_guard lock(mu);
+  ASSERT_EQ(threads.size(), 4u);
+  for (const std::string& t : threads) EXPECT_EQ(t, "ps-report");
 }
 
 }  // namespace

@@ -66,6 +66,13 @@ StripeIo::StripeIo(ShardClient* shards, ClusterView* view, std::chrono::millisec
     : shards_(shards), view_(view), straggler_(straggler) {}
 
 StripeIo::~StripeIo() {
+  // Reports queued for mgmt run now, while the timer their callers may retry on still runs.
+  std::unique_ptr<ThreadPool> reports;
+  {
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    reports.swap(reports_);
+  }
+  reports.reset();
   // Read repairs still in flight get a moment to land (a CLI get exits right after its read).
   std::unique_lock<std::mutex> lock(repairs_mu_);
   repairs_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return repairs_in_flight_ == 0; });
@@ -107,10 +114,11 @@ Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size
   return slots;
 }
 
-Status StripeIo::ReportMissed(const WireShardKey& key, size_t width, const std::vector<bool>& written) {
-  if (!report_) return OkStatus();
+void StripeIo::ReportMissedThen(const WireShardKey& key, size_t width, const std::vector<bool>& written,
+                                std::function<void(Status)> done) {
+  if (!report_) return done(OkStatus());
   auto slots = view_->LocateSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
-  if (!slots.ok()) return OkStatus();
+  if (!slots.ok()) return done(OkStatus());
   std::vector<uint32_t> ids;
   for (size_t i = 0; i < slots->size() && i < written.size(); ++i) {
     const TargetRef& t = (*slots)[i];
@@ -118,9 +126,16 @@ Status StripeIo::ReportMissed(const WireShardKey& key, size_t width, const std::
     // pass that listed before this write must not clear the target.
     if (!written[i] && t.id != 0 && !t.lost) ids.push_back(t.id);
   }
-  if (ids.empty()) return OkStatus();
-  Status s = report_(key.container, ids);
-  return s.ok() ? s : s.WithContext("recording with mgmt that a write missed target " + std::to_string(ids.front()));
+  if (ids.empty()) return done(OkStatus());
+  auto report = [this, container = key.container, ids = std::move(ids), done = std::move(done)] {
+    Status s = report_(container, ids);
+    done(s.ok() ? s : s.WithContext("recording with mgmt that a write missed target " + std::to_string(ids.front())));
+  };
+  {
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    if (reports_ != nullptr) return reports_->Submit(std::move(report));
+  }
+  report();  // tearing down: nothing else is left to wait on
 }
 
 void StripeIo::Suspect(const TargetRef& t) {
@@ -551,7 +566,7 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
         auto done = std::move(st->done);
         auto written = st->written;
         l.unlock();
-        done(ReportMissed(key, st->width, written));
+        ReportMissedThen(key, st->width, written, std::move(done));
       });
     }
     if (!finish) return;
@@ -560,7 +575,7 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
     auto done = std::move(st->done);
     auto written = st->written;
     lock.unlock();
-    if (result.ok() && st->ok < st->width) result = ReportMissed(key, st->width, written);
+    if (result.ok() && st->ok < st->width) return ReportMissedThen(key, st->width, written, std::move(done));
     done(result);
   };
   for (auto& [i, t] : sends) st->waiting[i] = t;

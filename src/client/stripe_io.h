@@ -49,6 +49,7 @@
 
 #include "client/shard_client.h"
 #include "common/erasure.h"
+#include "common/thread_pool.h"
 #include "protocol/redundancy.h"
 
 namespace penstock {
@@ -199,9 +200,11 @@ class StripeIo {
   // Called with the container and the targets a protected write went without (whatever the
   // map says of them, lost ones excepted), before the write is acknowledged (the Client reports
   // them to mgmt, which marks them recovering); an error fails the write. Set before the first
-  // write.
+  // write. It may block: it runs on threads of its own ("ps-report").
   void set_report_degraded(std::function<Status(uint64_t container, const std::vector<uint32_t>&)> fn) {
     report_ = std::move(fn);
+    std::lock_guard<std::mutex> lock(reports_mu_);
+    if (reports_ == nullptr) reports_ = std::make_unique<ThreadPool>(4, "ps-report");
   }
   // Read from recovering targets too (repair, which checks versions itself). Set before use.
   void set_read_from_recovering(bool on) { read_recovering_ = on; }
@@ -267,8 +270,12 @@ class StripeIo {
   // Read repair: writes `bytes` back to shard `key` on `t` in the background.
   void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
 
-  // Runs report_ for the shards of `key` that `written` says were not written (see above).
-  Status ReportMissed(const WireShardKey& key, size_t width, const std::vector<bool>& written);
+  // Runs report_ for the shards of `key` that `written` says were not written (see above),
+  // then `done` with its result. report_ blocks (a call to mgmt), so it runs on reports_,
+  // never on the transport or timer thread that completed the write; `done` runs there too
+  // (or at once, when nothing is to be reported).
+  void ReportMissedThen(const WireShardKey& key, size_t width, const std::vector<bool>& written,
+                        std::function<void(Status)> done);
 
   ShardClient* shards_;
   ClusterView* view_;
@@ -283,6 +290,8 @@ class StripeIo {
   StripeIoStats stats_;
   std::mutex coders_mu_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCoder>> coders_;
+  std::mutex reports_mu_;
+  std::unique_ptr<ThreadPool> reports_;  // guarded by reports_mu_; null once tearing down
   Timer timer_;
 };
 
