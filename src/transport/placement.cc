@@ -6,6 +6,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -38,7 +41,103 @@ Status SyscallStatus(int err, const std::string& what) {
   return Unavailable(text);
 }
 
+// An address as /proc/net/tcp{,6} prints it, IPv4 in its IPv4-mapped IPv6 form.
+struct ProcAddress {
+  std::array<unsigned char, 16> ip{};
+  uint16_t port = 0;
+  bool operator==(const ProcAddress&) const = default;
+};
+
+std::array<unsigned char, 16> MappedV4(const unsigned char v4[4]) {
+  std::array<unsigned char, 16> ip{};
+  ip[10] = ip[11] = 0xff;
+  std::memcpy(&ip[12], v4, 4);
+  return ip;
+}
+
+bool FromSockaddr(const SocketAddress& a, ProcAddress* out) {
+  const sockaddr* sa = a.get();
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    out->ip = MappedV4(reinterpret_cast<const unsigned char*>(&in->sin_addr));
+    out->port = ntohs(in->sin_port);
+    return true;
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    std::memcpy(out->ip.data(), &in6->sin6_addr, 16);
+    out->port = ntohs(in6->sin6_port);
+    return true;
+  }
+  return false;
+}
+
+// "0100007F:9598" (tcp) or 32 hex digits ":9598" (tcp6): each 32-bit word printed as the host
+// holds it in memory.
+bool ParseProcAddress(const std::string& text, ProcAddress* out) {
+  const size_t colon = text.find(':');
+  if (colon != 8 && colon != 32) return false;
+  unsigned char bytes[16];
+  for (size_t w = 0; w < colon / 8; ++w) {
+    const uint32_t word = static_cast<uint32_t>(std::stoul(text.substr(w * 8, 8), nullptr, 16));
+    std::memcpy(bytes + w * 4, &word, 4);
+  }
+  if (colon == 8) {
+    out->ip = MappedV4(bytes);
+  } else {
+    std::memcpy(out->ip.data(), bytes, 16);
+  }
+  out->port = static_cast<uint16_t>(std::stoul(text.substr(colon + 1), nullptr, 16));
+  return true;
+}
+
+// Socket inodes of this host's TCP connections from `client` to port `server_port`.
+std::vector<std::string> ClientSocketInodes(const ProcAddress& client, uint16_t server_port) {
+  std::vector<std::string> inodes;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      std::istringstream f(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode)) continue;
+      ProcAddress l, r;
+      try {
+        if (!ParseProcAddress(local, &l) || !ParseProcAddress(remote, &r)) continue;
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (l == client && r.port == server_port && inode != "0") inodes.push_back(inode);
+    }
+  }
+  return inodes;
+}
+
 }  // namespace
+
+bool OwnsConnection(uint32_t pid, const SocketAddress& client, uint16_t server_port) {
+  ProcAddress want;
+  if (pid == 0 || !FromSockaddr(client, &want)) return false;
+  const std::vector<std::string> inodes = ClientSocketInodes(want, server_port);
+  if (inodes.empty()) return false;
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = opendir(fds.c_str());
+  if (dir == nullptr) return false;
+  bool owns = false;
+  char target[64];
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const ssize_t n = readlinkat(dirfd(dir), e->d_name, target, sizeof target - 1);
+    if (n <= 0) continue;
+    const std::string link(target, static_cast<size_t>(n));
+    for (const std::string& inode : inodes) owns |= link == "socket:[" + inode + "]";
+    if (owns) break;
+  }
+  closedir(dir);
+  return owns;
+}
 
 bool IsLocalAddress(const SocketAddress& address) {
   const sockaddr* sa = address.get();

@@ -7,7 +7,8 @@
 //
 // Who may write where: the request names the client's pid, its memory and a ticket (a random
 // word the client keeps in its memory while the memory is lent, wire::Placement). The server
-// writes only into a process whose real and effective uid are the server's own (so a client can
+// writes only into the process that holds the client end of the connection the request came in
+// on (OwnsConnection), whose real and effective uid are the server's own (so a client can
 // never make a server with more privileges write into a process it could not already write to
 // itself), and only after reading the ticket back from that process at the address the request
 // gave: a different process, another pid namespace's process with that pid, or a call the
@@ -41,6 +42,15 @@ void AllowLocalDirect();
 // Whether the process `pid` runs with this process's effective uid as its real and effective
 // uid (read from /proc/PID/status); false when it cannot be read.
 bool SameUser(uint32_t pid);
+
+// Whether process `pid` holds the client end of the TCP connection that came from `client` (the
+// address a listener saw connect) to port `server_port` of this host: found in
+// /proc/net/tcp{,6} (IPv4-mapped IPv6 addresses match their IPv4 form), then among the
+// process's open files. A server gives direct copies only to the process that owns the
+// connection a request came in on, not to whatever pid the request names: otherwise a client
+// could name another process of the server's user and, knowing a word of its memory, have the
+// server write into it or copy out of it. False when anything cannot be read.
+bool OwnsConnection(uint32_t pid, const SocketAddress& client, uint16_t server_port);
 
 // Writes `data` into the start of the memory `p` offers, in the process it names, after
 // checking its ticket. Errors: kFailedPrecondition when the ticket does not read back (another

@@ -5,10 +5,13 @@
 // sources; or dropped when no request id is readable), and the server must keep serving good
 // requests on the same connection and on new ones.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -263,6 +266,42 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   RpcReply ok = (*client)->CallSync(address, 1, {}, payload);
   EXPECT_TRUE(ok.status.ok()) << ok.status.ToString();
   EXPECT_EQ(ok.payload.size(), payload.size());
+}
+
+// Direct copies go only to the process that holds the connection's client end: a request that
+// names another process of the server's user, with a ticket that does read back there, is
+// refused (before, the server copied that process's memory into the request's payload).
+TEST(RpcMalformedTest, PlacementsNamingAnotherProcessAreRefused) {
+  auto server = RpcServer::Start({.max_payload_bytes = 8 << 20}, [](RpcRequest r, Responder respond) {
+    respond(RpcReply{OkStatus(), std::move(r.header), std::move(r.payload)});
+  });
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  // The other process: a child with the same memory (a ticket and a page to copy), which does
+  // not hold the connection made below.
+  static uint64_t ticket = 0x5eed5eed12345678;
+  static std::byte secret[4096];
+  std::memset(secret, 0x5a, sizeof secret);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  RawClient raw((*server)->address());
+  raw.Send(Request(1, 0), 0);  // wired up first (see above)
+  ASSERT_EQ(raw.WaitForReplies(1).size(), 1u);
+  wire::Placement other{static_cast<uint32_t>(child), reinterpret_cast<uintptr_t>(&ticket), ticket,
+                        {{reinterpret_cast<uintptr_t>(secret), sizeof secret}}};
+  raw.Send(wire::EncodeRequest(2, 1, {}, sizeof secret, &other, wire::kPayloadSource).value(), 0);
+  // The same naming this process, which holds the connection: copied and echoed.
+  wire::Placement mine{static_cast<uint32_t>(getpid()), reinterpret_cast<uintptr_t>(&ticket), ticket,
+                       {{reinterpret_cast<uintptr_t>(secret), sizeof secret}}};
+  raw.Send(wire::EncodeRequest(3, 1, {}, sizeof secret, &mine, wire::kPayloadSource).value(), 0);
+  auto replies = raw.WaitForReplies(3);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  std::map<uint64_t, StatusCode> got(replies.begin(), replies.end());
+  EXPECT_EQ(got[2], StatusCode::kFailedPrecondition);
+  EXPECT_EQ(got[3], StatusCode::kOk);
 }
 
 }  // namespace

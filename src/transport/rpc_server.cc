@@ -139,6 +139,7 @@ class RpcServer::Impl {
     std::atomic<size_t> next_lane{0};
     ucp_listener_h listener = nullptr;  // the first lane's thread
     std::string address;                // "host:port"
+    uint16_t port = 0;
   };
 
   Status StartRail(const RpcRail& spec) {
@@ -191,6 +192,7 @@ class RpcServer::Impl {
     std::memcpy(&addr.storage, &la.sockaddr, sizeof la.sockaddr);
     if (port_ == 0) port_ = addr.port();
     r->address = spec.host + ":" + std::to_string(addr.port());
+    r->port = addr.port();
     return OkStatus();
   }
 
@@ -214,6 +216,10 @@ class RpcServer::Impl {
     // as this server's user (placement.h; checked once per process, not per request).
     uint32_t placement_pid = 0;
     bool placement_allowed = false;
+    std::string placement_refusal;  // why not, when not
+    // Where the connection came from (the listener's view), to tell which process holds its
+    // client end (OwnsConnection); unset when UCX could not say.
+    std::optional<SocketAddress> peer;
     // Whether small replies go in batches (BatchesPay): decided at the first reply, when the
     // connection's lanes are known.
     std::optional<bool> batch;
@@ -258,6 +264,15 @@ class RpcServer::Impl {
 
   // The lane's thread.
   static void Accept(Lane* lane, ucp_conn_request_h request) {
+    std::optional<SocketAddress> peer;
+    ucp_conn_request_attr_t ca{};
+    ca.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(request, &ca) == UCS_OK) {
+      SocketAddress a;
+      std::memcpy(&a.storage, &ca.client_address, sizeof ca.client_address);
+      a.length = ca.client_address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+      peer = a;
+    }
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -272,7 +287,9 @@ class RpcServer::Impl {
                   ucs_status_string(st));
       return;
     }
-    lane->conns[handle].id = ++lane->impl->next_conn_id_;
+    Conn& conn = lane->conns[handle];
+    conn.id = ++lane->impl->next_conn_id_;
+    conn.peer = peer;
     lane->accepted++;
   }
 
@@ -335,15 +352,23 @@ class RpcServer::Impl {
     if (msg->placement) {
       Conn& c = conn->second;
       if (self->options_.local_direct && c.placement_pid != msg->placement->pid) {
+        // Checked once per connection and process, not per request.
         c.placement_pid = msg->placement->pid;
-        c.placement_allowed = SameUser(c.placement_pid);
+        const std::string who = "the client (pid " + std::to_string(c.placement_pid) + ")";
+        if (!SameUser(c.placement_pid)) {
+          c.placement_refusal = who + " runs as another user";
+        } else if (!c.peer || !OwnsConnection(c.placement_pid, *c.peer, lane->rail->port)) {
+          c.placement_refusal = who + " does not hold the connection its requests came on";
+        } else {
+          c.placement_refusal.clear();
+        }
+        c.placement_allowed = c.placement_refusal.empty();
       }
       allowed = self->options_.local_direct && c.placement_allowed;
       if (!self->options_.local_direct) {
         self->NoteFallback(FailedPrecondition("direct copies with local clients are off"));
       } else if (!allowed) {
-        self->NoteFallback(PermissionDenied("the client (pid " + std::to_string(c.placement_pid) +
-                                            ") runs as another user"));
+        self->NoteFallback(PermissionDenied(c.placement_refusal));
       }
     }
     // A payload's length is the client's word: nothing is allocated for more than the limit.
@@ -358,9 +383,10 @@ class RpcServer::Impl {
     }
     if (msg->payload_source) {
       if (!allowed) {
+        const std::string why = self->options_.local_direct ? conn->second.placement_refusal : "turned off";
         self->SendReply(lane, ep, conn_id, msg->request_id, msg->opcode,
-                        RpcReply{FailedPrecondition("this target does not copy from the client's memory "
-                                                    "(another user, or turned off); send the payload"),
+                        RpcReply{FailedPrecondition("this target does not copy from the client's memory (" + why +
+                                                    "); send the payload"),
                                  {}, AlignedBuffer()},
                         wire::kPullRefused);
         return UCS_OK;
