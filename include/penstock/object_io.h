@@ -169,7 +169,9 @@ class Object {
   // never overlap.
   virtual Result<uint64_t> Append(std::span<const std::byte> data) = 0;
   // Sets the size; bytes past a shrunk end are gone (read as zeros if the object grows again).
-  // Must not run concurrently with writes to the same Object.
+  // Must not run concurrently with writes to the same Object. The bytes go before the size
+  // does (so none can come back): when it fails, the size may be the old one with the bytes
+  // past `size` already zeros; call it again.
   virtual Status Truncate(uint64_t size) = 0;
   // Re-reads the object's head (size, data) from the cluster.
   virtual Status Refresh() = 0;
