@@ -108,8 +108,15 @@ Status ClusterState::LoadLocked() {
       return DataLoss("mgmt metadata record '" + key +
                       "' cannot be parsed; restore the mgmt data dir from a backup");
     }
-    // Grace period: a target UP before the restart has one timeout to heartbeat again.
+    // Grace period: a target UP before the restart has one timeout to heartbeat again. Silence
+    // counts only while mgmt watches: a DOWN one (its last heartbeat is the stored one, from
+    // before mgmt went away) gets at least one heartbeat timeout before it can be declared LOST,
+    // which cannot be undone.
     if (t.state() == v1::TARGET_STATE_UP) t.set_last_heartbeat_ms(now);
+    if (t.state() == v1::TARGET_STATE_DOWN && options_.lost_timeout_ms > 0) {
+      t.set_last_heartbeat_ms(std::max<int64_t>(
+          t.last_heartbeat_ms(), now - options_.lost_timeout_ms + options_.heartbeat_timeout_ms));
+    }
     target_by_uuid_[t.uuid()] = t.id();
     if (t.id() >= next_target_id_) next_target_id_ = t.id() + 1;
     targets_[t.id()] = std::move(t);

@@ -241,6 +241,39 @@ TEST_F(ClusterStateTest, LostTargetsGiveUpTheirPlaceForGood) {
   EXPECT_EQ(state_->GetClusterMap().epoch(), *e);
 }
 
+// A DOWN target is not declared LOST for silence while mgmt was not running: after a restart it
+// gets a heartbeat timeout to report, then the lost timeout applies again.
+TEST_F(ClusterStateTest, MgmtDowntimeDoesNotCountAsATargetsSilence) {
+  lost_timeout_ms_ = 10 * kTimeout;
+  Reload();
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(b.target_id, "uuid-b")).ok());
+  ASSERT_EQ(*state_->CheckLiveness(now_), 1);  // a is DOWN
+  // mgmt is away for longer than the lost timeout; a comes back meanwhile.
+  now_ += 20 * kTimeout;
+  Reload();
+  EXPECT_EQ(*state_->CheckLiveness(now_ + 1000), 0) << "declared LOST at once";
+  EXPECT_EQ(state_->GetClusterMap().targets(0).state(), v1::TARGET_STATE_DOWN);
+  ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());  // within the grace
+  EXPECT_NE(state_->GetClusterMap().targets(0).state(), v1::TARGET_STATE_LOST);
+  // One that stays silent is declared LOST once the grace has passed.
+  now_ += 1000;
+  Reload();
+  ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());
+  ASSERT_EQ(*state_->CheckLiveness(now_), 1);  // b is DOWN now
+  now_ += 20 * kTimeout;
+  Reload();
+  EXPECT_EQ(*state_->CheckLiveness(now_), 0);
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);
+  EXPECT_EQ(state_->GetClusterMap().targets(1).state(), v1::TARGET_STATE_LOST);
+}
+
 // The placement epoch moves only with what moves slots: a new member, a new fault domain, a
 // target declared lost; not with restarts, down/up or recovering.
 TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
