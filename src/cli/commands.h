@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <string>
@@ -15,6 +16,10 @@
 #include "penstock/status.h"
 
 namespace penstock::cli {
+
+// For --json output: object names may hold any bytes but NUL, and bytes that are not UTF-8 come
+// out as U+FFFD instead of throwing (nlohmann's default) and failing the command.
+inline constexpr auto kJsonReplace = nlohmann::json::error_handler_t::replace;
 
 struct Command {
   CLI::App* app;                 // the (sub)subcommand that selects this handler

@@ -30,7 +30,14 @@ int main(int argc, char** argv) {
     return root.exit(e);
   }
   for (auto& c : commands) {
-    if (c.app->parsed()) return c.run();
+    if (!c.app->parsed()) continue;
+    try {
+      return c.run();
+    } catch (const std::exception& e) {  // a bug: still one line and exit code 1, not an abort
+      std::cerr << "penstock: error: internal error in '" << c.app->get_name() << "': " << e.what()
+                << " (please report it)\n";
+      return 1;
+    }
   }
   std::cerr << "penstock: error: a subcommand is needed (see --help)\n";
   return 2;

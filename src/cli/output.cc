@@ -58,7 +58,7 @@ ClientOptions ToClientOptions(const GlobalOptions& g) {
 int ReportError(const Status& s, bool json) {
   if (json) {
     nlohmann::json j = {{"error", {{"code", std::string(StatusCodeName(s.code()))}, {"message", s.message()}}}};
-    std::cout << j.dump() << std::endl;
+    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
   } else {
     std::cerr << "penstock: error: " << s.message() << "\n";
   }

@@ -82,6 +82,26 @@ def test_ls_and_rm(cluster, tmp_path):
     assert not (tmp_path / "gone").exists()
 
 
+def test_names_that_are_not_utf8(cluster, tmp_path):
+    """Object names are bytes: one that is not UTF-8 is stored, listed and read back, and
+    --json prints it with U+FFFD in place of the bad byte instead of failing."""
+    cluster.cli("container", "create", "bytes")
+    name = os.fsdecode(b"caf\xe9-\xff")  # Latin-1, not UTF-8 (passed to argv as those bytes)
+    src = write_random(tmp_path / "src", 5000)
+    put = cluster.cli("put", str(src), name, "--container", "bytes", "--json")
+    assert json.loads(put.stdout)["name"] == "caf\ufffd-\ufffd"
+    listing = json.loads(cluster.cli("ls", "--container", "bytes", "--json").stdout)
+    assert [o["name"] for o in listing] == ["caf\ufffd-\ufffd"]
+    assert json.loads(cluster.cli("stat", name, "--container", "bytes", "--json").stdout)["size"] == 5000
+    got = cluster.cli("get", name, str(tmp_path / "out"), "--container", "bytes", "--json")
+    assert json.loads(got.stdout)["bytes"] == 5000
+    assert (tmp_path / "out").read_bytes() == src.read_bytes()
+    r = cluster.cli("get", os.fsdecode(b"nothing-\xfe"), str(tmp_path / "x"), "--container", "bytes", "--json",
+                    check=False)
+    assert r.returncode == 1 and json.loads(r.stdout)["error"]["code"] == "not_found", r.stdout + r.stderr
+    cluster.cli("rm", name, "--container", "bytes", "--json")
+
+
 def test_overwrite_replaces_whole_object(cluster, tmp_path):
     big = write_random(tmp_path / "big", 5 * 1024 * 1024 + 7)
     small = write_random(tmp_path / "small", 10)
