@@ -48,6 +48,11 @@ int RunBenchCommand(BenchFlags& f) {
   if (f.container.empty() && f.redundancy.empty()) {
     return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
   }
+  if (!f.container.empty() && !f.redundancy.empty()) {
+    return ReportError(InvalidArgument("--redundancy makes a throw-away container, and --container '" + f.container +
+                                       "' keeps its own redundancy; give one of them"),
+                       f.g.json);
+  }
   InitLogging("penstock", f.g.log_level).IgnoreError();
   auto client = Client::Connect(ToClientOptions(f.g));
   if (!client.ok()) return ReportError(client.status(), f.g.json);

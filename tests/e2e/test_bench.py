@@ -43,3 +43,5 @@ def test_bench_bad_input(cluster_factory):
     assert r.returncode == 1 and "--size" in r.stderr
     r = c.cli("bench", "write", "--container", "e", "--concurrency", "0", check=False)
     assert r.returncode == 2 and "--concurrency" in r.stderr
+    r = c.cli("bench", "write", "--container", "e", "--redundancy", "rep:2", check=False)
+    assert r.returncode == 1 and "--redundancy" in r.stderr and "'e'" in r.stderr, r.stderr
