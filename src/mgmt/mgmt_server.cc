@@ -78,6 +78,22 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   s->service_ = std::make_unique<MgmtService>(s->state_.get(), &s->metrics_, s->tenants_.get(),
                                               options.token_ttl_ms);
 
+  if (s->etcd_store_ != nullptr) {
+    // Over etcd every RPC but a few is for the leader only: the hooks go in before the server
+    // serves, and answer "not the leader" until this instance's election says otherwise.
+    mgmt::Leadership l;
+    l.meta = options.meta;
+    l.is_leader = [raw = s.get()] {
+      mgmt::LeaderElection* e = raw->election_ptr_.load();
+      return e != nullptr && e->is_leader();
+    };
+    l.leader_address = [raw = s.get()] {
+      mgmt::LeaderElection* e = raw->election_ptr_.load();
+      return e != nullptr ? e->leader_address() : std::string();
+    };
+    s->service_->set_leadership(std::move(l));
+  }
+
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -164,11 +180,7 @@ void MgmtServer::StartElection() {
     return tenants_->Reload();
   };
   election_ = std::make_unique<mgmt::LeaderElection>(&etcd_store_->client(), std::move(eo));
-  mgmt::Leadership l;
-  l.meta = options_.meta;
-  l.is_leader = [e = election_.get()] { return e->is_leader(); };
-  l.leader_address = [e = election_.get()] { return e->leader_address(); };
-  service_->set_leadership(std::move(l));
+  election_ptr_.store(election_.get());  // the service's hooks (installed before serving) see it
   election_->Start();
 }
 

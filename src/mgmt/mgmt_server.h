@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <functional>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -132,6 +133,9 @@ class MgmtServer {
   std::unique_ptr<mgmt::MetaStore> store_;
   mgmt::EtcdMetaStore* etcd_store_ = nullptr;  // store_ when it is etcd
   std::unique_ptr<mgmt::LeaderElection> election_;
+  // election_ once it exists: the service's leadership hooks read it, and are installed before
+  // the gRPC server serves (not leader until the election says so).
+  std::atomic<mgmt::LeaderElection*> election_ptr_{nullptr};
   std::unique_ptr<mgmt::ClusterState> state_;
   std::unique_ptr<mgmt::TenantRegistry> tenants_;
   MetricsRegistry metrics_;
