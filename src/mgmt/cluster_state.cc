@@ -95,12 +95,16 @@ Result<std::unique_ptr<ClusterState>> ClusterState::Load(MetaStore* store,
 }
 
 Status ClusterState::LoadLocked() {
-  PS_ASSIGN_OR_RETURN(epoch_, LoadCounter(store_, kEpochKey, 0));
+  // Everything is read first and replaces the state only when all of it was read: a store that
+  // fails half way (a leader taking over, etcd briefly unreachable) leaves the state as it was.
+  PS_ASSIGN_OR_RETURN(uint64_t epoch, LoadCounter(store_, kEpochKey, 0));
   PS_ASSIGN_OR_RETURN(uint64_t next_target, LoadCounter(store_, kNextTargetIdKey, 1));
-  next_target_id_ = static_cast<uint32_t>(next_target);
-  PS_ASSIGN_OR_RETURN(next_container_id_, LoadCounter(store_, kNextContainerIdKey, 1));
+  auto next_target_id = static_cast<uint32_t>(next_target);
+  PS_ASSIGN_OR_RETURN(uint64_t next_container_id, LoadCounter(store_, kNextContainerIdKey, 1));
 
   const int64_t now = options_.now_ms();
+  std::map<uint32_t, v1::Target> targets;
+  std::map<std::string, uint32_t> target_by_uuid;
   PS_ASSIGN_OR_RETURN(auto target_rows, store_->Scan(kTargetPrefix));
   for (const auto& [key, value] : target_rows) {
     v1::Target t;
@@ -117,10 +121,11 @@ Status ClusterState::LoadLocked() {
       t.set_last_heartbeat_ms(std::max<int64_t>(
           t.last_heartbeat_ms(), now - options_.lost_timeout_ms + options_.heartbeat_timeout_ms));
     }
-    target_by_uuid_[t.uuid()] = t.id();
-    if (t.id() >= next_target_id_) next_target_id_ = t.id() + 1;
-    targets_[t.id()] = std::move(t);
+    target_by_uuid[t.uuid()] = t.id();
+    if (t.id() >= next_target_id) next_target_id = t.id() + 1;
+    targets[t.id()] = std::move(t);
   }
+  std::map<std::string, v1::Container> containers;
   PS_ASSIGN_OR_RETURN(auto container_rows, store_->Scan(kContainerPrefix));
   for (const auto& [key, value] : container_rows) {
     v1::Container c;
@@ -128,21 +133,21 @@ Status ClusterState::LoadLocked() {
       return DataLoss("mgmt metadata record '" + key +
                       "' cannot be parsed; restore the mgmt data dir from a backup");
     }
-    if (c.id() >= next_container_id_) next_container_id_ = c.id() + 1;
-    containers_[c.name()] = std::move(c);
+    if (c.id() >= next_container_id) next_container_id = c.id() + 1;
+    containers[c.name()] = std::move(c);
   }
+  epoch_ = epoch;
+  next_target_id_ = next_target_id;
+  next_container_id_ = next_container_id;
+  targets_ = std::move(targets);
+  target_by_uuid_ = std::move(target_by_uuid);
+  containers_ = std::move(containers);
+  epoch_cv_.notify_all();
   return OkStatus();
 }
 
 Status ClusterState::Reload() {
   std::lock_guard<std::mutex> lock(mu_);
-  epoch_ = 0;
-  next_target_id_ = 1;
-  next_container_id_ = 1;
-  targets_.clear();
-  target_by_uuid_.clear();
-  containers_.clear();
-  epoch_cv_.notify_all();
   return LoadLocked();
 }
 

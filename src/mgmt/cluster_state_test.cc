@@ -365,6 +365,24 @@ TEST_F(ClusterStateTest, ContainerErrors) {
   EXPECT_EQ(state_->ListContainers().size(), 1u);
 }
 
+// A reload that cannot read the store (a new leader, etcd briefly unreachable) keeps the state
+// it had: no empty map served, no ids or epochs handed out again.
+TEST_F(ClusterStateTest, FailedReloadKeepsTheState) {
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b")).ok());
+  ASSERT_TRUE(state_->CreateContainer("keep", "none", 0).ok());
+  const v1::ClusterMap before = state_->GetClusterMap();
+  store_.set_fail_scans(true);
+  EXPECT_EQ(state_->Reload().code(), StatusCode::kUnavailable);
+  store_.set_fail_scans(false);
+  const v1::ClusterMap after = state_->GetClusterMap();
+  EXPECT_EQ(after.epoch(), before.epoch());
+  EXPECT_EQ(after.targets_size(), 2);
+  EXPECT_EQ(state_->ListContainers().size(), 1u);
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"))->target_id, 2u);  // not a new id
+  EXPECT_EQ(state_->RegisterTarget(Reg("uuid-c", "10.0.0.3:5000"))->target_id, 3u);
+}
+
 TEST_F(ClusterStateTest, FailedCommitChangesNothing) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
   ASSERT_TRUE(state_->CreateContainer("keep", "none", 0).ok());

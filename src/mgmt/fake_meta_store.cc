@@ -24,6 +24,7 @@ Status FakeMetaStore::Delete(const std::string& key) {
 Result<std::vector<std::pair<std::string, std::string>>> FakeMetaStore::Scan(
     const std::string& prefix) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (fail_scans_) return Unavailable("fake meta store: injected scan failure");
   std::vector<std::pair<std::string, std::string>> out;
   for (auto it = data_.lower_bound(prefix); it != data_.end() && it->first.starts_with(prefix);
        ++it) {
@@ -39,6 +40,11 @@ Status FakeMetaStore::Commit(const WriteBatch& batch) {
   for (const auto& k : batch.deletes) data_.erase(k);
   ++writes_;
   return OkStatus();
+}
+
+void FakeMetaStore::set_fail_scans(bool fail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_scans_ = fail;
 }
 
 void FakeMetaStore::set_fail_writes(bool fail) {

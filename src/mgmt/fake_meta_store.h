@@ -21,6 +21,8 @@ class FakeMetaStore final : public MetaStore {
 
   // While true, every write fails with kUnavailable and changes nothing.
   void set_fail_writes(bool fail);
+  // While true, every Scan fails with kUnavailable (a store unreachable while state loads).
+  void set_fail_scans(bool fail);
   // Number of successful writes (Put, Delete, Commit) so far.
   int writes() const;
 
@@ -28,6 +30,7 @@ class FakeMetaStore final : public MetaStore {
   mutable std::mutex mu_;
   std::map<std::string, std::string> data_;
   bool fail_writes_ = false;
+  bool fail_scans_ = false;
   int writes_ = 0;
 };
 
