@@ -421,10 +421,17 @@ RpcReply ShardService::List(const RpcRequest& request) {
         auto data = engine_->Read(key);
         if (data.ok()) {
           e.data.assign(data->data(), data->data() + data->size());
-        } else if (data.status().code() != StatusCode::kNotFound) {
-          return ErrorReply(data.status());
-        } else {
+        } else if (data.status().code() == StatusCode::kNotFound) {
           continue;  // deleted between list and read
+        } else if (data.status().code() == StatusCode::kDataLoss) {
+          // A corrupt copy is left out (as if this target did not hold it), not the whole
+          // listing failed: repair then rewrites it from a good copy, and `ls` lists the rest.
+          // Sent with no bytes it would read as a delete.
+          PS_LOG_WARN("list of container {}: left out {}: {}", h->container, key.ToString(),
+                      data.status().message());
+          continue;
+        } else {
+          return ErrorReply(data.status());
         }
       }
       out.push_back(std::move(e));

@@ -232,6 +232,39 @@ def test_flipped_bytes_are_decoded_and_repaired(cluster_factory, tmp_path):
     assert MiB <= bytes_read(c) - before < MiB + 8192
 
 
+def test_a_corrupt_head_copy_is_left_out_of_listings_and_repaired(cluster_factory, tmp_path, monkeypatch):
+    """A head copy that fails its checksum: its target lists the rest (before, its whole listing
+    failed and the repair pass rewrote every slot the target holds), `ls` lists the object from
+    its good copy, and repair rewrites the bad copy, that one shard."""
+    monkeypatch.setenv("PENSTOCK_SCRUB_RATE", "0")  # repair alone finds it, as on a big drive
+    c = cluster_factory(targets=3, capacity="256M", extra_args=FAST)
+    c.cli("container", "create", "p", "--redundancy", "ec:2+1")
+    name = "a-head-whose-name-is-easy-to-find-0123456789"
+    src = write_random(tmp_path / "s", 4096)
+    c.cli("put", str(src), name, "--container", "p")
+    for i in range(8):
+        c.cli("put", str(src), f"other-{i}", "--container", "p")
+    repair_settled(c)
+    before = status(c)["repair"]["total_shards_repaired"]
+    copies = [(c.data_dir / t / "data.img", find_in_file(c.data_dir / t / "data.img", name.encode()))
+              for t in targets(c)]
+    copies = [(img, off) for img, off in copies if off >= 0]
+    assert len(copies) == 2, copies  # ec:2+1 heads: m + 1 copies
+    flip(copies[0][0], copies[0][1] + 5)
+    listing = json.loads(c.cli("ls", "--container", "p", "--json").stdout)
+    assert len(listing) == 9 and name in [o["name"] for o in listing]
+    get_ok(c, "p", name, sha(src), tmp_path / "out")
+
+    def after_passes(n):
+        start = status(c)["repair"]["passes"]
+        wait_for(lambda: status(c)["repair"]["passes"] >= start + n, f"{n} repair passes")
+        return status(c)["repair"]["total_shards_repaired"]
+    first = after_passes(2)
+    assert first - before == 1, f"repair rewrote {first - before} shards for one bad head copy"
+    assert after_passes(2) == first, "repair rewrites shards on every pass"
+    assert json.loads(c.cli("ls", "--container", "p", "--json").stdout) == listing
+
+
 def test_lost_target_is_rebuilt_then_another_can_go(cluster_factory, tmp_path):
     """(d) A target lost for good: repair rebuilds its shards on the others (progress in status
     and /metrics); then another target fails and, with M=1, everything still reads."""
