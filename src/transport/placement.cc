@@ -1,12 +1,11 @@
 #include "transport/placement.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <array>
 #include <cerrno>
