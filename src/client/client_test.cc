@@ -150,21 +150,33 @@ TEST(ClientMapWatchTest, EpochFollowsMembershipWithoutAnyCall) {
   EXPECT_GT(cluster.client().map_epoch(), before);
 }
 
+// Container "r", rep:2 in 64 KiB stripe units.
+constexpr uint64_t kRepStripeUnit = 64 * 1024;
+Result<ContainerInfo> Rep2Container(testing::InProcessCluster& cluster) {
+  ContainerProps rep;
+  rep.redundancy = "rep:2";
+  rep.stripe_unit = kRepStripeUnit;
+  return cluster.client().CreateContainer("r", rep);
+}
+
+// A data path of its own to `cluster`.
+DataPathOptions PathOptions(testing::InProcessCluster& cluster) {
+  DataPathOptions o;
+  o.mgmt_address = cluster.mgmt_address();
+  o.timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
 // A client whose map predates a placement change (a target joined) has its requests refused
 // by targets that know; it refreshes the map and writes to the new slots, and a protected
 // write does not take the refusal for a missed shard.
 TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
   testing::InProcessCluster cluster(3);
   ASSERT_TRUE(cluster.ok());
-  ContainerProps rep;
-  rep.redundancy = "rep:2";
-  rep.stripe_unit = 64 * 1024;
-  auto info = cluster.client().CreateContainer("r", rep);
+  auto info = Rep2Container(cluster);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   DataPath fresh;
-  DataPathOptions o;
-  o.mgmt_address = cluster.mgmt_address();
-  o.timeout = std::chrono::milliseconds(5000);
+  DataPathOptions o = PathOptions(cluster);
   ASSERT_TRUE(fresh.Open(o).ok());
   auto old_map = fresh.mgmt->GetClusterMap();
   ASSERT_TRUE(old_map.ok());
@@ -190,7 +202,7 @@ TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
     reported.insert(reported.end(), ids.begin(), ids.end());
     return OkStatus();
   });
-  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, rep.stripe_unit);
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 9)));
   constexpr uint64_t kStripes = 32;
   for (uint64_t s = 0; s < kStripes; ++s) {
@@ -223,16 +235,10 @@ TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
 TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads) {
   testing::InProcessCluster cluster(2);
   ASSERT_TRUE(cluster.ok());
-  ContainerProps rep;
-  rep.redundancy = "rep:2";
-  rep.stripe_unit = 64 * 1024;
-  auto info = cluster.client().CreateContainer("r", rep);
+  auto info = Rep2Container(cluster);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   DataPath path;
-  DataPathOptions o;
-  o.mgmt_address = cluster.mgmt_address();
-  o.timeout = std::chrono::milliseconds(5000);
-  ASSERT_TRUE(path.Open(o).ok());
+  ASSERT_TRUE(path.Open(PathOptions(cluster)).ok());
   std::mutex mu;
   std::vector<std::string> threads;
   path.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) {
@@ -244,7 +250,7 @@ TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads)
     return OkStatus();
   });
   cluster.StopTarget(1);  // the client's map still has it up: its shards fail or straggle
-  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, rep.stripe_unit);
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 3)));
   for (uint64_t s = 0; s < 4; ++s) {
     Status w = path.io->WriteSync(g, WireShardKey{info->id, 9, 9, s, 0, 0}, data, NewVersion());
