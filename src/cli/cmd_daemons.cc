@@ -72,7 +72,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   uint64_t repair_rate = 0;
   try {
     ApplyConfigFile(*app, f.config);
-    RequireSetting(*app, "data-dir");
+    if (f.meta.empty() || f.meta == "rocksdb") RequireSetting(*app, "data-dir");  // etcd keeps it all
     repair_rate = ParseSize(f.repair_rate, "--repair-rate");
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock mgmt: error: " << e.what() << "\n";
@@ -172,7 +172,7 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   EnableConfigFile(*m, &mf->config);
   AddSetting(*m, "listen", &mf->listen, "gRPC address to serve on (host:port)");
   AddSetting(*m, "metrics-listen", &mf->metrics_listen, "Prometheus /metrics address (host:port)");
-  AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB); required");
+  AddSetting(*m, "data-dir", &mf->data_dir, "directory for mgmt state (RocksDB); required unless --meta etcd://...");
   AddSetting(*m, "meta", &mf->meta,
              "metadata store: rocksdb (default, in --data-dir) or etcd://HOST:PORT[,HOST:PORT...] "
              "(several mgmt instances, one leader)");

@@ -73,9 +73,10 @@ class HaCluster:
         for i in range(n):
             port, mport = free_port(), free_port()
             name = f"mgmt-{i}"
+            # etcd holds all of mgmt's state: no --data-dir (one of them gets one all the same).
+            data_dir = ["--data-dir", str(self.tmp / name)] if i == 0 else []
             self.spawn(name, [PENSTOCK, "mgmt", "--listen", f"127.0.0.1:{port}",
-                              "--metrics-listen", f"127.0.0.1:{mport}",
-                              "--data-dir", str(self.tmp / name), "--meta", self.etcd,
+                              "--metrics-listen", f"127.0.0.1:{mport}", *data_dir, "--meta", self.etcd,
                               "--heartbeat-timeout-ms", "3000"])
             self.mgmt.append((name, f"127.0.0.1:{port}", mport))
         self.addresses = ",".join(a for _, a, _ in self.mgmt)
