@@ -107,9 +107,15 @@ void ShardService::SetKeySet(CapabilityKeySet keys) {
 
 void ShardService::SetPlacementEpoch(uint64_t epoch) { placement_epoch_.store(epoch, std::memory_order_relaxed); }
 
+void ShardService::SetLost() { lost_.store(true); }
+
 Status ShardService::CheckEpoch(const RpcRequest& request) const {
   const size_t fixed = RequestHeaderSize(request.opcode);
   if (fixed == 0 || request.header.size() < fixed) return OkStatus();  // answered by Execute
+  if (lost_.load()) {
+    return Unavailable(std::string(kStaleMapRefusal) + ": this target was declared lost and its shards are "
+                       "rebuilt elsewhere; refresh the cluster map from mgmt and retry");
+  }
   uint64_t map_epoch;
   std::memcpy(&map_epoch, request.header.data() + kMapEpochOffset, sizeof(map_epoch));
   const uint64_t placement = placement_epoch();

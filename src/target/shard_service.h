@@ -52,6 +52,10 @@ class ShardService {
   // The cluster's placement epoch from mgmt (registration and every heartbeat): requests
   // whose map epoch is older are refused (see kStaleMapRefusal).
   void SetPlacementEpoch(uint64_t epoch);
+  // mgmt declared this target lost (its heartbeats are refused, so it learns no newer epochs):
+  // every shard request is refused as placed with a stale map, so a client that still places
+  // data here refreshes its map and goes to the targets that took over.
+  void SetLost();
   uint64_t placement_epoch() const { return placement_epoch_.load(std::memory_order_relaxed); }
 
   // Runs one request to completion on the calling thread (used by the pool; exposed for tests).
@@ -124,6 +128,7 @@ class ShardService {
   mutable std::mutex keys_mu_;
   std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
   std::atomic<uint64_t> placement_epoch_{0};
+  std::atomic<bool> lost_{false};
   ThreadPool pool_;
 };
 

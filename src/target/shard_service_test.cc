@@ -223,6 +223,24 @@ TEST_F(ShardServiceTest, StaleMapEpochIsRefused) {
   EXPECT_EQ(Text(service_->Execute(at(Request(ShardOp::kRead, 0), 9)).payload), "new");
 }
 
+// A target mgmt declared lost refuses every shard request as placed with a stale map, whatever
+// the request's epoch: a client that still places data there refreshes and goes elsewhere.
+TEST_F(ShardServiceTest, ALostTargetRefusesEverythingAsAStaleMap) {
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "old")).status.ok());
+  service_->SetLost();
+  for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kStat, ShardOp::kDelete}) {
+    RpcRequest req = Request(op, 0, "new");
+    const uint64_t newest = UINT64_MAX;
+    std::memcpy(req.header.data() + kMapEpochOffset, &newest, sizeof newest);
+    RpcReply r = service_->Execute(req);
+    EXPECT_TRUE(IsStaleMap(r.status)) << r.status.ToString();
+    EXPECT_NE(r.status.message().find("declared lost"), std::string::npos) << r.status.ToString();
+  }
+  std::promise<RpcReply> answered;
+  service_->Handle(Request(ShardOp::kRead, 0), [&](RpcReply reply) { answered.set_value(std::move(reply)); });
+  EXPECT_TRUE(IsStaleMap(answered.get_future().get().status));
+}
+
 // Stripe write leases: one owner at a time per stripe (any shard index), renewable by the
 // holder, released by it alone, expiring after their TTL; bad TTLs are refused.
 TEST_F(ShardServiceTest, StripeLeasesGrantOneOwnerAtATime) {

@@ -253,6 +253,11 @@ void TargetServer::HeartbeatLoop() {
         PS_LOG_WARN("mgmt does not know this target any more; registering again");
         Status s = Register();
         if (!s.ok()) PS_LOG_WARN("re-registration failed: {}", s.ToString());
+      } else if (r.status().code() == StatusCode::kFailedPrecondition) {
+        // Declared lost: its slots went to other targets. It serves nothing from now on.
+        if (!lost_logged_) PS_LOG_ERROR("{}; refusing every shard request", r.status().message());
+        lost_logged_ = true;
+        service_->SetLost();
       } else {
         PS_LOG_WARN("heartbeat to mgmt at {} failed: {}", options_.mgmt, r.status().ToString());
       }

@@ -78,6 +78,7 @@ class TargetServer {
   TargetOptions options_;
   std::string uuid_;
   std::atomic<uint32_t> target_id_{0};
+  bool lost_logged_ = false;  // the heartbeat thread's: mgmt said this target was declared lost
   MetricsRegistry metrics_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<ShardService> service_;
