@@ -194,7 +194,12 @@ TEST(EngineGcTest, BackgroundGcNeverLosesAConcurrentOverwrite) {
   }
   std::atomic<bool> done{false};
   std::thread collector([&] {
-    while (!done) ASSERT_TRUE(e->CollectGarbage(1).ok());
+    // On this 8-segment device the writers can take every free segment for a moment, and a GC
+    // pass then finds no room to move into ("no space", retry): allowed, losing data is not.
+    while (!done) {
+      auto cleaned = e->CollectGarbage(1);
+      if (!cleaned.ok()) ASSERT_EQ(cleaned.status().code(), StatusCode::kResourceExhausted) << cleaned.status().ToString();
+    }
   });
   for (auto& t : threads) t.join();
   done = true;
@@ -206,6 +211,7 @@ TEST(EngineGcTest, BackgroundGcNeverLosesAConcurrentOverwrite) {
   EngineStats s = e->Stats();
   EXPECT_EQ(s.shards, kKeys);
   EXPECT_EQ(s.checksum_errors, 0u);
+  EXPECT_GT(s.gc_segments_cleaned, 0u);  // it did race the writers
 }
 
 }  // namespace
