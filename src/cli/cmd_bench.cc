@@ -97,7 +97,7 @@ int RunBenchCommand(BenchFlags& f) {
                         {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects},
                         {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied}};
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
   } else {
     std::printf("%s: %llu ops (%llu errors) of %s in %.2f s, concurrency %u\n", r.mode.c_str(),
                 static_cast<unsigned long long>(r.ops), static_cast<unsigned long long>(r.errors),

@@ -235,7 +235,7 @@ int RunUp(const UpFlags& f, bool json_out) {
       j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address},
                               {"metrics", d.metrics}, {"log", d.log}});
     }
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
   } else {
     std::cout << rec.mgmt << std::endl;
     std::cerr << "penstock: cluster up: mgmt " << rec.mgmt << " and " << f.targets
@@ -265,7 +265,7 @@ int RunDown(const std::string& data_dir, bool json_out) {
   }
   std::remove(ClusterRecordPath(dir).c_str());
   if (json_out) {
-    std::cout << json{{"stopped", stopped}, {"killed", killed}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(json{{"stopped", stopped}, {"killed", killed}});
   } else {
     std::cerr << "penstock: stopped " << stopped << " processes" << (killed ? " (" + std::to_string(killed) + " killed after 10 s)" : "")
               << "; data kept in " << dir << "\n";
@@ -346,7 +346,7 @@ int RunStatus(const GlobalOptions& g) {
                                                                           t.corrupt_shards().end())},
                               {"transport", transports[t.id()]}});
     }
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
     return 0;
   }
   std::printf("mgmt %s (leader %s)  epoch %llu (placement %llu)  targets %d up, %d down%s  containers %llu\n",
@@ -410,7 +410,7 @@ int RunOut(const OutFlags& f) {
   auto r = (*mc)->MarkTargetLost(req);
   if (!r.ok()) return ReportError(r.status(), f.g.json);
   if (f.g.json) {
-    std::cout << json{{"target", f.id}, {"state", "lost"}, {"epoch", r->epoch()}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(json{{"target", f.id}, {"state", "lost"}, {"epoch", r->epoch()}});
   } else {
     std::printf("target %u declared lost (epoch %llu); mgmt rebuilds its shards on the other targets — follow it "
                 "with `penstock status`\n",

@@ -62,8 +62,7 @@ void ReportTransfer(const GlobalOptions& g, bool quiet, const char* verb, const 
                     uint64_t bytes, double secs) {
   double mbps = secs > 0 ? static_cast<double>(bytes) / secs / 1e6 : 0;
   if (g.json) {
-    std::cout << json{{"op", verb}, {"name", name}, {"bytes", bytes}, {"seconds", secs}, {"mb_per_s", mbps}}.dump(-1, ' ', false, kJsonReplace)
-              << std::endl;
+    PrintJson(json{{"op", verb}, {"name", name}, {"bytes", bytes}, {"seconds", secs}, {"mb_per_s", mbps}});
   } else if (!quiet) {
     std::fprintf(stderr, "%s '%s': %s in %.3f s (%.1f MB/s)\n", verb, name.c_str(),
                  HumanBytes(static_cast<double>(bytes)).c_str(), secs, mbps);
@@ -83,8 +82,8 @@ int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   auto info = (*c)->CreateContainer(f.container, props);
   if (!info.ok()) return ReportError(info.status(), g.json);
   if (g.json) {
-    std::cout << json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy},
-                      {"stripe_unit", info->stripe_unit}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy},
+                   {"stripe_unit", info->stripe_unit}});
   } else {
     std::cout << "created container '" << info->name << "' (id " << info->id << ", stripe unit "
               << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy " << info->redundancy << ")\n";
@@ -103,7 +102,7 @@ int ContainerList(const GlobalOptions& g) {
       j.push_back({{"id", i.id}, {"name", i.name}, {"redundancy", i.redundancy}, {"stripe_unit", i.stripe_unit},
                    {"created_ms", i.created_ms}});
     }
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
     return 0;
   }
   for (const auto& i : *list) {
@@ -118,7 +117,7 @@ int ContainerRemove(const GlobalOptions& g, const ObjectFlags& f) {
   auto c = Connect(g);
   if (!c.ok()) return ReportError(c.status(), g.json);
   if (Status s = (*c)->DeleteContainer(f.container, f.force); !s.ok()) return ReportError(s, g.json);
-  if (g.json) std::cout << json{{"removed", f.container}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+  if (g.json) PrintJson(json{{"removed", f.container}});
   return 0;
 }
 
@@ -162,7 +161,7 @@ int List(const GlobalOptions& g, const ObjectFlags& f) {
   if (g.json) {
     json j = json::array();
     for (const auto& o : *list) j.push_back({{"name", o.name}, {"size", o.size}, {"mtime_ms", o.mtime_ms}});
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
     return 0;
   }
   for (const auto& o : *list) {
@@ -177,8 +176,8 @@ int StatObject(const GlobalOptions& g, const ObjectFlags& f) {
   auto info = (*c)->Stat(f.container, f.name);
   if (!info.ok()) return ReportError(info.status(), g.json);
   if (g.json) {
-    std::cout << json{{"name", info->name}, {"size", info->size}, {"stripe_unit", info->stripe_unit},
-                      {"mtime_ms", info->mtime_ms}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(json{{"name", info->name}, {"size", info->size}, {"stripe_unit", info->stripe_unit},
+                   {"mtime_ms", info->mtime_ms}});
   } else {
     std::printf("name %s\nsize %llu\nstripe_unit %llu\nmtime_ms %lld\n", info->name.c_str(),
                 static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->stripe_unit),
@@ -191,7 +190,7 @@ int Remove(const GlobalOptions& g, const ObjectFlags& f) {
   auto c = Connect(g);
   if (!c.ok()) return ReportError(c.status(), g.json);
   if (Status s = (*c)->Delete(f.container, f.name); !s.ok()) return ReportError(s, g.json);
-  if (g.json) std::cout << json{{"removed", f.name}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+  if (g.json) PrintJson(json{{"removed", f.name}});
   return 0;
 }
 

@@ -34,8 +34,7 @@ int Create(const TenantState& st) {
   auto r = (*mc)->CreateTenant(req);
   if (!r.ok()) return ReportError(r.status(), st.g.json);
   if (st.g.json) {
-    std::cout << json{{"name", r->tenant().name()}, {"id", r->tenant().id()}, {"api_key", r->api_key()}}.dump(-1, ' ', false, kJsonReplace)
-              << std::endl;
+    PrintJson(json{{"name", r->tenant().name()}, {"id", r->tenant().id()}, {"api_key", r->api_key()}});
   } else {
     std::cout << r->api_key() << std::endl;
     std::cerr << "penstock: tenant '" << st.name << "' created (id " << r->tenant().id()
@@ -52,7 +51,7 @@ int List(const TenantState& st) {
   if (st.g.json) {
     json a = json::array();
     for (const auto& t : r->tenants()) a.push_back({{"name", t.name()}, {"id", t.id()}, {"created_ms", t.created_ms()}});
-    std::cout << a.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(a);
   } else {
     for (const auto& t : r->tenants()) std::cout << t.id() << "\t" << t.name() << std::endl;
   }
@@ -66,7 +65,7 @@ int Remove(const TenantState& st) {
   req.set_name(st.name);
   auto r = (*mc)->DeleteTenant(req);
   if (!r.ok()) return ReportError(r.status(), st.g.json);
-  if (st.g.json) std::cout << json{{"removed", st.name}}.dump(-1, ' ', false, kJsonReplace) << std::endl;
+  if (st.g.json) PrintJson(json{{"removed", st.name}});
   return 0;
 }
 

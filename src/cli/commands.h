@@ -17,9 +17,10 @@
 
 namespace penstock::cli {
 
-// For --json output: object names may hold any bytes but NUL, and bytes that are not UTF-8 come
-// out as U+FFFD instead of throwing (nlohmann's default) and failing the command.
-inline constexpr auto kJsonReplace = nlohmann::json::error_handler_t::replace;
+// Prints `j` on one line of stdout (--json output). Object names may hold any bytes but NUL:
+// bytes that are not UTF-8 come out as U+FFFD instead of throwing (nlohmann's default) and
+// failing the command.
+void PrintJson(const nlohmann::json& j);
 
 struct Command {
   CLI::App* app;                 // the (sub)subcommand that selects this handler

@@ -55,10 +55,14 @@ ClientOptions ToClientOptions(const GlobalOptions& g) {
   return o;
 }
 
+void PrintJson(const nlohmann::json& j) {
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
+
 int ReportError(const Status& s, bool json) {
   if (json) {
     nlohmann::json j = {{"error", {{"code", std::string(StatusCodeName(s.code()))}, {"message", s.message()}}}};
-    std::cout << j.dump(-1, ' ', false, kJsonReplace) << std::endl;
+    PrintJson(j);
   } else {
     std::cerr << "penstock: error: " << s.message() << "\n";
   }
