@@ -59,13 +59,13 @@ bool FromSockaddr(const SocketAddress& a, ProcAddress* out) {
   if (sa->sa_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
     out->ip = MappedV4(reinterpret_cast<const unsigned char*>(&in->sin_addr));
-    out->port = ntohs(in->sin_port);
+    out->port = a.port();
     return true;
   }
   if (sa->sa_family == AF_INET6) {
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
     std::memcpy(out->ip.data(), &in6->sin6_addr, 16);
-    out->port = ntohs(in6->sin6_port);
+    out->port = a.port();
     return true;
   }
   return false;
