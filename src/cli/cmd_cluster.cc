@@ -319,6 +319,12 @@ int RunStatus(const GlobalOptions& g) {
     return t.state() == v1::TARGET_STATE_UP ? "up" : t.state() == v1::TARGET_STATE_LOST ? "lost" : "down";
   };
   auto transports = ProbeTransports(*map);
+  // Recovering for some containers only (writes to them missed it): their ids.
+  auto recovering_ids = [](const v1::Target& t) {
+    std::vector<uint64_t> ids;
+    for (const auto& rc : t.recovering_containers()) ids.push_back(rc.container_id());
+    return ids;
+  };
   const v1::RepairStatus& rs = st->repair();
   if (g.json) {
     json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()},
@@ -336,7 +342,9 @@ int RunStatus(const GlobalOptions& g) {
                           {"last_active_bytes_per_second", rs.last_active_bytes_per_second()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
-                              {"state", state_name(t)}, {"recovering", t.recovering()},
+                              {"state", state_name(t)},
+                              {"recovering", t.recovering() || t.recovering_containers_size() > 0},
+                              {"recovering_all", t.recovering()}, {"recovering_containers", recovering_ids(t)},
                               {"address", t.address()}, {"metrics", t.metrics_address()},
                               {"fault_domain", t.fault_domain()}, {"capacity_bytes", t.capacity_bytes()},
                               {"used_bytes", t.used_bytes()}, {"live_bytes", t.live_bytes()},
@@ -375,7 +383,8 @@ int RunStatus(const GlobalOptions& g) {
               "LIVE", "DEAD", "FREE", "TRANSPORT");
   auto h = [](uint64_t b) { return HumanBytes(static_cast<double>(b)); };
   for (const auto& t : map->targets()) {
-    const std::string state = std::string(state_name(t)) + (t.recovering() ? "*" : "");
+    const std::string state =
+        std::string(state_name(t)) + (t.recovering() || t.recovering_containers_size() > 0 ? "*" : "");
     std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state.c_str(), t.address().c_str(),
                 h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
                 h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), transports[t.id()].c_str());
@@ -385,6 +394,12 @@ int RunStatus(const GlobalOptions& g) {
       std::printf("target %u*: recovering (restarted or missed writes): no protected reads from it until repair "
                   "has checked it\n",
                   t.id());
+    } else if (t.recovering_containers_size() > 0) {
+      std::string ids;
+      for (uint64_t id : recovering_ids(t)) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      std::printf("target %u*: missed writes to container id %s: no reads of %s from it until repair has checked "
+                  "it\n",
+                  t.id(), ids.c_str(), t.recovering_containers_size() > 1 ? "them" : "it");
     }
   }
   for (const auto& t : map->targets()) {

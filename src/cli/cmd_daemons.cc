@@ -105,9 +105,9 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   ro.rate_bytes_per_s = repair_rate;
   ro.is_leader = [raw] { return raw->is_leader(); };
   ro.metrics = raw->metrics();
-  ro.on_clean_pass = [raw](const std::vector<uint32_t>& ids, uint64_t epoch,
+  ro.on_clean_pass = [raw](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers, uint64_t epoch,
                            std::chrono::steady_clock::time_point started) {
-    auto r = raw->state()->MarkRecovered(ids, epoch, started);
+    auto r = raw->state()->MarkRecovered(ids, containers, epoch, started);
     if (!r.ok()) PS_LOG_WARN("could not clear the recovering flag: {}", r.status().ToString());
   };
   auto repair = Repairer::Start(ro);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <set>
 #include <random>
@@ -259,6 +260,50 @@ TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads)
   std::lock_guard lock(mu);
   ASSERT_EQ(threads.size(), 4u);
   for (const std::string& t : threads) EXPECT_EQ(t, "ps-report");
+}
+
+// A write that missed a target makes it recovering for that container only: readers of the
+// container leave it alone, readers of another container still read from it (a tenant's
+// degraded writes, or a forged report, cannot stop other tenants' reads).
+TEST(ClientDegradedWriteTest, AMissedWriteStopsReadsOfItsContainerOnly) {
+  testing::InProcessCluster cluster(2);
+  ASSERT_TRUE(cluster.ok());
+  auto r = Rep2Container(cluster);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ContainerProps rep;
+  rep.redundancy = "rep:2";
+  rep.stripe_unit = kRepStripeUnit;
+  auto other = cluster.client().CreateContainer("other", rep);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  DataPath path;
+  ASSERT_TRUE(path.Open(PathOptions(cluster)).ok());
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);
+  auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 5)));
+  const WireShardKey in_r{r->id, 3, 3, 0, 0, 0};
+  const WireShardKey in_other{other->id, 3, 3, 0, 0, 0};
+  ASSERT_TRUE(path.io->WriteSync(g, in_r, data, NewVersion()).ok());
+  ASSERT_TRUE(path.io->WriteSync(g, in_other, data, NewVersion()).ok());
+
+  const uint32_t missed = cluster.target(0).target_id();
+  v1::ReportDegradedWriteRequest report;
+  report.set_container_id(r->id);
+  report.add_target_ids(missed);
+  ASSERT_TRUE(path.mgmt->ReportDegradedWrite(report).ok());
+  ASSERT_TRUE(path.view->Refresh().ok());
+  for (const auto& [key, readable] : {std::pair{in_r, false}, std::pair{in_other, true}}) {
+    auto slots = path.io->ReadSlots(key, 2);
+    ASSERT_TRUE(slots.ok());
+    for (const TargetRef& t : *slots) {
+      EXPECT_EQ(t.up, t.id != missed || readable) << "target " << t.id << " container " << key.container;
+    }
+  }
+  // With the other target gone, only the container the write missed in cannot be read.
+  cluster.StopTarget(1);
+  auto got = path.io->ReadSync(g, in_other, 0, 4096);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->data.size(), data->size());
+  EXPECT_EQ(std::memcmp(got->data.data(), data->data(), data->size()), 0);
+  EXPECT_FALSE(path.io->ReadSync(g, in_r, 0, 4096).ok());
 }
 
 }  // namespace

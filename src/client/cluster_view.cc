@@ -16,6 +16,7 @@ void ClusterView::Apply(const v1::ClusterMap& map) {
   for (const auto& t : map.targets()) {
     targets.push_back({t.id(), t.uuid(), t.address(), t.state() == v1::TARGET_STATE_UP,
                        t.state() == v1::TARGET_STATE_LOST, t.fault_domain(), t.recovering()});
+    for (const auto& rc : t.recovering_containers()) targets.back().recovering_for.push_back(rc.container_id());
   }
   Set(map.epoch(), std::move(targets));
 }

@@ -5,6 +5,7 @@
 // holds. Thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -28,6 +29,15 @@ struct TargetRef {
   bool lost = false;  // declared lost: never read from or written to
   std::string fault_domain{};
   bool recovering = false;  // may hold stale shards until repaired: written to, not read from
+  // The same for these containers only (a write to them missed it).
+  std::vector<uint64_t> recovering_for{};
+
+  // A write to `container` is known to have missed it: never read from it, not even as a
+  // last resort.
+  bool MissedWritesIn(uint64_t container) const {
+    return std::find(recovering_for.begin(), recovering_for.end(), container) != recovering_for.end();
+  }
+  bool RecoveringFor(uint64_t container) const { return recovering || MissedWritesIn(container); }
 };
 
 class ClusterView {

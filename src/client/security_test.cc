@@ -194,6 +194,20 @@ TEST_F(SecurityTest, GrpcWithoutAValidKeyIsRefused) {
   missed.set_container_id(container_a_);
   EXPECT_TRUE((*tenant)->ReportDegradedWrite(missed).ok());
   EXPECT_EQ((*none)->ReportDegradedWrite(missed).status().code(), StatusCode::kUnauthenticated);
+  // ... and the target becomes recovering for that container only: reads of "b" go on.
+  auto map = admin_->GetClusterMap();
+  ASSERT_TRUE(map.ok());
+  ASSERT_EQ(map->targets_size(), 1);
+  EXPECT_FALSE(map->targets(0).recovering());
+  ASSERT_EQ(map->targets(0).recovering_containers_size(), 1);
+  EXPECT_EQ(map->targets(0).recovering_containers(0).container_id(), container_a_);
+  // Every container at once (container 0) is the admin's to say.
+  missed.set_container_id(0);
+  EXPECT_EQ((*tenant)->ReportDegradedWrite(missed).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(admin_->ReportDegradedWrite(missed).ok());
+  map = admin_->GetClusterMap();
+  ASSERT_TRUE(map.ok());
+  EXPECT_TRUE(map->targets(0).recovering());
 
   // Registering a target or heartbeating as one hands out the cluster keys: admin key only.
   v1::RegisterTargetRequest reg;

@@ -109,7 +109,7 @@ Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size
   auto slots = Slots(key, width);
   if (!slots.ok() || width <= 1 || read_recovering_) return slots;
   for (TargetRef& t : *slots) {
-    if (t.recovering) t.up = false;
+    if (t.RecoveringFor(key.container)) t.up = false;
   }
   return slots;
 }
@@ -638,11 +638,16 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
                            std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
-  // Up slots first, in slot order; down ones last (the map may be behind).
+  // Up slots first, in slot order; down ones last (the map may be behind), except those a
+  // write to this container is known to have missed: their copy may be old, and with no
+  // other copy answering nothing would show it.
   SlotList order;
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t i = 0; i < slots->size(); ++i) {
-      if ((*slots)[i].up == (pass == 0)) order.emplace_back(i, (*slots)[i]);
+      const TargetRef& t = (*slots)[i];
+      if (t.up != (pass == 0)) continue;
+      if (!t.up && !read_recovering_ && t.MissedWritesIn(key.container)) continue;
+      order.emplace_back(i, t);
     }
   }
   if (order.empty()) return done(Unavailable("no target holds " + Ordinal(key)));

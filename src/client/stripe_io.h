@@ -192,8 +192,10 @@ class StripeIo {
                                 const std::vector<uint32_t>& shards, uint64_t version);
 
   // Slots of `key`'s stripe for `width` shards (exposed for repair and tests); a target this
-  // client suspects (late answers) shows as not up. ReadSlots also shows recovering targets
-  // as not up: protected data is never read from a target that may hold stale shards.
+  // client suspects (late answers) shows as not up. ReadSlots also shows targets recovering
+  // (for every container or for `key`'s) as not up: protected data is read from a target that
+  // may hold stale shards only as a replica's last resort, and never from one that a write to
+  // the container is known to have missed (TargetRef::MissedWritesIn).
   Result<std::vector<TargetRef>> Slots(const WireShardKey& key, size_t width) const;
   Result<std::vector<TargetRef>> ReadSlots(const WireShardKey& key, size_t width) const;
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
+#include <utility>
 
 #include "common/log.h"
 #include "mgmt/container_rules.h"
@@ -71,7 +73,8 @@ bool IsDataAddress(const std::string& a) {
 bool SameMapFields(const v1::Target& a, const v1::Target& b) {
   return a.address() == b.address() && a.metrics_address() == b.metrics_address() &&
          a.fault_domain() == b.fault_domain() && a.capacity_bytes() == b.capacity_bytes() &&
-         a.state() == b.state() && a.recovering() == b.recovering();
+         a.state() == b.state() && a.recovering() == b.recovering() &&
+         a.recovering_containers_size() == b.recovering_containers_size();
 }
 
 }  // namespace
@@ -324,8 +327,13 @@ Result<uint64_t> ClusterState::CommitTargetsLocked(const std::map<uint32_t, v1::
   return epoch_;
 }
 
-Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) {
+Result<uint64_t> ClusterState::MarkRecovering(uint64_t container_id, const std::vector<uint32_t>& ids) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (container_id != 0) {
+    bool known = false;
+    for (const auto& [name, c] : containers_) known |= c.id() == container_id;
+    if (!known) return NotFound("container id " + std::to_string(container_id) + " does not exist");
+  }
   std::map<uint32_t, v1::Target> changed;
   const auto now = std::chrono::steady_clock::now();
   for (uint32_t id : ids) {
@@ -333,40 +341,84 @@ Result<uint64_t> ClusterState::MarkRecovering(const std::vector<uint32_t>& ids) 
     if (it == targets_.end()) return NotFound("target " + std::to_string(id) + " is not registered");
     if (it->second.state() == v1::TARGET_STATE_LOST) continue;
     missed_at_[id] = now;
-    // DOWN ones become recovering when they return; recovering ones stay so.
-    if (it->second.recovering() || it->second.state() != v1::TARGET_STATE_UP) continue;
-    v1::Target next = it->second;
-    next.set_recovering(true);
-    next.set_recovering_since_epoch(epoch_ + 1);
+    if (container_id != 0) missed_in_at_[{id, container_id}] = now;
+    // DOWN ones become recovering (for every container) when they return, recovering ones stay
+    // so; the container is still recorded (readers never fall back to a target a write in
+    // their container is known to have missed).
+    const v1::Target& cur = changed.count(id) ? changed.at(id) : it->second;
+    if (container_id == 0 && (cur.recovering() || cur.state() != v1::TARGET_STATE_UP)) continue;
+    if (container_id != 0) {
+      bool listed = false;
+      for (const auto& rc : cur.recovering_containers()) listed |= rc.container_id() == container_id;
+      if (listed) continue;
+    }
+    v1::Target next = cur;
+    if (container_id == 0) {
+      next.set_recovering(true);
+      next.set_recovering_since_epoch(epoch_ + 1);
+    } else {
+      v1::RecoveringContainer* rc = next.add_recovering_containers();
+      rc->set_container_id(container_id);
+      rc->set_since_epoch(epoch_ + 1);
+    }
     changed[id] = std::move(next);
   }
   if (changed.empty()) return epoch_;
   PS_RETURN_IF_ERROR(CommitTargetsLocked(changed).status());
   for (const auto& [id, t] : changed) {
-    PS_LOG_WARN("target {} missed a write a client acknowledged degraded; recovering until repaired (epoch {})", id,
-                epoch_);
+    if (container_id == 0) {
+      PS_LOG_WARN("target {} missed a write a client acknowledged degraded; recovering until repaired (epoch {})", id,
+                  epoch_);
+    } else {
+      PS_LOG_WARN("target {} missed a write to container id {} a client acknowledged degraded; no reads of that "
+                  "container from it until repaired (epoch {})", id, container_id, epoch_);
+    }
   }
   return epoch_;
 }
 
-Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch,
+Result<uint64_t> ClusterState::MarkRecovered(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers,
+                                             uint64_t checked_at_epoch,
                                              std::chrono::steady_clock::time_point pass_started) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::set<uint64_t> existing;
+  for (const auto& [name, c] : containers_) existing.insert(c.id());
+  const std::set<uint64_t> checked(containers.begin(), containers.end());
+  const std::set<uint32_t> whole(ids.begin(), ids.end());
   std::map<uint32_t, v1::Target> changed;
-  for (uint32_t id : ids) {
-    auto it = targets_.find(id);
-    if (it == targets_.end() || !it->second.recovering()) continue;
-    if (it->second.recovering_since_epoch() > checked_at_epoch) continue;  // missed more since
-    if (auto m = missed_at_.find(id); m != missed_at_.end() && m->second >= pass_started) continue;
-    if (it->second.state() != v1::TARGET_STATE_UP) continue;
-    v1::Target next = it->second;
-    next.set_recovering(false);
-    changed[id] = std::move(next);
+  for (const auto& [id, t] : targets_) {
+    if (t.state() != v1::TARGET_STATE_UP) continue;
+    v1::Target next = t;
+    if (whole.count(id) && t.recovering() && t.recovering_since_epoch() <= checked_at_epoch) {
+      // Not if a write missed it after the pass started (the pass's listing may predate it).
+      auto m = missed_at_.find(id);
+      if (m == missed_at_.end() || m->second < pass_started) next.set_recovering(false);
+    }
+    // Per container: checked by this pass, and no write in it missed since the pass started.
+    // A container deleted since it was reported has nothing left to check.
+    auto* rcs = next.mutable_recovering_containers();
+    for (int i = rcs->size() - 1; i >= 0; --i) {
+      const v1::RecoveringContainer& rc = rcs->Get(i);
+      bool clear = !existing.count(rc.container_id());
+      if (!clear && checked.count(rc.container_id()) && rc.since_epoch() <= checked_at_epoch) {
+        auto m = missed_in_at_.find({id, rc.container_id()});
+        clear = m == missed_in_at_.end() || m->second < pass_started;
+      }
+      if (clear) rcs->DeleteSubrange(i, 1);
+    }
+    if (next.recovering() != t.recovering() || rcs->size() != t.recovering_containers_size()) {
+      changed[id] = std::move(next);
+    }
   }
   if (changed.empty()) return epoch_;
   PS_RETURN_IF_ERROR(CommitTargetsLocked(changed).status());
   for (const auto& [id, t] : changed) {
-    PS_LOG_INFO("target {} checked by repair: serving reads again (epoch {})", id, epoch_);
+    if (!t.recovering() && t.recovering_containers_size() == 0) {
+      PS_LOG_INFO("target {} checked by repair: serving reads again (epoch {})", id, epoch_);
+    } else if (!t.recovering()) {
+      PS_LOG_INFO("target {} checked by repair: {} container(s) still wait for a clean pass (epoch {})", id,
+                  t.recovering_containers_size(), epoch_);
+    }
   }
   return epoch_;
 }

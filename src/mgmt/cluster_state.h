@@ -11,9 +11,10 @@
 // CheckLiveness may mark them DOWN.
 //
 // Epoch: bumped by every change to the cluster map — a new target, a known target whose
-// address, metrics address, fault domain, capacity, state or recovering flag changed, and
+// address, metrics address, fault domain, capacity, state or recovering flags changed, and
 // UP<->DOWN. A known target that registers again or comes back from DOWN becomes
-// `recovering` (it may hold stale shards) until the repair service has checked it.
+// `recovering` (it may hold stale shards) until the repair service has checked it; one that a
+// client reports missed a degraded write becomes recovering for that write's container only.
 // Containers are not part of the cluster map and do not bump it.
 //
 // Reload (HA): a mgmt that becomes leader re-reads everything from the shared store, with the
@@ -32,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mgmt/meta_store.h"
@@ -90,17 +92,22 @@ class ClusterState {
   // for all of them. Returns how many changed state.
   Result<int> CheckLiveness(int64_t now_ms);
 
-  // Records that targets missed a write a client acknowledged degraded. UP ones become
-  // recovering (one epoch bump for all); for every one the time of the report is kept, so that
-  // a repair pass that started before it cannot clear the flag (its listing may predate the
-  // write). Lost targets are left as they are. Returns the epoch.
-  // Errors: kNotFound for an unknown id.
-  Result<uint64_t> MarkRecovering(const std::vector<uint32_t>& ids);
-  // Clears `recovering` of the listed targets that are UP, became recovering at or before
-  // `checked_at_epoch` (the epoch a complete, clean repair pass started at) and had no missed
-  // write reported since `pass_started` (in this process's steady clock).
-  Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, uint64_t checked_at_epoch,
-                                 std::chrono::steady_clock::time_point pass_started);
+  // Records that targets missed a write to container `container_id` that a client acknowledged
+  // degraded. UP ones become recovering for that container (Target.recovering_containers; with
+  // container 0, recovering for all), one epoch bump for all; for every one the time of the
+  // report is kept, so that a repair pass that started before it cannot clear the flag (its
+  // listing may predate the write). Lost targets are left as they are; DOWN ones get the
+  // container entry too and become recovering for all when they return. Returns the epoch.
+  // Errors: kNotFound for an unknown target or container id.
+  Result<uint64_t> MarkRecovering(uint64_t container_id, const std::vector<uint32_t>& ids);
+  // After a repair pass that started at map epoch `checked_at_epoch` (and `pass_started` in this
+  // process's steady clock) with every target UP: clears `recovering` of the listed targets
+  // `ids` (pass clean in every container) and the recovering-for-container entries of the
+  // containers in `containers` (checked clean), of UP targets, that were set at or before that
+  // epoch and had no missed write reported since the pass started. Entries for containers that
+  // no longer exist go too.
+  Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers,
+                                 uint64_t checked_at_epoch, std::chrono::steady_clock::time_point pass_started);
 
   // Declares target `id` lost for good (epoch bump): placement gives its slots to others and
   // repair rebuilds its shards there; it may not register again. Returns the new epoch.
@@ -160,6 +167,8 @@ class ClusterState {
   std::map<std::string, uint32_t> target_by_uuid_; // guarded by mu_
   // Last missed-write report per target (in memory: a new leader's passes all start after it).
   std::map<uint32_t, std::chrono::steady_clock::time_point> missed_at_;  // guarded by mu_
+  // The same per (target, container).
+  std::map<std::pair<uint32_t, uint64_t>, std::chrono::steady_clock::time_point> missed_in_at_;  // guarded by mu_
   std::map<std::string, v1::Container> containers_;  // by name; guarded by mu_
 };
 

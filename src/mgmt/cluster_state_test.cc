@@ -97,20 +97,20 @@ TEST_F(ClusterStateTest, KnownUuidKeepsIdAndBumpsOnlyOnChange) {
 
   // Repair checked it at epoch 2: too early; at epoch 3: it serves reads again.
   const auto before = std::chrono::steady_clock::now();
-  EXPECT_EQ(*state_->MarkRecovered({1}, 2, before), 3u);
+  EXPECT_EQ(*state_->MarkRecovered({1}, {}, 2, before), 3u);
   EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
-  EXPECT_EQ(*state_->MarkRecovered({1}, 3, before), 4u);
+  EXPECT_EQ(*state_->MarkRecovered({1}, {}, 3, before), 4u);
   EXPECT_FALSE(state_->GetClusterMap().targets(0).recovering());
   // A client reports a write it missed: recovering again, one bump; a repeat changes nothing.
-  EXPECT_EQ(*state_->MarkRecovering({1, 1}), 5u);
+  EXPECT_EQ(*state_->MarkRecovering(0, {1, 1}), 5u);
   const auto pass_started = std::chrono::steady_clock::now();
-  EXPECT_EQ(*state_->MarkRecovering({1}), 5u);
-  EXPECT_EQ(state_->MarkRecovering({9}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*state_->MarkRecovering(0, {1}), 5u);
+  EXPECT_EQ(state_->MarkRecovering(0, {9}).status().code(), StatusCode::kNotFound);
   // The repeat came after that pass started (its listing may predate the missed write): the
   // pass clears nothing; one started after the report does.
-  EXPECT_EQ(*state_->MarkRecovered({1}, 5, pass_started), 5u);
+  EXPECT_EQ(*state_->MarkRecovered({1}, {}, 5, pass_started), 5u);
   EXPECT_TRUE(state_->GetClusterMap().targets(0).recovering());
-  EXPECT_EQ(*state_->MarkRecovered({1}, 5, std::chrono::steady_clock::now()), 6u);
+  EXPECT_EQ(*state_->MarkRecovered({1}, {}, 5, std::chrono::steady_clock::now()), 6u);
 
   // New port after restart: same id, address updated, bump.
   Result<Registration> moved = state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));
@@ -274,6 +274,61 @@ TEST_F(ClusterStateTest, MgmtDowntimeDoesNotCountAsATargetsSilence) {
   EXPECT_EQ(state_->GetClusterMap().targets(1).state(), v1::TARGET_STATE_LOST);
 }
 
+// A write that missed a target makes it recovering for the written container only; a pass
+// that checked that container clears it, one that did not leaves it.
+TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b")).ok());
+  const uint64_t one = state_->CreateContainer("one", "rep:2", 0)->id();
+  const uint64_t two = state_->CreateContainer("two", "rep:2", 0)->id();
+  const uint64_t gone = state_->CreateContainer("gone", "rep:2", 0)->id();
+  EXPECT_EQ(state_->MarkRecovering(999, {1}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(*state_->MarkRecovering(one, {1, 1}), 3u);
+  EXPECT_EQ(*state_->MarkRecovering(one, {1}), 3u);  // a repeat changes nothing
+  EXPECT_EQ(*state_->MarkRecovering(gone, {1}), 4u);
+  EXPECT_EQ(*state_->MarkRecovering(two, {2}), 5u);
+  v1::Target a = state_->GetClusterMap().targets(0);
+  EXPECT_FALSE(a.recovering());  // not for every container
+  ASSERT_EQ(a.recovering_containers_size(), 2);
+  EXPECT_EQ(a.recovering_containers(0).container_id(), one);
+  EXPECT_EQ(a.recovering_containers(0).since_epoch(), 3u);
+  EXPECT_EQ(a.recovering_containers(1).container_id(), gone);
+
+  // The entries survive a reload (a failover).
+  Reload();
+  ASSERT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 2);
+  ASSERT_TRUE(state_->DeleteContainer("gone").ok());
+  // A pass that started at epoch 4 and checked "two" only: target 1 keeps "one", loses the deleted
+  // container; target 2's "two" was reported at epoch 5, after the pass started.
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(*state_->MarkRecovered({}, {two}, 4, started), 6u);
+  a = state_->GetClusterMap().targets(0);
+  ASSERT_EQ(a.recovering_containers_size(), 1);
+  EXPECT_EQ(a.recovering_containers(0).container_id(), one);
+  EXPECT_EQ(state_->GetClusterMap().targets(1).recovering_containers_size(), 1);
+  // A write in "one" missed target 1 again after the next pass started: that pass leaves it.
+  const auto next_started = std::chrono::steady_clock::now();
+  EXPECT_EQ(*state_->MarkRecovering(one, {1}), 6u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 6, next_started), 7u);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 1);
+  EXPECT_EQ(state_->GetClusterMap().targets(1).recovering_containers_size(), 0);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 7, std::chrono::steady_clock::now()), 8u);
+  EXPECT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 0);
+
+  // A DOWN target still gets the entry (readers must not fall back to it), and is recovering
+  // for every container when it returns; no pass clears an entry while it is down.
+  now_ += kTimeout + 1;
+  ASSERT_TRUE(state_->Heartbeat(Hb(1, "uuid-a")).ok());
+  EXPECT_EQ(*state_->CheckLiveness(now_), 1);
+  EXPECT_EQ(*state_->MarkRecovering(one, {2}), 10u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one}, 10, std::chrono::steady_clock::now()), 10u);
+  v1::Target b = state_->GetClusterMap().targets(1);
+  EXPECT_EQ(b.state(), v1::TARGET_STATE_DOWN);
+  ASSERT_EQ(b.recovering_containers_size(), 1);
+  ASSERT_TRUE(state_->Heartbeat(Hb(2, "uuid-b")).ok());
+  EXPECT_TRUE(state_->GetClusterMap().targets(1).recovering());
+}
+
 // The placement epoch moves only with what moves slots: a new member, a new fault domain, a
 // target declared lost; not with restarts, down/up or recovering.
 TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
@@ -287,7 +342,7 @@ TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
   Registration again = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000"));  // restart, new port
   EXPECT_GT(again.epoch, 2u);
   EXPECT_EQ(again.placement_epoch, 2u);
-  ASSERT_TRUE(state_->MarkRecovering({b.target_id}).ok());
+  ASSERT_TRUE(state_->MarkRecovering(0, {b.target_id}).ok());
   now_ += kTimeout + 1;
   ASSERT_TRUE(state_->Heartbeat(Hb(a.target_id, "uuid-a")).ok());
   EXPECT_EQ(*state_->CheckLiveness(now_), 1);  // b down

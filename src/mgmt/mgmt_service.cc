@@ -288,11 +288,17 @@ grpc::Status MgmtService::ReportDegradedWrite(grpc::ServerContext* ctx, const v1
   if (Status g = CheckLeader(); !g.ok()) return Done("ReportDegradedWrite", g);
   Result<Caller> caller = Authenticate(ctx);
   if (!caller.ok()) return Done("ReportDegradedWrite", caller.status());
-  // Only a writer of the container (or the admin) may say its writes missed targets.
-  if (!caller->admin) {
+  // Only a writer of the container (or the admin) may say its writes missed targets, and the
+  // targets become recovering for that container only: a tenant cannot stop others' reads.
+  // Container 0 (every container) is the admin's.
+  if (req->container_id() == 0 && !caller->admin) {
+    return Done("ReportDegradedWrite", PermissionDenied("only the admin may report a missed write for every "
+                                                        "container (container_id 0); name the container written"));
+  }
+  if (req->container_id() != 0) {
     if (auto c = OwnedContainerById(*caller, req->container_id()); !c.ok()) return Done("ReportDegradedWrite", c.status());
   }
-  auto epoch = state_->MarkRecovering({req->target_ids().begin(), req->target_ids().end()});
+  auto epoch = state_->MarkRecovering(req->container_id(), {req->target_ids().begin(), req->target_ids().end()});
   if (epoch.ok()) resp->set_epoch(*epoch);
   return Done("ReportDegradedWrite", epoch.status());
 }

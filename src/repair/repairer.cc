@@ -121,16 +121,21 @@ Status Repairer::RunPass() {
   dp_.view->Apply(map);
   std::set<std::pair<uint32_t, std::string>> corrupt;  // (target, key text) reported by targets
   std::vector<uint32_t> recovering;                    // targets this pass can clear
+  bool any_recovering = false;                         // for some container at least
   for (const auto& t : map.targets()) {
     for (const auto& k : t.corrupt_shards()) corrupt.emplace(t.id(), k);
     if (t.recovering() && t.state() == v1::TARGET_STATE_UP) recovering.push_back(t.id());
+    any_recovering |= t.recovering() || t.recovering_containers_size() > 0;
   }
-  // Clean: every target up and listed, nothing left unrepaired. With a target DOWN, a
-  // recovering target's shard may be older than the copy on the down one, so no flag is cleared.
-  std::atomic<bool> clean{true};
+  // A container is clean when every target was up and listed and nothing in it was left
+  // unrepaired; the pass is clean when every container is. With a target DOWN, a recovering
+  // target's shard may be older than the copy on the down one, so no flag is cleared.
+  bool all_up = true;
   for (const auto& t : map.targets()) {
-    if (t.state() == v1::TARGET_STATE_DOWN) clean = false;
+    if (t.state() == v1::TARGET_STATE_DOWN) all_up = false;
   }
+  bool pass_clean = true;
+  std::vector<uint64_t> clean_containers;
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
@@ -182,7 +187,11 @@ Status Repairer::RunPass() {
 
   for (const v1::Container& c : containers.containers()) {
     auto red = ParseRedundancy(c.redundancy());
-    if (!red.ok() || !red->protected_()) continue;
+    if (!red.ok() || !red->protected_()) {
+      clean_containers.push_back(c.id());  // nothing to check
+      continue;
+    }
+    std::atomic<bool> clean{true};  // this container's
     // What the live targets hold.
     ShardIndex index;
     std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
@@ -363,6 +372,11 @@ Status Repairer::RunPass() {
     // Jobs refer to this container's data: finish them before the next one.
     std::unique_lock<std::mutex> lock(jobs_mu);
     jobs_cv.wait(lock, [&] { return jobs == 0; });
+    if (clean) {
+      clean_containers.push_back(c.id());
+    } else {
+      pass_clean = false;
+    }
   }
   const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   Update([&](v1::RepairStatus& st) {
@@ -379,7 +393,10 @@ Status Repairer::RunPass() {
       st.set_last_active_bytes_per_second(st.bytes_per_second());
     }
   });
-  if (clean && !recovering.empty() && options_.on_clean_pass) options_.on_clean_pass(recovering, map.epoch(), started);
+  if (all_up && any_recovering && options_.on_clean_pass) {
+    if (!pass_clean) recovering.clear();
+    options_.on_clean_pass(recovering, clean_containers, map.epoch(), started);
+  }
   auto st = status();
   if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {
     PS_LOG_INFO("repair pass done in {} ms: {} stripes checked, {} shards ({} bytes) rewritten, {} unrecoverable",

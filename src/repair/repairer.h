@@ -52,10 +52,13 @@ struct RepairOptions {
   // Whether this mgmt leads (passes run only then); empty: always.
   std::function<bool()> is_leader;
   MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
-  // After a complete pass that left nothing unrepaired: the targets that were recovering when
-  // it started (at map epoch `epoch`, steady-clock time `started`) hold no stale shards any
-  // more (mgmt clears the flag unless a write missed them after `started`).
-  std::function<void(const std::vector<uint32_t>& ids, uint64_t epoch, std::chrono::steady_clock::time_point started)>
+  // After a pass that found every target up, while some target was recovering: `ids`, the
+  // targets that were recovering (for every container) when it started (at map epoch `epoch`,
+  // steady-clock time `started`), when the pass left nothing unrepaired anywhere (else empty),
+  // and `containers`, those it checked with nothing left unrepaired. Those hold no stale shards
+  // any more (mgmt clears the flags unless a write missed them after `started`).
+  std::function<void(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers, uint64_t epoch,
+                     std::chrono::steady_clock::time_point started)>
       on_clean_pass;
 };
 

@@ -320,6 +320,8 @@ def test_sigstopped_target_is_a_gray_failure_not_a_hang(cluster_factory, tmp_pat
     within the straggler delay: reads and writes complete, nothing hangs."""
     c = cluster_factory(targets=4, capacity="256M", heartbeat_timeout_ms=60000)
     c.cli("container", "create", "p", "--redundancy", "ec:2+1")
+    c.cli("container", "create", "q", "--redundancy", "ec:2+1")
+    ids = {x["name"]: x["id"] for x in json.loads(c.cli("container", "ls", "--json").stdout)}
     src = write_random(tmp_path / "s", 40 * MiB + 1)
     c.cli("put", str(src), "o", "--container", "p")
     victim = targets(c)[1]
@@ -332,9 +334,14 @@ def test_sigstopped_target_is_a_gray_failure_not_a_hang(cluster_factory, tmp_pat
         c.cli("put", str(src2), "o2", "--container", "p", timeout=60)
         get_ok(c, "p", "o2", sha(src2), tmp_path / "out", timeout=60)
         assert time.time() - t0 < 45
+        # The writes that went without it make it recovering for "p" only: "q" is not its business.
+        t = next(t for t in status(c)["targets"] if t["recovering"])
+        assert not t["recovering_all"] and t["recovering_containers"] == [ids["p"]], t
+        assert f"missed writes to container id {ids['p']}" in c.cli("status").stdout
     finally:
         os.kill(pid, signal.SIGCONT)
     get_ok(c, "p", "o2", sha(src2), tmp_path / "out")
+    repair_settled(c)  # a clean pass clears it
 
 
 def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
