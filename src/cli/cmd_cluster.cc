@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "common/config.h"
+#include "protocol/object_head.h"
 #include "mgmt/local_tls.h"
 #include "mgmt/mgmt_client.h"
 #include "mgmt/tenant_registry.h"
@@ -45,6 +46,7 @@ struct UpFlags {
   std::string segment_size = "64M";
   int heartbeat_timeout_ms = 5000;
   int64_t lost_timeout_ms = 0;
+  int64_t orphan_grace_ms = kOrphanGrace.count();
   int repair_interval_ms = 30000;
   unsigned target_data_workers = 1;
   int wait_ms = 30000;
@@ -139,7 +141,8 @@ int RunUp(const UpFlags& f, bool json_out) {
   mgmt.argv = {exe, "mgmt", "--listen", mgmt.address, "--metrics-listen", mgmt.metrics, "--data-dir",
                dir + "/mgmt", "--heartbeat-timeout-ms", std::to_string(f.heartbeat_timeout_ms),
                "--lost-timeout-ms", std::to_string(f.lost_timeout_ms), "--repair-interval-ms",
-               std::to_string(f.repair_interval_ms), "--log-level", f.log_level};
+               std::to_string(f.repair_interval_ms), "--orphan-grace-ms", std::to_string(f.orphan_grace_ms),
+               "--log-level", f.log_level};
   std::string admin_key_file;
   if (f.auth) {
     // The admin key lives in DATA_DIR/admin.key (0600), kept across restarts of the cluster.
@@ -339,7 +342,10 @@ int RunStatus(const GlobalOptions& g) {
                           {"total_bytes_repaired", rs.total_bytes_repaired()},
                           {"last_active_epoch", rs.last_active_epoch()},
                           {"last_active_bytes", rs.last_active_bytes()},
-                          {"last_active_bytes_per_second", rs.last_active_bytes_per_second()}}}};
+                          {"last_active_bytes_per_second", rs.last_active_bytes_per_second()},
+                          {"total_orphan_shards_deleted", rs.total_orphan_shards_deleted()},
+                          {"total_orphans_collected", rs.total_orphans_collected()},
+                          {"orphans_pending", rs.orphans_pending()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
                               {"state", state_name(t)},
@@ -378,6 +384,13 @@ int RunStatus(const GlobalOptions& g) {
                 static_cast<unsigned long long>(rs.stripes_unrecoverable()),
                 static_cast<unsigned long long>(rs.passes()),
                 static_cast<unsigned long long>(all_shards), HumanBytes(static_cast<double>(all_bytes)).c_str());
+    if (rs.total_orphan_shards_deleted() > 0 || rs.orphans_pending() > 0) {
+      std::printf("orphans (stripes no object names): %llu shard(s) of %llu object version(s) deleted, %llu waiting "
+                  "out the grace period\n",
+                  static_cast<unsigned long long>(rs.total_orphan_shards_deleted()),
+                  static_cast<unsigned long long>(rs.total_orphans_collected()),
+                  static_cast<unsigned long long>(rs.orphans_pending()));
+    }
   }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
               "LIVE", "DEAD", "FREE", "TRANSPORT");
@@ -454,6 +467,9 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
       ->check(CLI::Range(int64_t{0}, int64_t{30} * 86400000));
   AddSetting(*up, "repair-interval-ms", &uf->repair_interval_ms, "mgmt's repair pass interval")
       ->check(CLI::Range(100, 86400000));
+  AddSetting(*up, "orphan-grace-ms", &uf->orphan_grace_ms,
+             "mgmt's grace period before it deletes stripes no object head names")
+      ->check(CLI::Range(int64_t{3000}, int64_t{30} * 86400000));
   AddSetting(*up, "wait-ms", &uf->wait_ms, "how long to wait for every target to register")
       ->check(CLI::Range(100, 600000));
   AddSetting(*up, "log-level", &uf->log_level, "daemons' log level");

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include <fstream>
 
+#include "protocol/object_head.h"
 #include "mgmt/mgmt_server.h"
 #include "repair/repairer.h"
 #include "target/target_server.h"
@@ -24,6 +25,7 @@ struct MgmtFlags {
   int heartbeat_timeout_ms = 5000;
   int64_t lost_timeout_ms = 0;
   int repair_interval_ms = 30000;
+  int64_t orphan_grace_ms = kOrphanGrace.count();
   std::string repair_rate = "0";
   std::string log_level = "info";
   bool auth = false;
@@ -87,6 +89,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   o.meta = f.meta;
   o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
   o.lost_timeout_ms = f.lost_timeout_ms;
+  o.orphan_grace_ms = f.orphan_grace_ms;
   o.auth = f.auth;
   o.admin_key = f.admin_key;
   o.token_ttl_ms = f.token_ttl_ms;
@@ -102,6 +105,7 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   ro.api_key = o.admin_key;
   ro.tls = o.tls;  // mgmt's certificate doubles as the repair client's (one CA signs both)
   ro.interval = std::chrono::milliseconds(f.repair_interval_ms);
+  ro.orphan_grace = std::chrono::milliseconds(f.orphan_grace_ms);
   ro.rate_bytes_per_s = repair_rate;
   ro.is_leader = [raw] { return raw->is_leader(); };
   ro.metrics = raw->metrics();
@@ -186,6 +190,10 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*m, "repair-interval-ms", &mf->repair_interval_ms,
              "repair pass interval when the map does not change (passes also run on every map change)")
       ->check(CLI::Range(100, 86400000));
+  AddSetting(*m, "orphan-grace-ms", &mf->orphan_grace_ms,
+             "delete stripes no object head has named, unchanged, for this long (left by failed puts, dead "
+             "clients, deletes that missed a target); puts give up after a third of it without progress")
+      ->check(CLI::Range(int64_t{3000}, int64_t{30} * 86400000));
   AddSetting(*m, "repair-rate", &mf->repair_rate, "repair write traffic limit per second (e.g. 200M; 0: unlimited)");
   AddSetting(*m, "log-level", &mf->log_level, "trace|debug|info|warn|error");
   m->add_flag("--auth", mf->auth,

@@ -190,13 +190,16 @@ class Client::Impl : public DataPath {
     const std::string what = What(container, name);
     const uint64_t version = NewVersion();
 
-    Status s = WriteStripes(*io, layout, source, options.max_inflight_stripes, version, progress, what);
+    std::chrono::steady_clock::time_point landed;
+    Status s = WriteStripes(*io, layout, source, options.max_inflight_stripes, version, progress, what, &landed);
     if (!s.ok()) {
       DeleteStripes(*io, layout, layout.stripe_count());  // no head names them
       return s;
     }
-    // The head is the commit point: until it is written the new data is invisible.
-    s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion());
+    // The head is the commit point: until it is written the new data is invisible (and its
+    // stripes orphans to mgmt's repair service: hence the window, see object_head.h).
+    s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion(),
+                      landed + io->commit_window());
     if (!s.ok()) return HeadNotCommitted(c, name, head, layout, s.WithContext("committing " + what));
     if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
     return OkStatus();

@@ -18,6 +18,7 @@ void ClusterView::Apply(const v1::ClusterMap& map) {
                        t.state() == v1::TARGET_STATE_LOST, t.fault_domain(), t.recovering()});
     for (const auto& rc : t.recovering_containers()) targets.back().recovering_for.push_back(rc.container_id());
   }
+  orphan_grace_ms_ = static_cast<int64_t>(map.orphan_grace_ms());
   Set(map.epoch(), std::move(targets));
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -63,6 +65,8 @@ class ClusterView {
   Result<std::vector<TargetRef>> LocateSlots(const PlacementKey& key, size_t width) const;
 
   std::vector<TargetRef> targets() const;
+  // ClusterMap.orphan_grace_ms (0 before a map from mgmt).
+  std::chrono::milliseconds orphan_grace() const { return std::chrono::milliseconds(orphan_grace_ms_.load()); }
   // Whether the map marks target `id` up (false for an unknown id).
   bool IsUp(uint32_t id) const;
   uint64_t epoch() const;
@@ -73,6 +77,7 @@ class ClusterView {
   uint64_t epoch_ = 0;
   std::vector<TargetRef> targets_;
   std::vector<PlacementTarget> placement_;
+  std::atomic<int64_t> orphan_grace_ms_{0};
 };
 
 }  // namespace penstock

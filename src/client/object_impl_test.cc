@@ -9,6 +9,8 @@
 
 #include "client/disjoint_writes.h"
 #include "client/fake_shard_transport.h"
+#include "client/stripe_pipeline.h"
+#include "penstock/mgmt.pb.h"
 
 namespace penstock {
 namespace {
@@ -603,6 +605,63 @@ TEST_F(ObjectImplTest, ConcurrentWritersNeverTearAStripe) {
   std::vector<std::byte> out(4 * kStripe);
   ASSERT_TRUE(a->Read(0, out).ok());
   EXPECT_EQ(io_.stats().degraded_reads.load(), degraded);
+}
+
+}  // namespace
+}  // namespace penstock
+
+namespace penstock {
+namespace {
+
+// A source whose read of one offset first waits (a stalled pipe).
+class StallingSource : public ObjectSource {
+ public:
+  StallingSource(uint64_t stall_at, std::chrono::milliseconds stall) : stall_at_(stall_at), stall_(stall) {}
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) override {
+    if (offset == stall_at_) std::this_thread::sleep_for(stall_);
+    std::memset(out.data(), 0x5a, out.size());
+    return OkStatus();
+  }
+
+ private:
+  uint64_t stall_at_;
+  std::chrono::milliseconds stall_;
+};
+
+// Stripes no head names are deleted by repair once they sat unchanged for the map's orphan
+// grace: a put whose stripes land further apart than a third of it gives up (its first stripes
+// may be gone), and its head is not written past that window either.
+TEST_F(ObjectImplTest, APutThatStallsLongerThanTheCommitWindowGivesUp) {
+  v1::ClusterMap map;
+  map.set_epoch(2);
+  map.set_orphan_grace_ms(900);  // commit window 300 ms
+  for (uint32_t id = 1; id <= 3; ++id) {
+    v1::Target* t = map.add_targets();
+    t->set_id(id);
+    t->set_uuid("uuid-" + std::to_string(id));
+    t->set_address("fake:" + std::to_string(id));
+    t->set_state(v1::TARGET_STATE_UP);
+  }
+  view_.Apply(map);
+  ASSERT_EQ(io_.commit_window(), std::chrono::milliseconds(300));
+  for (const char* scheme : {"none", "rep:2"}) {
+    const StripeLayout layout{1, 77, 7, 3 * kStripe, kStripe, *ParseRedundancy(scheme)};
+    StallingSource brief(kStripe, std::chrono::milliseconds(50));
+    std::chrono::steady_clock::time_point landed;
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_TRUE(WriteStripes(io_, layout, brief, 1, NewVersion(), {}, "o", &landed).ok()) << scheme;
+    EXPECT_GT(landed, before + std::chrono::milliseconds(50));
+    StallingSource stalled(kStripe, std::chrono::milliseconds(450));
+    Status s = WriteStripes(io_, layout, stalled, 1, NewVersion(), {}, "o", &landed);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << scheme << ": " << s.ToString();
+    EXPECT_NE(s.message().find("orphans"), std::string::npos) << s.ToString();
+    // The head: no attempt once the window is over.
+    ObjectHead h;
+    h.name = "o";
+    Status head = io_.WriteHead(layout.red, WireShardKey{1, 78, 1, UINT64_MAX, 0, 0}, EncodeObjectHead(h), NewVersion(),
+                                std::chrono::steady_clock::now() - std::chrono::milliseconds(1));
+    EXPECT_EQ(head.code(), StatusCode::kDeadlineExceeded) << scheme;
+  }
 }
 
 }  // namespace

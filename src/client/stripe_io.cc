@@ -5,6 +5,7 @@
 
 #include "common/await.h"
 #include "common/log.h"
+#include "protocol/object_head.h"
 
 namespace penstock {
 
@@ -104,6 +105,8 @@ Result<std::vector<TargetRef>> StripeIo::Slots(const WireShardKey& key, size_t w
   }
   return slots;
 }
+
+std::chrono::milliseconds StripeIo::commit_window() const { return PutCommitWindow(view_->orphan_grace()); }
 
 Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size_t width) const {
   auto slots = Slots(key, width);
@@ -1300,12 +1303,18 @@ Status StripeIo::DeleteSync(const StripeGeometry& g, const WireShardKey& key) {
 }
 
 Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
-                           uint64_t version) {
+                           uint64_t version, std::chrono::steady_clock::time_point give_up_at) {
+  auto late = [&] {
+    return DeadlineExceeded("the head of the object was not written in time (its data was written too long ago "
+                            "and may have been collected as orphans); put it again");
+  };
+  if (Clock::now() > give_up_at) return late();
   if (!red.protected_()) return shards_->Write(key, bytes, version);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(bytes));
   const auto first = Clock::now();
   bool refetched = false;
   for (int attempt = 0;; ++attempt) {
+    if (attempt > 0 && Clock::now() > give_up_at) return late();
     Status s = WriteSync(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version);
     if (s.ok()) return s;
     if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {

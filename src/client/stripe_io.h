@@ -169,9 +169,11 @@ class StripeIo {
   void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
 
   // Object heads (blocking, with the client's retry policy). Reads return the newest copy;
-  // kNotFound when there is none or the newest is a tombstone.
+  // kNotFound when there is none or the newest is a tombstone. WriteHead starts no attempt
+  // after `give_up_at` (kDeadlineExceeded).
   Status WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
-                   uint64_t version);
+                   uint64_t version,
+                   std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max());
   Result<ShardData> ReadHead(const Redundancy& red, const WireShardKey& key);
   Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version);
   // Asynchronous head write (replicated like WriteHead, one attempt).
@@ -208,6 +210,9 @@ class StripeIo {
     std::lock_guard<std::mutex> lock(reports_mu_);
     if (reports_ == nullptr) reports_ = std::make_unique<ThreadPool>(4, "ps-report");
   }
+  // The longest a put may let pass between the landing of its stripes, and before its head
+  // (PutCommitWindow of the map's orphan grace, object_head.h).
+  std::chrono::milliseconds commit_window() const;
   // Read from recovering targets too (repair, which checks versions itself). Set before use.
   void set_read_from_recovering(bool on) { read_recovering_ = on; }
   ErasureCoder& Coder(const Redundancy& red);

@@ -79,7 +79,8 @@ using Clock = std::chrono::steady_clock;
 
 Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& source,
                     unsigned window, uint64_t version, const ProgressFn& progress,
-                    const std::string& what) {
+                    const std::string& what, Clock::time_point* last_landed) {
+  if (last_landed) *last_landed = Clock::now();
   ShardClient& shards = io.shards();
   const StripeGeometry geo = layout.geometry();
   const uint64_t n = layout.stripe_count();
@@ -94,6 +95,8 @@ Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& sour
 
   Status first_error;
   uint64_t next = 0, inflight = 0, bytes_done = 0;
+  bool landed = false;  // a stripe has; `last`: when the latest did
+  Clock::time_point last;
   while (next < n || inflight > 0) {
     while (first_error.ok() && next < n && inflight < window) {
       // A buffer per stripe (recycled by the buffer pool): a protected write may hold it for
@@ -124,10 +127,22 @@ Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& sour
                                            (geo.red.protected_() ? "" : " to " + shards.Describe(layout.key(d.stripe))));
       }
     } else {
+      // Stripes no head names are collected as orphans once they sit unchanged for
+      // kOrphanGrace: this put's must never stay unchanged for long (see object_head.h).
+      const auto now = Clock::now();
+      if (landed && now - last > io.commit_window() && first_error.ok()) {
+        first_error = Aborted("no stripe of " + what + " landed for " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last).count()) +
+                              " s (a stalled source or target): the stripes written before may have been collected "
+                              "as orphans; put it again");
+      }
+      landed = true;
+      last = now;
       bytes_done += d.data->size();
       if (progress) progress(bytes_done, layout.size);
     }
   }
+  if (last_landed && landed) *last_landed = last;
   return first_error;
 }
 

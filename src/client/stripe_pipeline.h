@@ -8,6 +8,7 @@
 // after a degraded acknowledgement), whatever the object size. Redundancy is StripeIo's.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -49,10 +50,13 @@ struct StripeLayout {
   WireShardKey key(uint64_t stripe) const { return {container, data_hi, data_lo, stripe, 0, 0}; }
 };
 
-// Writes every stripe of `layout` from `source`. `what` names the object in errors.
+// Writes every stripe of `layout` from `source`. `what` names the object in errors. Sets
+// `*last_landed` (when given) to when the last stripe landed (the start when there are none).
+// kAborted when stripes landed more than io.commit_window() apart (object_head.h: the first
+// ones may have been collected as orphans meanwhile).
 Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& source,
                     unsigned window, uint64_t version, const ProgressFn& progress,
-                    const std::string& what);
+                    const std::string& what, std::chrono::steady_clock::time_point* last_landed = nullptr);
 
 // Reads every stripe of `layout` into `sink`. A stripe that is missing or has the wrong
 // length is kDataLoss naming the object, the stripe and the target.

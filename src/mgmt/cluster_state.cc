@@ -444,6 +444,7 @@ v1::ClusterMap ClusterState::GetClusterMap() const {
   v1::ClusterMap map;
   map.set_epoch(epoch_);
   map.set_placement_epoch(PlacementEpochLocked());
+  map.set_orphan_grace_ms(static_cast<uint64_t>(options_.orphan_grace_ms));
   for (const auto& [id, t] : targets_) *map.add_targets() = t;
   return map;
 }

@@ -52,6 +52,8 @@ struct ClusterStateOptions {
   // A target silent for longer than this is declared LOST by CheckLiveness (its data is
   // rebuilt elsewhere); 0: never automatically (only MarkTargetLost).
   int64_t lost_timeout_ms = 0;
+  // Published in the map (ClusterMap.orphan_grace_ms); 0: the default.
+  int64_t orphan_grace_ms = 0;
   NowMsFn now_ms = SystemNowMs;
 };
 

@@ -59,6 +59,7 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
   PS_RETURN_IF_ERROR(s->OpenStore());
   ClusterStateOptions state_options;
   state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  state_options.orphan_grace_ms = options.orphan_grace_ms;
   if (options.lost_timeout_ms < 0) {
     return InvalidArgument("lost timeout " + std::to_string(options.lost_timeout_ms) +
                            " ms must not be negative; fix --lost-timeout-ms (0: never automatically)");

@@ -73,6 +73,9 @@ struct MgmtServerOptions {
   // A target silent for longer than this is declared LOST and its shards rebuilt; 0: only by
   // an operator (`penstock out`).
   int64_t lost_timeout_ms = 0;
+  // How long repair leaves stripes no head names before deleting them (ClusterMap.orphan_grace_ms);
+  // 0: kOrphanGrace (object_head.h).
+  int64_t orphan_grace_ms = 0;
   // /metrics listen address "host:port"; port 0 picks a free one; empty disables it.
   std::string metrics_listen = "127.0.0.1:0";
   // Security (tenant_registry.h): require an API key on container and tenant RPCs, and a

@@ -7,6 +7,7 @@
 // On-disk/wire format: little-endian, versioned. Pure values and functions; thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -19,6 +20,16 @@ namespace penstock {
 inline constexpr uint32_t kObjectHeadMagic = 0x484f5350;  // "PSOH"
 inline constexpr uint16_t kObjectHeadVersion = 1;
 inline constexpr size_t kMaxObjectNameBytes = 1024;
+
+// Stripes that no head names are orphans: mgmt's repair service deletes them once they have
+// sat unnamed and unchanged for a grace period (kOrphanGrace unless mgmt's --orphan-grace-ms
+// says otherwise; the cluster map carries it). So a put gives up (and reports an error) rather
+// than let a third of it pass between the landing of one of its stripes and the next, or
+// between its last stripe and its head (PutCommitWindow).
+inline constexpr std::chrono::milliseconds kOrphanGrace{std::chrono::minutes(15)};
+inline std::chrono::milliseconds PutCommitWindow(std::chrono::milliseconds orphan_grace) {
+  return (orphan_grace.count() > 0 ? orphan_grace : kOrphanGrace) / 3;
+}
 
 struct ObjectHead {
   std::string name;

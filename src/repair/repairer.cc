@@ -49,7 +49,82 @@ struct Holder {
 using StripeId = std::tuple<uint64_t, uint64_t, uint64_t>;
 using ShardIndex = std::map<StripeId, std::map<uint32_t, std::vector<Holder>>>;
 
+// Whether a target may have left a head copy of container `id` out of its listings as corrupt:
+// one it reports by key, or more corrupt shards than it names.
+bool MayHoldCorruptHeads(const v1::ClusterMap& map, uint64_t id) {
+  const std::string prefix = fmt::format("c={} ", id);
+  for (const auto& t : map.targets()) {
+    if (t.state() == v1::TARGET_STATE_LOST) continue;
+    if (t.corrupt_shard_count() > static_cast<uint64_t>(t.corrupt_shards_size())) return true;
+    for (const auto& k : t.corrupt_shards()) {
+      if (k.rfind(prefix, 0) == 0 && k.find("stripe=head") != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+void Repairer::ForgetOrphans(uint64_t container) {
+  orphans_.erase(orphans_.lower_bound({container, 0, 0}), orphans_.lower_bound({container + 1, 0, 0}));
+}
+
+void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
+                              std::map<std::pair<uint64_t, uint64_t>, Unnamed> found) {
+  const auto now = Clock::now();
+  // What this container's earlier passes noted and this one no longer finds unnamed is named
+  // now (its head landed) or gone.
+  for (auto it = orphans_.lower_bound({container, 0, 0}); it != orphans_.end() && std::get<0>(it->first) == container;) {
+    if (!found.count({std::get<1>(it->first), std::get<2>(it->first)})) {
+      it = orphans_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Counter* deleted_metric = nullptr;
+  if (options_.metrics) {
+    deleted_metric = &options_.metrics->GetCounter("penstock_repair_orphan_shards_deleted_total",
+                                                   "shards deleted by repair because no object head names their data");
+  }
+  uint64_t shards_deleted = 0, collected = 0;
+  for (auto& [id, u] : found) {
+    const auto key = std::make_tuple(container, id.first, id.second);
+    auto [it, fresh] = orphans_.try_emplace(key, Orphan{now, u.shards.size(), u.newest});
+    Orphan& o = it->second;
+    if (fresh) continue;
+    if (o.shards != u.shards.size() || o.newest != u.newest) {  // still being written: wait again
+      o = Orphan{now, u.shards.size(), u.newest};
+      continue;
+    }
+    if (now - o.first_seen < options_.orphan_grace) continue;
+    uint64_t failed = 0;
+    for (const auto& [target, k] : u.shards) {
+      for (const TargetRef& t : targets) {
+        if (t.id != target) continue;
+        Status s = dp_.shards->DeleteTo(t, k);
+        if (s.ok() || s.code() == StatusCode::kNotFound) {
+          ++shards_deleted;
+          if (deleted_metric) deleted_metric->Inc();
+        } else {
+          ++failed;
+        }
+      }
+    }
+    PS_LOG_INFO("repair: deleted {} orphan shard(s) of data {:016x}:{:016x} in container id {} (no object head "
+                "has named it for {} s){}",
+                u.shards.size() - failed, id.first, id.second, container,
+                std::chrono::duration_cast<std::chrono::seconds>(now - o.first_seen).count(),
+                failed ? fmt::format("; {} could not be deleted, next pass", failed) : "");
+    if (failed == 0) {
+      orphans_.erase(it);
+      ++collected;
+    }
+  }
+  Update([&](v1::RepairStatus& st) {
+    st.set_total_orphan_shards_deleted(st.total_orphan_shards_deleted() + shards_deleted);
+    st.set_total_orphans_collected(st.total_orphans_collected() + collected);
+  });
+}
 
 Repairer::Repairer(const RepairOptions& options) : options_(options) {
   status_.set_state("idle");
@@ -131,12 +206,19 @@ Status Repairer::RunPass() {
   // unrepaired; the pass is clean when every container is. With a target DOWN, a recovering
   // target's shard may be older than the copy on the down one, so no flag is cleared.
   bool all_up = true;
+  int lost_targets = 0;
   for (const auto& t : map.targets()) {
     if (t.state() == v1::TARGET_STATE_DOWN) all_up = false;
+    if (t.state() == v1::TARGET_STATE_LOST) ++lost_targets;
   }
   bool pass_clean = true;
   std::vector<uint64_t> clean_containers;
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
+  {
+    std::set<uint64_t> ids;
+    for (const v1::Container& c : containers.containers()) ids.insert(c.id());
+    std::erase_if(orphans_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
+  }
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
     st.set_epoch(map.epoch());
@@ -187,7 +269,7 @@ Status Repairer::RunPass() {
 
   for (const v1::Container& c : containers.containers()) {
     auto red = ParseRedundancy(c.redundancy());
-    if (!red.ok() || !red->protected_()) {
+    if (!red.ok()) {
       clean_containers.push_back(c.id());  // nothing to check
       continue;
     }
@@ -196,6 +278,10 @@ Status Repairer::RunPass() {
     ShardIndex index;
     std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
     std::vector<TargetRef> listed;
+    // Orphans are looked for only with every target up and listed and no head copy of the
+    // container left out of a listing as corrupt (it may name data no other copy names).
+    bool find_orphans = all_up && !MayHoldCorruptHeads(map, c.id());
+    std::set<std::pair<uint64_t, uint64_t>> named;  // data ids some head copy names
     for (const TargetRef& t : dp_.view->targets()) {
       if (t.lost || !t.up) continue;
       // Heads on every target first, then the data: a put writes its data before its head, so
@@ -209,11 +295,20 @@ Status Repairer::RunPass() {
       }
       listed.push_back(t);
       for (ListEntry& e : *hs) {
+        if (!e.data.empty()) {
+          auto named_head = DecodeObjectHead(e.data);
+          if (named_head.ok()) {
+            named.insert({named_head->data_hi, named_head->data_lo});
+          } else {
+            find_orphans = false;  // what it names is unknown
+          }
+        }
         auto& h = heads[{e.key.object_hi, e.key.object_lo}];
         if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
         if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
       }
     }
+    std::map<std::pair<uint64_t, uint64_t>, Unnamed> unnamed;
     for (const TargetRef& t : listed) {
       auto all = dp_.shards->List(t, c.id(), 0);
       if (!all.ok()) {
@@ -224,10 +319,25 @@ Status Repairer::RunPass() {
       }
       for (const ListEntry& e : *all) {
         if (e.key.stripe == UINT64_MAX) continue;
+        if (find_orphans && !named.count({e.key.object_hi, e.key.object_lo})) {
+          Unnamed& u = unnamed[{e.key.object_hi, e.key.object_lo}];
+          u.newest = std::max(u.newest, e.shard_version);
+          u.shards.emplace_back(t.id, e.key);
+          continue;  // no live object's stripe
+        }
         const bool bad = corrupt.count({t.id, KeyText(e.key)}) != 0;
         if (bad) continue;  // as good as missing
         index[{e.key.object_hi, e.key.object_lo, e.key.stripe}][e.key.shard].push_back({t.id, e.shard_version, e.length});
       }
+    }
+    if (find_orphans && clean && listed.size() == static_cast<size_t>(map.targets_size() - lost_targets)) {
+      CollectOrphans(c.id(), listed, std::move(unnamed));
+    } else {
+      ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
+    }
+    if (!red->protected_()) {
+      clean_containers.push_back(c.id());  // nothing to repair
+      continue;
     }
     uint64_t total = 0;
     for (auto& [id, h] : heads) {
@@ -381,6 +491,7 @@ Status Repairer::RunPass() {
   const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   Update([&](v1::RepairStatus& st) {
     st.set_state("idle");
+    st.set_orphans_pending(orphans_.size());
     st.set_passes(st.passes() + 1);
     st.set_last_pass_ms(NowMs());
     const double secs = static_cast<double>(took) / 1000.0;

@@ -11,6 +11,14 @@
 // left on targets that are no longer its slots (after a map change) are deleted; head copies
 // are brought to the newest version the same way. Slots on DOWN targets wait for a later pass.
 //
+// Orphans: stripes whose data id no object head names (a put that failed or whose client died
+// before its head landed, the old version of an object whose replacement could not delete it,
+// a delete that missed a target, a repair write racing a delete). Each pass notes them (every
+// container, protected or not, when every target is up and listed); a data id still unnamed and
+// unchanged (same shards, same newest version) a grace period after it was first noted is
+// deleted. A put never lets a third of that pass between the landings of its stripes and its
+// head (PutCommitWindow, object_head.h), so no put in progress loses its stripes.
+//
 // Passes run on the leader only: at start, whenever the map epoch changes, and every
 // `interval`; repair traffic is limited to `rate_bytes_per_s`. It talks to its own mgmt over
 // gRPC (the admin key when mgmt runs --auth) and to the targets over the data plane, like any
@@ -23,15 +31,19 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "client/data_path.h"
 #include "common/metrics.h"
 #include "mgmt/tls.h"
+#include "protocol/object_head.h"
 #include "penstock/mgmt.pb.h"
 #include "penstock/status.h"
 
@@ -52,6 +64,10 @@ struct RepairOptions {
   // Whether this mgmt leads (passes run only then); empty: always.
   std::function<bool()> is_leader;
   MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
+  // Orphans (see above) are deleted once two passes at least this far apart found them
+  // unchanged and no head naming them. The same value must reach clients in the map
+  // (MgmtServerOptions.orphan_grace_ms).
+  std::chrono::milliseconds orphan_grace = kOrphanGrace;
   // After a pass that found every target up, while some target was recovering: `ids`, the
   // targets that were recovering (for every container) when it started (at map epoch `epoch`,
   // steady-clock time `started`), when the pass left nothing unrepaired anywhere (else empty),
@@ -82,7 +98,26 @@ class Repairer {
   const RepairOptions options_;
   DataPath dp_;
 
+  // A data id no head named, as first noted: when, and its shards and newest version then.
+  struct Orphan {
+    std::chrono::steady_clock::time_point first_seen;
+    uint64_t shards = 0;
+    uint64_t newest = 0;
+  };
+  // Notes what container `c`'s listing found unnamed (`found`: data id -> shards held, by
+  // target), drops what it no longer holds, deletes what waited out the grace period.
+  struct Unnamed {
+    uint64_t newest = 0;
+    std::vector<std::pair<uint32_t, WireShardKey>> shards;
+  };
+  void CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
+                      std::map<std::pair<uint64_t, uint64_t>, Unnamed> found);
+  // Drops what was noted for `container` (its listing was not complete this pass).
+  void ForgetOrphans(uint64_t container);
+
   std::mutex pass_mu_;  // one pass at a time
+  // Guarded by pass_mu_: (container, data hi, data lo) -> when it was first found unnamed.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Orphan> orphans_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;              // guarded by mu_

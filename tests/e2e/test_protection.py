@@ -376,3 +376,72 @@ def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
     gone()
     for name in ("o0", "o2", "o3"):
         get_ok(c, "r", name, objs[name], tmp_path / "out")
+
+
+def test_orphaned_stripes_are_collected_and_live_objects_kept(cluster_factory, tmp_path):
+    """Stripes that no object head names are deleted by repair once they sat unchanged for
+    the grace period (--orphan-grace-ms): a put whose client was killed before it wrote its head
+    (protected and unprotected containers), and an object deleted while a target holding
+    its head and stripes was down. Objects that heads name are kept."""
+    c = cluster_factory(targets=3, capacity="512M", extra_args=(*FAST, "--orphan-grace-ms", "3000"))
+    for name, red in (("e", "ec:2+1"), ("n", "none"), ("r", "rep:3")):
+        c.cli("container", "create", name, "--redundancy", red)
+    live = {}
+    for cont in ("e", "n", "r"):
+        src = write_random(tmp_path / f"live-{cont}", 3 * MiB + 7)
+        c.cli("put", str(src), "live", "--container", cont)
+        live[cont] = sha(src)
+
+    def live_bytes():
+        return sum(t["live_bytes"] for t in status(c)["targets"])
+    time.sleep(2.5)  # a heartbeat or two: the targets' figures include the objects
+    base = live_bytes()
+
+    # Clients killed half way through a put: their stripes are there, their heads never come.
+    big = write_random(tmp_path / "big", 512 * MiB)
+    for cont in ("e", "n"):
+        proc = subprocess.Popen([PENSTOCK, "put", str(big), "dead", "--container", cont, "--mgmt", c.mgmt],
+                                env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def moved():
+                try:
+                    with open(f"/proc/{proc.pid}/io") as f:
+                        return int(next(l for l in f if l.startswith("rchar:")).split()[1])
+                except (OSError, StopIteration):
+                    return 0
+            deadline = time.time() + 60
+            while proc.poll() is None and moved() < 32 * MiB and time.time() < deadline:
+                time.sleep(0.002)
+            proc.kill()
+        finally:
+            proc.wait()
+        assert proc.returncode == -signal.SIGKILL, "the put finished before it was killed"
+        assert "dead" not in c.cli("ls", "--container", cont).stdout
+    time.sleep(2.5)
+    assert live_bytes() > base + 40 * MiB  # what the dead puts left
+
+    # An object deleted while one of its three copies' targets was down: that target comes back
+    # with its old head copy and stripes; repair brings the head copy to the tombstone, then the
+    # stripes no head names any more go too.
+    gone = write_random(tmp_path / "gone", 5 * MiB)
+    c.cli("put", str(gone), "gone", "--container", "r")
+    victim = targets(c)[0]
+    c.kill9(victim)
+    c.cli("rm", "gone", "--container", "r")
+    c.restart(victim)
+    c.wait_targets_up(3)
+
+    def collected():
+        rs = status(c)["repair"]
+        return (rs["total_orphans_collected"] >= 3 and rs["orphans_pending"] == 0
+                and live_bytes() < base + 2 * MiB and rs)
+    rs = wait_for(collected, "repair to delete the orphaned stripes", timeout=120)
+    assert rs["total_orphan_shards_deleted"] > 0
+    assert "orphans (stripes no object names)" in c.cli("status").stdout
+    for cont, digest in live.items():
+        get_ok(c, cont, "live", digest, tmp_path / "out")
+    r = c.cli("get", "gone", str(tmp_path / "out"), "--container", "r", check=False)
+    assert r.returncode != 0 and "does not exist" in r.stderr
+    # New puts after the collection are whole.
+    c.cli("put", str(gone), "again", "--container", "e")
+    get_ok(c, "e", "again", sha(gone), tmp_path / "out")
