@@ -473,6 +473,11 @@ Status ObjectImpl::WithLeaseSync(const StripeGeometry& g, const WireShardKey& ke
 }
 
 Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
+  // Another writer may have grown it further.
+  return RewriteHead([wanted](ObjectHead& h) { h.size = std::max(h.size, wanted); });
+}
+
+Result<ObjectHead> ObjectImpl::RewriteHead(const std::function<void(ObjectHead&)>& change) {
   ObjectHead committed;
   PS_RETURN_IF_ERROR(WithLeaseSync({HeadRedundancy(red_), 1, 1}, head_key_, [&]() -> Status {
     ObjectHead h;
@@ -489,7 +494,7 @@ Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
     if (current.data_hi != h.data_hi || current.data_lo != h.data_lo) {
       return Aborted("object '" + name_ + "' was replaced by another client's put; reopen it to write");
     }
-    current.size = std::max(current.size, wanted);  // another writer may have grown it further
+    change(current);
     current.mtime_ms = NowMs();
     PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NextVersion()));
     committed = current;
@@ -554,14 +559,9 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
       if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
     }
   }
-  ObjectHead h;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    h = head_;
-  }
-  h.size = new_size;
-  h.mtime_ms = NowMs();
-  PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(h), NextVersion()));
+  // Under the head's lease, over the head as stored: a handle to an object that another client
+  // has since replaced or deleted must not bring the old version back.
+  PS_ASSIGN_OR_RETURN(ObjectHead h, RewriteHead([new_size](ObjectHead& cur) { cur.size = new_size; }));
   std::lock_guard<std::mutex> lock(mu_);
   head_ = h;
   written_end_ = std::min(written_end_, new_size);

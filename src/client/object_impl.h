@@ -16,6 +16,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // back with size max(stored, wanted), so writers in other clients never shrink each other's
   // size. kAborted when the object was replaced by a put, kNotFound when it was deleted.
   Result<ObjectHead> CommitSize(uint64_t wanted);
+  // Under the head's write lease: reads the stored head, applies `change`, writes it back.
+  // kNotFound when the object was deleted, kAborted when a put replaced it (other data).
+  Result<ObjectHead> RewriteHead(const std::function<void(ObjectHead&)>& change);
   // Blocking: runs `fn` holding the write lease of `key`'s stripe (taken within the client's
   // retry budget) and releases it.
   Status WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn);

@@ -613,6 +613,31 @@ TEST_F(ObjectImplTest, ConcurrentWritersNeverTearAStripe) {
 namespace penstock {
 namespace {
 
+// A handle to an object that another client has since replaced or deleted must not bring the
+// old version back by truncating it (the head is rewritten over the stored one, under its lease).
+TEST_F(ObjectImplTest, TruncateThroughAStaleHandleDoesNotRevertAPutOrUndoADelete) {
+  for (const char* scheme : {"none", "rep:2"}) {
+    auto a = NewObject("t", scheme);
+    ASSERT_TRUE(a->Write(0, Bytes(3 * kStripe, 1)).ok());
+    const WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
+    ObjectHead replaced;  // as another client's put writes it: new data, new size
+    replaced.name = "t";
+    replaced.stripe_unit = kStripe;
+    replaced.size = 5;
+    replaced.data_hi = 999;
+    replaced.data_lo = 9;
+    ASSERT_TRUE(io_.WriteHead(red_, head_key, EncodeObjectHead(replaced), NewVersion()).ok());
+    EXPECT_EQ(a->Truncate(kStripe).code(), StatusCode::kAborted) << scheme;
+    auto stored = io_.ReadHead(red_, head_key);
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(*DecodeObjectHead(stored->data.span()), replaced) << scheme;
+
+    ASSERT_TRUE(io_.DeleteHead(red_, head_key, NewVersion()).ok());
+    EXPECT_EQ(a->Truncate(kStripe).code(), StatusCode::kNotFound) << scheme;
+    EXPECT_EQ(io_.ReadHead(red_, head_key).status().code(), StatusCode::kNotFound) << scheme;
+  }
+}
+
 // A source whose read of one offset first waits (a stalled pipe).
 class StallingSource : public ObjectSource {
  public:
