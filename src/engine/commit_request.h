@@ -195,6 +195,9 @@ struct CommitPipeline {
   std::deque<std::unique_ptr<InFlightBatch>> in_flight;
   std::unordered_map<ShardKey, std::pair<uint64_t, SharedRecord>, ShardKeyHash> in_flight_records;
   uint64_t in_flight_tags = 0;
+  // The committer's alone: a batch too large for the journal was started and the next batch
+  // must wait until it is applied (Engine::StartBatch).
+  bool unjournaled_in_flight = false;
 };
 
 }  // namespace penstock::engine

@@ -240,6 +240,19 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
     std::unique_lock lock(p.mu);
     p.progress_cv.wait(lock, [&] { return p.handed - p.applied < kMaxUnappliedBatches; });
   }
+  if (p.unjournaled_in_flight) {
+    // A batch too large for the journal is durable only once the applier has written it
+    // (synced) into the index. A batch decided against its records could be journaled,
+    // acknowledged, and after a crash replayed onto a base that never became durable (a range
+    // write patching a shard the index does not hold). So nothing is decided until it is in.
+    p.unjournaled_in_flight = false;
+    std::vector<CommitRequest*> redo = FinishAllBatches();
+    if (!redo.empty()) {
+      redo.insert(redo.end(), todo.begin(), todo.end());
+      todo = std::move(redo);
+    }
+    WaitApplied();
+  }
   for (;;) {  // again when the batches before it had to be decided again
     auto b = std::make_unique<engine::InFlightBatch>();
     // In a batch of commit_overlap_min_requests or more, requests whose data is final are
@@ -413,10 +426,14 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
       journal_->Advance(d->position);  // the next record goes after it, written or not
     } else if (journal_) {
       d->position = journal_->position();
+      if (!d->updates.empty()) p.unjournaled_in_flight = true;
     }
     if (!p.in_flight.empty()) commit_overlapped_.fetch_add(1, std::memory_order_relaxed);
     engine::InFlightBatch* started = b.get();
-    const bool has_io = !b->writes.empty();
+    // With data but nothing to write (GC's relocations, their copies written unsynced, in a
+    // batch too large for the journal) the I/O is the flush alone: the applier names the
+    // copies in the index right after.
+    const bool has_io = !b->writes.empty() || has_data;
     // A small batch with none in flight (a lightly loaded engine) waits for its own I/O here:
     // nothing could overlap it, and the completion thread's two wake-ups a batch would cost
     // more CPU than they save (13% of a 3-target cluster's random writes). Others are finished
@@ -687,6 +704,12 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
       if (committed.ok() && journal_) {
         applied_seq_ = durable_seq_ = batch.position.seq;
         table_->SetDurableSeq(durable_seq_);
+      } else if (!committed.ok()) {
+        // Nothing more can be committed safely (later batches would be decided against
+        // records the index may or may not hold): writes and GC stop until a reopen.
+        committed = committed.WithContext("the index failed to take a batch; reopen the engine");
+        std::lock_guard lock(p.mu);
+        p.index_failed = committed;
       }
     }
   }
@@ -695,12 +718,17 @@ void Engine::ApplyBatch(engine::DecidedBatch& batch) {
   commit_ops_.fetch_add(batch.updates.size(), std::memory_order_relaxed);
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     const engine::DecidedBatch::Copy& c = batch.copies[i];
-    if (!batch.applies[i] || (!committed.ok() && !c.acked)) {
+    if (!batch.applies[i]) {
       table_->Abandon(c.extent);
-      Finish(*batch.requests[i], batch.applies[i] ? committed : batch.verdict[i]);
+      Finish(*batch.requests[i], batch.verdict[i]);
       continue;
     }
-    if (!committed.ok()) continue;  // acknowledged (durable in the journal): Open replays it
+    if (!committed.ok()) {
+      // Its space is kept (never reused before a reopen): a journal record, durable, may name
+      // it (GC's moves are in the record too, unacknowledged), and `pending` does, for readers.
+      if (!c.acked) Finish(*batch.requests[i], committed);
+      continue;  // acknowledged (durable in the journal): Open replays it
+    }
     const engine::IndexUpdate& u = batch.updates[batch.update_of[i]];
     if (u.old) {
       // A range write moved only its blocks (to fresh space): their old places, found by search.

@@ -128,6 +128,11 @@ void Engine::GcLoop() {
 
 Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
   std::lock_guard gc_lock(gc_mu_);
+  {
+    // Once the index failed nothing commits: copies would only fill the GC stream.
+    std::lock_guard lock(pipeline_->mu);
+    if (!pipeline_->index_failed.ok()) return pipeline_->index_failed;
+  }
   uint32_t victim = table_->PickVictim(min_dead_bytes, gc_stuck_);
   if (victim == kNoSegment) return false;
   table_->Pin(victim);
