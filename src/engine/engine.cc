@@ -126,6 +126,11 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
     for (uint8_t& b : header.uuid) b = static_cast<uint8_t>(rd());
     header.segment_bytes = o.segment_bytes;
     header.segment_count = (device.size() - kDeviceHeaderBytes) / o.segment_bytes;
+    if (header.segment_count >= engine::kNoSegment) {  // segment ids are 32-bit; kNoSegment means none
+      return InvalidArgument(fmt::format("data path '{}' would have {} segments of {} bytes, more than the {} a "
+                                         "target can address; raise segment_bytes", device.name(),
+                                         header.segment_count, o.segment_bytes, engine::kNoSegment - 1));
+    }
     // Index first: a crash before the device header is written is repaired on the next Open.
     PS_RETURN_IF_ERROR(index.PutSuperblock(header));
     PS_RETURN_IF_ERROR(WriteHeaderBlock(device, header));

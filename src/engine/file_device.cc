@@ -264,7 +264,8 @@ Status FileDevice::FinishWriteAll(std::unique_ptr<PendingWrites> pending) {
       // Short: finish it the slow way (does not happen for aligned O_DIRECT writes in practice).
       const size_t done = static_cast<size_t>(p.io[i].result);
       w.status = WriteWithFlags(w.offset + done, w.data.subspan(done), 0);
-      if (w.status.ok() && p.sync) synced = ::fdatasync(fd_) == 0 ? 0 : -errno;
+      // The remainder needs a flush of its own; a flush that already failed stays failed.
+      if (w.status.ok() && p.sync && synced == 0) synced = ::fdatasync(fd_) == 0 ? 0 : -errno;
     }
   }
   Status first;
