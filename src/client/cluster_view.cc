@@ -18,7 +18,11 @@ void ClusterView::Apply(const v1::ClusterMap& map) {
                        t.state() == v1::TARGET_STATE_LOST, t.fault_domain(), t.recovering()});
     for (const auto& rc : t.recovering_containers()) targets.back().recovering_for.push_back(rc.container_id());
   }
-  orphan_grace_ms_ = static_cast<int64_t>(map.orphan_grace_ms());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map.epoch() < epoch_) return;  // a refresh and the watch may race: never go back
+    orphan_grace_ms_ = static_cast<int64_t>(map.orphan_grace_ms());
+  }
   Set(map.epoch(), std::move(targets));
 }
 

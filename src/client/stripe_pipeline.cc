@@ -42,6 +42,7 @@ struct WriteDone {
   uint64_t stripe;
   std::shared_ptr<const AlignedBuffer> data;
   Status status;
+  std::chrono::steady_clock::time_point at;  // when the reply came (not when it was taken)
 };
 
 // The memory one stripe's read lands in when the transport can put it there (a target on this
@@ -90,19 +91,32 @@ Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& sour
   std::vector<std::pair<Clock::time_point, int>> tries(n);  // first attempt, attempts
   auto issue = [&](uint64_t stripe, std::shared_ptr<const AlignedBuffer> data) {
     io.Write(geo, layout.key(stripe), data, version,
-             [&done_q, stripe, data](Status s) { done_q.Post({stripe, data, std::move(s)}); });
+             [&done_q, stripe, data](Status s) { done_q.Post({stripe, data, std::move(s), Clock::now()}); });
   };
 
+  // Stripes no head names are collected as orphans once they sit unchanged for the map's
+  // grace: this put's must never stay unchanged for a third of it (see object_head.h). The
+  // landings are stamped when each reply comes, and the gap is checked whenever the loop looks
+  // (a stalled source read counts too: the stripes before it sit unchanged meanwhile).
+  const auto stall_limit = io.commit_window();
   Status first_error;
   uint64_t next = 0, inflight = 0, bytes_done = 0;
   bool landed = false;  // a stripe has; `last`: when the latest did
   Clock::time_point last;
+  auto stalled = [&](Clock::time_point now) {
+    if (!landed || now - last <= stall_limit || !first_error.ok()) return;
+    first_error = Aborted("no stripe of " + what + " landed for " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last).count()) +
+                          " s (a stalled source or target): the stripes written before may have been collected "
+                          "as orphans; put it again");
+  };
   while (next < n || inflight > 0) {
     while (first_error.ok() && next < n && inflight < window) {
       // A buffer per stripe (recycled by the buffer pool): a protected write may hold it for
       // late shard requests after it was acknowledged.
       auto buf = std::make_shared<AlignedBuffer>(layout.stripe_length(next));
       Status s = source.ReadAt(next * layout.stripe_unit, buf->span());
+      stalled(Clock::now());  // landings of the stripes in flight come through the queue below
       if (!s.ok()) {
         first_error = s.WithContext("reading the data of " + what);
         break;
@@ -127,17 +141,9 @@ Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& sour
                                            (geo.red.protected_() ? "" : " to " + shards.Describe(layout.key(d.stripe))));
       }
     } else {
-      // Stripes no head names are collected as orphans once they sit unchanged for
-      // kOrphanGrace: this put's must never stay unchanged for long (see object_head.h).
-      const auto now = Clock::now();
-      if (landed && now - last > io.commit_window() && first_error.ok()) {
-        first_error = Aborted("no stripe of " + what + " landed for " +
-                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - last).count()) +
-                              " s (a stalled source or target): the stripes written before may have been collected "
-                              "as orphans; put it again");
-      }
+      stalled(d.at);
+      if (!landed || d.at > last) last = d.at;
       landed = true;
-      last = now;
       bytes_done += d.data->size();
       if (progress) progress(bytes_done, layout.size);
     }

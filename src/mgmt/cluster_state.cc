@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "mgmt/container_rules.h"
+#include "protocol/object_head.h"
 #include "protocol/redundancy.h"
 
 namespace penstock::mgmt {
@@ -21,6 +22,9 @@ namespace {
 //   mgmt/v1/container/<name>       v1::Container
 constexpr const char* kEpochKey = "mgmt/v1/epoch";
 constexpr const char* kNextTargetIdKey = "mgmt/v1/next_target_id";
+// The orphan grace period (ClusterMap.orphan_grace_ms), fixed when the cluster is made: every
+// mgmt that leads it, and so every client, uses the same one.
+constexpr const char* kOrphanGraceKey = "mgmt/v1/orphan_grace_ms";
 constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
 constexpr const char* kTargetPrefix = "mgmt/v1/target/";
 constexpr const char* kContainerPrefix = "mgmt/v1/container/";
@@ -104,6 +108,16 @@ Status ClusterState::LoadLocked() {
   PS_ASSIGN_OR_RETURN(uint64_t next_target, LoadCounter(store_, kNextTargetIdKey, 1));
   auto next_target_id = static_cast<uint32_t>(next_target);
   PS_ASSIGN_OR_RETURN(uint64_t next_container_id, LoadCounter(store_, kNextContainerIdKey, 1));
+  const uint64_t wanted_grace =
+      static_cast<uint64_t>(options_.orphan_grace_ms > 0 ? options_.orphan_grace_ms : kOrphanGrace.count());
+  PS_ASSIGN_OR_RETURN(uint64_t orphan_grace, LoadCounter(store_, kOrphanGraceKey, 0));
+  if (orphan_grace == 0) {
+    PS_RETURN_IF_ERROR(store_->Put(kOrphanGraceKey, std::to_string(wanted_grace)));
+    orphan_grace = wanted_grace;
+  } else if (options_.orphan_grace_ms > 0 && orphan_grace != wanted_grace) {
+    PS_LOG_WARN("orphan grace period: the cluster's is {} ms (fixed when it was made), not the {} ms asked for; "
+                "using {} ms", orphan_grace, wanted_grace, orphan_grace);
+  }
 
   const int64_t now = options_.now_ms();
   std::map<uint32_t, v1::Target> targets;
@@ -142,6 +156,7 @@ Status ClusterState::LoadLocked() {
   epoch_ = epoch;
   next_target_id_ = next_target_id;
   next_container_id_ = next_container_id;
+  orphan_grace_ms_ = orphan_grace;
   targets_ = std::move(targets);
   target_by_uuid_ = std::move(target_by_uuid);
   containers_ = std::move(containers);
@@ -444,7 +459,7 @@ v1::ClusterMap ClusterState::GetClusterMap() const {
   v1::ClusterMap map;
   map.set_epoch(epoch_);
   map.set_placement_epoch(PlacementEpochLocked());
-  map.set_orphan_grace_ms(static_cast<uint64_t>(options_.orphan_grace_ms));
+  map.set_orphan_grace_ms(orphan_grace_ms_);
   for (const auto& [id, t] : targets_) *map.add_targets() = t;
   return map;
 }

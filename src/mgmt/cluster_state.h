@@ -52,7 +52,8 @@ struct ClusterStateOptions {
   // A target silent for longer than this is declared LOST by CheckLiveness (its data is
   // rebuilt elsewhere); 0: never automatically (only MarkTargetLost).
   int64_t lost_timeout_ms = 0;
-  // Published in the map (ClusterMap.orphan_grace_ms); 0: the default.
+  // The orphan grace period for a new cluster (ClusterMap.orphan_grace_ms); 0: kOrphanGrace.
+  // A cluster keeps the one it was made with (a different value is logged and ignored).
   int64_t orphan_grace_ms = 0;
   NowMsFn now_ms = SystemNowMs;
 };
@@ -165,6 +166,7 @@ class ClusterState {
   uint64_t epoch_ = 0;                             // guarded by mu_
   uint32_t next_target_id_ = 1;                    // guarded by mu_
   uint64_t next_container_id_ = 1;                 // guarded by mu_
+  uint64_t orphan_grace_ms_ = 0;                   // guarded by mu_
   std::map<uint32_t, v1::Target> targets_;         // by id; guarded by mu_
   std::map<std::string, uint32_t> target_by_uuid_; // guarded by mu_
   // Last missed-write report per target (in memory: a new leader's passes all start after it).

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "mgmt/fake_meta_store.h"
+#include "protocol/object_head.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -327,6 +328,22 @@ TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
   ASSERT_EQ(b.recovering_containers_size(), 1);
   ASSERT_TRUE(state_->Heartbeat(Hb(2, "uuid-b")).ok());
   EXPECT_TRUE(state_->GetClusterMap().targets(1).recovering());
+}
+
+// The orphan grace period is the cluster's, fixed when it is made: a mgmt started later with
+// another value (a new leader, a restart) publishes the stored one, so clients and repair agree.
+TEST_F(ClusterStateTest, OrphanGraceIsFixedWhenTheClusterIsMade) {
+  EXPECT_EQ(state_->GetClusterMap().orphan_grace_ms(), static_cast<uint64_t>(kOrphanGrace.count()));
+  FakeMetaStore store;
+  ClusterStateOptions o;
+  o.orphan_grace_ms = 5000;
+  auto made = ClusterState::Load(&store, o);
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ((*made)->GetClusterMap().orphan_grace_ms(), 5000u);
+  o.orphan_grace_ms = 90000;
+  auto later = ClusterState::Load(&store, o);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ((*later)->GetClusterMap().orphan_grace_ms(), 5000u);
 }
 
 // The placement epoch moves only with what moves slots: a new member, a new fault domain, a

@@ -70,8 +70,8 @@ void Repairer::ForgetOrphans(uint64_t container) {
 }
 
 void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
-                              std::map<std::pair<uint64_t, uint64_t>, Unnamed> found) {
-  const auto now = Clock::now();
+                              std::map<std::pair<uint64_t, uint64_t>, Unnamed> found, Clock::time_point heads_listed,
+                              Clock::time_point data_listed, std::chrono::milliseconds grace) {
   // What this container's earlier passes noted and this one no longer finds unnamed is named
   // now (its head landed) or gone.
   for (auto it = orphans_.lower_bound({container, 0, 0}); it != orphans_.end() && std::get<0>(it->first) == container;) {
@@ -89,14 +89,17 @@ void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& 
   uint64_t shards_deleted = 0, collected = 0;
   for (auto& [id, u] : found) {
     const auto key = std::make_tuple(container, id.first, id.second);
-    auto [it, fresh] = orphans_.try_emplace(key, Orphan{now, u.shards.size(), u.newest});
+    // Noted as of the end of the listing that found it (every shard counted landed before);
+    // due when the heads were listed at least the grace period after that (a head landing
+    // later comes from a put that gave up: PutCommitWindow).
+    auto [it, fresh] = orphans_.try_emplace(key, Orphan{data_listed, u.shards.size(), u.newest});
     Orphan& o = it->second;
     if (fresh) continue;
     if (o.shards != u.shards.size() || o.newest != u.newest) {  // still being written: wait again
-      o = Orphan{now, u.shards.size(), u.newest};
+      o = Orphan{data_listed, u.shards.size(), u.newest};
       continue;
     }
-    if (now - o.first_seen < options_.orphan_grace) continue;
+    if (heads_listed - o.first_seen < grace) continue;
     uint64_t failed = 0;
     for (const auto& [target, k] : u.shards) {
       for (const TargetRef& t : targets) {
@@ -113,7 +116,7 @@ void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& 
     PS_LOG_INFO("repair: deleted {} orphan shard(s) of data {:016x}:{:016x} in container id {} (no object head "
                 "has named it for {} s){}",
                 u.shards.size() - failed, id.first, id.second, container,
-                std::chrono::duration_cast<std::chrono::seconds>(now - o.first_seen).count(),
+                std::chrono::duration_cast<std::chrono::seconds>(heads_listed - o.first_seen).count(),
                 failed ? fmt::format("; {} could not be deleted, next pass", failed) : "");
     if (failed == 0) {
       orphans_.erase(it);
@@ -175,7 +178,13 @@ void Repairer::Loop() {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stop_; })) return;
     }
-    if (options_.is_leader && !options_.is_leader()) continue;
+    if (options_.is_leader && !options_.is_leader()) {
+      // What was noted as a leader is forgotten: leading again, every orphan waits a whole
+      // grace period of new observation.
+      std::lock_guard<std::mutex> lock(pass_mu_);
+      orphans_.clear();
+      continue;
+    }
     auto map = dp_.mgmt->GetClusterMap();
     if (!map.ok()) continue;
     if (map->epoch() == last_epoch && Clock::now() - last_pass < options_.interval) continue;
@@ -282,6 +291,7 @@ Status Repairer::RunPass() {
     // container left out of a listing as corrupt (it may name data no other copy names).
     bool find_orphans = all_up && !MayHoldCorruptHeads(map, c.id());
     std::set<std::pair<uint64_t, uint64_t>> named;  // data ids some head copy names
+    const auto heads_listed = Clock::now();         // (from now on)
     for (const TargetRef& t : dp_.view->targets()) {
       if (t.lost || !t.up) continue;
       // Heads on every target first, then the data: a put writes its data before its head, so
@@ -331,7 +341,9 @@ Status Repairer::RunPass() {
       }
     }
     if (find_orphans && clean && listed.size() == static_cast<size_t>(map.targets_size() - lost_targets)) {
-      CollectOrphans(c.id(), listed, std::move(unnamed));
+      CollectOrphans(c.id(), listed, std::move(unnamed), heads_listed, Clock::now(),
+                     map.orphan_grace_ms() > 0 ? std::chrono::milliseconds(map.orphan_grace_ms())
+                                               : options_.orphan_grace);
     } else {
       ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
     }
@@ -354,6 +366,7 @@ Status Repairer::RunPass() {
       WireShardKey hkey = newest.key;
       hkey.shard = 0;
       auto hslots = dp_.io->Slots(hkey, head_red.width());
+      if (!hslots.ok()) clean = false;
       if (hslots.ok()) {
         for (uint32_t i = 0; i < hslots->size(); ++i) {
           const TargetRef& t = (*hslots)[i];
@@ -379,7 +392,10 @@ Status Repairer::RunPass() {
       }
       if (newest.data.empty()) continue;  // deleted
       auto head = DecodeObjectHead(newest.data);
-      if (!head.ok()) continue;
+      if (!head.ok()) {
+        clean = false;  // its stripes are not checked
+        continue;
+      }
       const StripeGeometry geo = StripeGeometry::For(*red, head->stripe_unit);
       for (uint64_t s = 0; s < head->stripe_count(); ++s) {
         WireShardKey key{c.id(), head->data_hi, head->data_lo, s, 0, 0};
@@ -424,7 +440,10 @@ Status Repairer::RunPass() {
           }
         }
         auto slots = dp_.io->Slots(key, red->width());
-        if (!slots.ok()) continue;
+        if (!slots.ok()) {
+          clean = false;
+          continue;
+        }
         std::vector<uint32_t> fix;
         for (uint32_t i = 0; i < slots->size(); ++i) {
           const TargetRef& t = (*slots)[i];

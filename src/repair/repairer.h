@@ -64,9 +64,9 @@ struct RepairOptions {
   // Whether this mgmt leads (passes run only then); empty: always.
   std::function<bool()> is_leader;
   MetricsRegistry* metrics = nullptr;  // borrowed; null: no metrics
-  // Orphans (see above) are deleted once two passes at least this far apart found them
-  // unchanged and no head naming them. The same value must reach clients in the map
-  // (MgmtServerOptions.orphan_grace_ms).
+  // Orphans (see above) are deleted once passes at least this far apart found them unchanged
+  // and no head naming them: the map's ClusterMap.orphan_grace_ms (what clients go by), this
+  // when the map has none.
   std::chrono::milliseconds orphan_grace = kOrphanGrace;
   // After a pass that found every target up, while some target was recovering: `ids`, the
   // targets that were recovering (for every container) when it started (at map epoch `epoch`,
@@ -110,8 +110,12 @@ class Repairer {
     uint64_t newest = 0;
     std::vector<std::pair<uint32_t, WireShardKey>> shards;
   };
+  // `heads_listed`: when this pass began listing the container's heads; `data_listed`: when it
+  // had listed its shards.
   void CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
-                      std::map<std::pair<uint64_t, uint64_t>, Unnamed> found);
+                      std::map<std::pair<uint64_t, uint64_t>, Unnamed> found,
+                      std::chrono::steady_clock::time_point heads_listed,
+                      std::chrono::steady_clock::time_point data_listed, std::chrono::milliseconds grace);
   // Drops what was noted for `container` (its listing was not complete this pass).
   void ForgetOrphans(uint64_t container);
 
