@@ -309,6 +309,8 @@ class Engine {
                                                            std::optional<ObjectId> object,
                                                            std::optional<ShardKey> start_after,
                                                            size_t limit);
+  // Tests: the index, to make it fail (Index::FailApplies).
+  engine::Index& index_for_tests() { return *index_; }
   EngineStats Stats() const;
 
   // Runs GC now: cleans sealed segments holding any dead space (emptiest first) until none is

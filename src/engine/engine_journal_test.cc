@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "engine/file_device.h"
 #include "engine/format.h"
+#include "engine/index.h"
 #include "engine/test_util.h"
 
 namespace penstock::engine {
@@ -324,6 +325,58 @@ TEST(EngineJournalTest, ReplayIsExactWhileGcFreesAndReusesSegments) {
   for (auto& [obj, v] : version) {
     EXPECT_TRUE(SameBytes(*r->Read(Key(4, obj)), Pattern(len(obj, v), seed(obj, v)))) << obj;
   }
+}
+
+// An index that fails after the journal took a batch (its file system filled up): that batch
+// was acknowledged and stays readable; writes and GC stop with the error rather than write
+// copies no index will take (and that could land on space a durable record still names); a
+// reopen replays every acknowledged write.
+TEST(EngineJournalTest, AnIndexFailureStopsWritesAndGcUntilAReopenReplaysTheJournal) {
+  ScratchDir live, image;
+  EngineOptions o = LazyOptions(live, 16, 256 * 1024);
+  auto e = MustOpen(o);
+  std::map<uint64_t, uint64_t> version;  // object -> last version written
+  auto bytes = [](uint64_t obj, uint64_t v) { return Pattern(16 * 1024, obj * 1000 + v); };
+  for (uint64_t obj = 0; obj < 128; ++obj) {
+    ASSERT_TRUE(e->Write(Key(4, obj), bytes(obj, 1), 1).ok());
+    version[obj] = 1;
+  }
+  for (uint64_t obj = 0; obj < 128; obj += 2) {  // dead space in every segment
+    ASSERT_TRUE(e->Write(Key(4, obj), bytes(obj, 2), 2).ok());
+    version[obj] = 2;
+  }
+  (void)e->Stats();  // waits until every batch so far is in the index
+  e->index_for_tests().FailApplies(Internal("no space left on the index's file system (test)"));
+  // Journaled, so acknowledged, before the index refuses it.
+  Status taken = e->Write(Key(4, 1000), bytes(1000, 1), 1);
+  ASSERT_TRUE(taken.ok()) << taken.ToString();
+  version[1000] = 1;
+  auto gc = e->CollectGarbage();
+  EXPECT_FALSE(gc.ok()) << "GC went on copying after the index failed";
+  if (!gc.ok()) EXPECT_NE(gc.status().message().find("no space left on the index"), std::string::npos);
+  Status refused = e->Write(Key(4, 1001), bytes(1001, 1), 1);
+  EXPECT_FALSE(refused.ok());
+  for (const auto& [obj, v] : version) {  // readers still find all of it
+    auto got = e->Read(Key(4, obj));
+    ASSERT_TRUE(got.ok()) << obj << ": " << got.status().ToString();
+    EXPECT_TRUE(SameBytes(*got, bytes(obj, v))) << obj;
+  }
+  CrashImage(live.path(), image.path());
+  e.reset();
+
+  EngineOptions io = o;
+  io.data_path = image.path() + "/data";
+  io.index_dir = image.path() + "/index";
+  auto r = MustOpen(io);
+  ASSERT_TRUE(r);
+  for (const auto& [obj, v] : version) {
+    auto got = r->Read(Key(4, obj));
+    ASSERT_TRUE(got.ok()) << obj << ": " << got.status().ToString();
+    EXPECT_TRUE(SameBytes(*got, bytes(obj, v))) << obj;
+  }
+  EXPECT_EQ(r->Read(Key(4, 1001)).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(r->Write(Key(4, 1001), bytes(1001, 1), 1).ok());  // a fresh index takes writes again
+  ASSERT_TRUE(r->CollectGarbage().ok());
 }
 
 }  // namespace

@@ -188,9 +188,19 @@ Result<std::optional<ShardRecord>> Index::Get(const ShardKey& key, bool memory_o
 }
 
 
+void Index::FailApplies(Status failure) {
+  std::lock_guard lock(failure_mu_);
+  failing_ = !failure.ok();
+  failure_ = std::move(failure);
+}
+
 Status Index::Apply(const std::vector<Update>& updates, std::optional<JournalPosition> journal,
                     bool sync) {
   if (updates.empty() && !journal) return OkStatus();
+  if (failing_.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(failure_mu_);
+    if (!failure_.ok()) return failure_;
+  }
   // The batch's entries go in key order (stable: two of one key keep theirs): RocksDB's
   // memtable keeps the skip-list position of the previous insert, so sorted inserts reuse most
   // of each search. Random keys in batch order cost a full search each, the leading cost of a

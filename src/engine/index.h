@@ -29,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -76,6 +77,9 @@ class Index {
   // when `sync` (and then every earlier batch is too); otherwise after the next SyncWal.
   Status Apply(const std::vector<Update>& updates,
                std::optional<JournalPosition> journal = std::nullopt, bool sync = true);
+  // Tests: while `failure` is an error, Apply fails with it and changes nothing (an index on a
+  // file system that filled up); OkStatus() ends that.
+  void FailApplies(Status failure);
   // Makes every batch applied so far durable (one WAL write and sync).
   Status SyncWal();
   // Flushes the memtable and compacts the whole index now (merge operands meet their records).
@@ -113,6 +117,10 @@ class Index {
 
  private:
   Index(std::string dir, std::unique_ptr<rocksdb::DB> db, bool sync, size_t record_cache_bytes);
+
+  std::atomic<bool> failing_{false};  // FailApplies; `failure_` guarded by failure_mu_
+  std::mutex failure_mu_;
+  Status failure_;
 
   // One stripe of the record cache: records by key, their approximate bytes, and a count of
   // changes (Apply's puts and erases) that lets a Get tell whether what it read may be stale.
