@@ -133,9 +133,8 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     std::lock_guard lock(pipeline_->mu);
     if (!pipeline_->index_failed.ok()) return pipeline_->index_failed;
   }
-  uint32_t victim = table_->PickVictim(min_dead_bytes, gc_stuck_);
+  uint32_t victim = table_->PickAndPinVictim(min_dead_bytes, gc_stuck_);
   if (victim == kNoSegment) return false;
-  table_->Pin(victim);
   struct Unpin {
     engine::SegmentTable& t;
     uint32_t s;

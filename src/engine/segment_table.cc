@@ -104,9 +104,19 @@ Status SegmentTable::MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_
   return OkStatus();
 }
 
-uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes,
-                                  const std::set<uint32_t>& exclude) const {
+uint32_t SegmentTable::PickAndPinVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude) {
   std::lock_guard lock(mu_);
+  const uint32_t victim = PickVictimLocked(min_dead_bytes, exclude);
+  if (victim != kNoSegment) ++segments_[victim].pins;
+  return victim;
+}
+
+uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude) const {
+  std::lock_guard lock(mu_);
+  return PickVictimLocked(min_dead_bytes, exclude);
+}
+
+uint32_t SegmentTable::PickVictimLocked(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude) const {
   uint32_t best = kNoSegment;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];

@@ -121,6 +121,9 @@ class SegmentTable {
   // `min_dead_bytes` of reclaimable space (and no pending extent), or kNoSegment. Open segments,
   // empty ones (they free themselves) and those in `exclude` are never chosen.
   uint32_t PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {}) const;
+  // PickVictim, and pins the segment it picks in the same step (a segment picked and pinned
+  // apart could be freed and opened again in between). Unpin it when done.
+  uint32_t PickAndPinVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {});
 
   SegmentTableStats Stats() const;
   SegmentState state(uint32_t segment) const;
@@ -143,6 +146,7 @@ class SegmentTable {
   void ReleaseLocked(const Extent& extent);  // mu_ held
   // Seals the stream's open segment if `bytes` does not fit, and opens a free one.
   Status MakeRoomLocked(uint32_t& open, uint64_t bytes, size_t free_floor);
+  uint32_t PickVictimLocked(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude) const;
   bool ReclaimableLocked(const Segment& s) const { return s.live == 0 && s.pending == 0 && s.pins == 0; }
   bool ReusableLocked(const Segment& s) const {
     return ReclaimableLocked(s) && s.released_seq <= durable_seq_;

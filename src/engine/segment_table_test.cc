@@ -173,8 +173,12 @@ TEST(SegmentTableTest, PickVictimPrefersTheEmptiestSealedSegment) {
   EXPECT_EQ(t.PickVictim(4096), 1u);
   EXPECT_EQ(t.PickVictim(kSeg / 2 + 4096), kNoSegment);  // not dead enough
   EXPECT_EQ(t.PickVictim(4096, {1}), 0u);
+  // Picked and pinned in one step: emptied meanwhile, it stays until GC lets it go.
+  EXPECT_EQ(t.PickAndPinVictim(4096), 1u);
   t.Release(e[6]);
-  t.Release(e[7]);  // segment 1 freed by itself
+  t.Release(e[7]);
+  EXPECT_EQ(t.state(1), SegmentState::kSealed);
+  t.Unpin(1);  // segment 1 frees itself
   EXPECT_EQ(t.state(1), SegmentState::kFree);
   EXPECT_EQ(t.PickVictim(4096), 0u);
 }
