@@ -1,7 +1,7 @@
 // engine_gc.cc — garbage collection: relocating live shards out of partly dead segments.
 //
-// A pass picks the sealed segment with the fewest live bytes (SegmentTable::PickVictim), pins
-// it (so it cannot be freed and reused while GC reads it), finds its live shards by scanning
+// A pass picks the sealed segment with the fewest live bytes and pins it in the same step
+// (SegmentTable::PickAndPinVictim: it cannot be freed and reused while GC reads it), finds its live shards by scanning
 // the index, and moves them in groups: read, verify every block's crc32c, append to the GC
 // stream's open segment (no flush), then queue one kRelocate per shard to the committer, which
 // flushes once and commits the group in one batch, moving each block the key's record still
