@@ -366,7 +366,9 @@ void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeo
     std::memset(merged->data(), 0, merged->size());
     if (old_len) std::memcpy(merged->data(), old->data.data(), old_len);
     std::memcpy(merged->data() + begin, data->data(), data->size());
-    self->io_->Write(geo, key, merged, NextVersion(), done, self->RetryFor({op}));
+    // Above what it read, whatever this client's clock says (NewerThan).
+    const uint64_t version = NewerThan(NextVersion(), old.ok() ? old->version : 0);
+    self->io_->Write(geo, key, merged, version, done, self->RetryFor({op}));
   };
   io_->Read(geo, key, 0, HeldBytesToRead(geo), std::move(merge), RetryFor({op}));
 }
@@ -496,7 +498,8 @@ Result<ObjectHead> ObjectImpl::RewriteHead(const std::function<void(ObjectHead&)
     }
     change(current);
     current.mtime_ms = NowMs();
-    PS_RETURN_IF_ERROR(io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NextVersion()));
+    PS_RETURN_IF_ERROR(
+        io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NewerThan(NextVersion(), stored->version)));
     committed = current;
     return OkStatus();
   }));

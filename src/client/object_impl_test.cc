@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "client/disjoint_writes.h"
+#include "common/await.h"
 #include "client/fake_shard_transport.h"
 #include "client/stripe_pipeline.h"
 #include "penstock/mgmt.pb.h"
@@ -537,6 +538,35 @@ TEST_F(ObjectImplTest, StaleReplicaIsNeverPatched) {
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(obj->Read(0, out).ok());
     EXPECT_EQ(out, model);
+  }
+}
+
+// A writer whose clock is behind the one that wrote the stripe still patches it to a higher
+// version: a lower one would make the copy that missed the patch look newer, and reads (and
+// repair) would take its stale bytes.
+TEST_F(ObjectImplTest, ARangeWriteFromASlowClockGoesAboveTheStoredVersion) {
+  for (const char* scheme : {"rep:2", "ec:2+1"}) {
+    red_ = *ParseRedundancy(scheme);
+    const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+    const WireShardKey key{1, 555, static_cast<uint64_t>(scheme[0]), 0, 0, 0};
+    std::vector<std::byte> model = Bytes(kStripe, 50);
+    const uint64_t ahead = NewVersion() + 3'600'000'000ull;  // written by a clock an hour ahead
+    ASSERT_TRUE(io_.WriteSync(g, key, std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(model)), ahead).ok());
+    fake_.Drain();
+    if (g.red.kind != Redundancy::Kind::kErasure) fake_.FailNext(ShardOp::kWriteRange, Internal("fake: disk error"));
+    auto patch = Bytes(100, 51);
+    std::memcpy(model.data() + 10, patch.data(), patch.size());
+    Status s = Await<Status>([&](auto done) {
+      io_.WriteRange(g, key, 10, std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(patch)), NewVersion(),
+                     std::move(done));
+    });
+    ASSERT_TRUE(s.ok()) << scheme << ": " << s.ToString();
+    fake_.Drain();
+    auto got = io_.ReadSync(g, key, 0, model.size());
+    ASSERT_TRUE(got.ok()) << scheme << ": " << got.status().ToString();
+    EXPECT_GT(got->version, ahead) << scheme;
+    ASSERT_GE(got->data.size(), model.size());
+    EXPECT_EQ(std::memcmp(got->data.data(), model.data(), model.size()), 0) << scheme;
   }
 }
 

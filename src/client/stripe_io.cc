@@ -11,6 +11,8 @@ namespace penstock {
 
 using Clock = std::chrono::steady_clock;
 
+uint64_t NewerThan(uint64_t version, uint64_t stored) { return std::max(version, stored + 1); }
+
 uint64_t NewVersion() {
   static std::atomic<uint64_t> last{0};
   const uint64_t now = static_cast<uint64_t>(
@@ -369,12 +371,13 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   if (asks.empty()) return done(Unavailable("no target of " + Ordinal(key) + " is up"));
   v->pending = asks.size();
   for (auto& [i, t] : asks) v->waiting[i] = t;
-  auto after_stats = [this, g, key, begin, data, version, v, done = std::move(done)]() {
+  auto after_stats = [this, g, key, begin, data, requested_version = version, v, done = std::move(done)]() {
     if (!v->error.ok()) return done(v->error.WithContext("reading the versions of " + Ordinal(key)));
     auto st = std::make_shared<WriteState>();
     st->data = data;
     st->done = done;
     const uint64_t expected = v->newest;
+    const uint64_t version = NewerThan(requested_version, expected);  // see WriteEcRange
     WriteSlots(g, key, st, [this, key, begin, data, version, expected](uint32_t i, const TargetRef& t,
                                                                         std::function<void(Status)> cb) {
       shards_->StartWriteRangeTo(t, WithShard(key, i), begin, data->span(), version, expected, std::move(cb));
@@ -441,7 +444,7 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
   const uint32_t width = g.red.width();
   old->cells.resize(width);
   old->pending = width;
-  auto patch = [this, g, key, cell, lo, len, data, version, old, c, done = std::move(done)]() {
+  auto patch = [this, g, key, cell, lo, len, data, requested_version = version, old, c, done = std::move(done)]() {
     std::optional<uint64_t> v;
     for (uint32_t i = 0; i < old->cells.size() && old->error.ok(); ++i) {
       const auto& d = old->cells[i];
@@ -467,6 +470,9 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
     }
     Coder(g.red).Update(len, cell, delta->data(), parity);
     const uint64_t expected = *v;
+    // Above the version patched, whatever this client's clock says: a lower one would make the
+    // copies that missed the patch look newer (NewerThan).
+    const uint64_t version = NewerThan(requested_version, expected);
     WriteSlots(g, key, st, [this, g, key, cell, lo, data, st, version, expected](uint32_t i, const TargetRef& t,
                                                                                 std::function<void(Status)> cb) {
       // Every cell takes the new version; the untouched data cells only that (no bytes).

@@ -309,5 +309,8 @@ Redundancy HeadRedundancy(const Redundancy& red);
 // A process-wide increasing version for shard and head writes: microseconds since the Unix
 // epoch, strictly increasing within the process (later writes win in reads and repair).
 uint64_t NewVersion();
+// `version`, or stored + 1 when that is not above `stored` (a writer whose clock is behind the
+// one that wrote the stored version).
+uint64_t NewerThan(uint64_t version, uint64_t stored);
 
 }  // namespace penstock
