@@ -570,6 +570,36 @@ TEST_F(ObjectImplTest, ARangeWriteFromASlowClockGoesAboveTheStoredVersion) {
   }
 }
 
+// A replica that missed a write never answers on its own once another replica told of a newer
+// version, even when the newer ones fail their reads: the read fails (retryably) rather than
+// return the old bytes.
+TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
+  red_ = *ParseRedundancy("rep:3");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 556, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 3);
+  ASSERT_TRUE(slots.ok());
+  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 60)));
+  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 61)));
+  ASSERT_TRUE(io_.WriteSync(g, key, v1, NewVersion()).ok());
+  fake_.Kill((*slots)[2].address, Unavailable("fake: down"));
+  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded: slot 2 keeps v1
+  fake_.Revive((*slots)[2].address);
+  fake_.Drain();
+  // Slot 0's data read fails, then slot 1's (their stats answer: v2); slot 2 holds v1 only.
+  fake_.FailNext(ShardOp::kRead, Unavailable("fake: read failed"), 2);
+  fake_.FailNext(ShardOp::kReadRange, Unavailable("fake: read failed"), 2);
+  auto got = io_.ReadSync(g, key, 0, kStripe);
+  ASSERT_FALSE(got.ok()) << "returned the bytes of a replica that missed a write (v2: "
+                         << (std::memcmp(got->data.data(), v2->data(), kStripe) == 0) << ")";
+  EXPECT_TRUE(got.status().retryable()) << got.status().ToString();
+  fake_.FailNext(ShardOp::kRead, OkStatus(), 0);
+  fake_.FailNext(ShardOp::kReadRange, OkStatus(), 0);
+  auto again = io_.ReadSync(g, key, 0, kStripe);  // the failures were passing
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(std::memcmp(again->data.data(), v2->data(), kStripe), 0);
+}
+
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read
 // needs no parity.
 TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {

@@ -719,7 +719,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     const bool first_failed_for_good = st->data && !st->data->ok();
     if (!first_failed_for_good || data_late) chain.push_back(st->order[0]);
     lock.unlock();
-    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), std::move(done));
+    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), best_version, std::move(done));
   };
   timer_.After(straggler_, [this, st, decide] {
     std::unique_lock<std::mutex> l(st->mu);
@@ -748,7 +748,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
 
 void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
                                 std::vector<std::pair<uint32_t, TargetRef>> order,
-                                std::vector<std::pair<uint32_t, TargetRef>> corrupt,
+                                std::vector<std::pair<uint32_t, TargetRef>> corrupt, uint64_t min_version,
                                 std::function<void(Result<ShardData>)> done) {
   struct State {
     std::mutex mu;
@@ -771,7 +771,7 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
   // Tries the next replica; a late one (straggler) makes the next start too, and the first
   // good answer wins.
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [this, st, key, begin, length, weak = std::weak_ptr<std::function<void()>>(attempt)] {
+  *attempt = [this, st, key, begin, length, min_version, weak = std::weak_ptr<std::function<void()>>(attempt)] {
     auto self = weak.lock();
     std::unique_lock<std::mutex> lock(st->mu);
     if (st->finished || st->next >= st->order.size()) return;
@@ -786,10 +786,16 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
       (*self)();
     });
     shards_->StartReadTo(target, WithShard(key, shard), begin, length,
-                         [this, st, self, shard, target, key, begin](Result<ShardData> r) {
+                         [this, st, self, shard, target, key, begin, min_version](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
       --st->pending;
       if (st->finished) return;
+      if (r.ok() && r->version < min_version) {
+        // Older than a copy known to exist (it missed a write): not an answer, on its own.
+        r = Unavailable("replica " + std::to_string(shard) + " of " + Ordinal(key) + " on target " +
+                        std::to_string(target.id) + " holds version " + std::to_string(r->version) +
+                        ", older than one another replica holds; retry");
+      }
       if (r.ok()) {
         st->finished = true;
         auto corrupt = st->corrupt;

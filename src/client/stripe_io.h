@@ -258,11 +258,12 @@ class StripeIo {
               std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                    std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
-  // Replicas in `order` one after the other (a late one starts the next), first success wins;
+  // Replicas in `order` one after the other (a late one starts the next), first success at
+  // `min_version` or newer wins (an older one missed a write a replica told of);
   // `corrupt` replicas get the good bytes back.
   void ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
                         std::vector<std::pair<uint32_t, TargetRef>> order,
-                        std::vector<std::pair<uint32_t, TargetRef>> corrupt,
+                        std::vector<std::pair<uint32_t, TargetRef>> corrupt, uint64_t min_version,
                         std::function<void(Result<ShardData>)> done);
   // Degraded ec read of cell range [lo, hi) from every slot.
   void ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
