@@ -600,6 +600,28 @@ TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
   EXPECT_EQ(std::memcmp(again->data.data(), v2->data(), kStripe), 0);
 }
 
+// With M >= K the cells that missed a write can be K themselves: a degraded read must not
+// decode their old version while the replies to come could still give the newer one K.
+TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
+  red_ = *ParseRedundancy("ec:1+1");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 557, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 2);
+  ASSERT_TRUE(slots.ok());
+  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 70)));
+  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 71)));
+  ASSERT_TRUE(io_.WriteSync(g, key, v1, NewVersion()).ok());
+  fake_.Kill((*slots)[0].address, Unavailable("fake: down"));
+  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded: cell 0 keeps v1
+  fake_.Revive((*slots)[0].address);
+  fake_.Drain();
+  for (int i = 0; i < 20; ++i) {  // the stale cell's reply comes first (it is asked first)
+    auto got = io_.ReadSync(g, key, 0, kStripe);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(std::memcmp(got->data.data(), v2->data(), kStripe), 0) << "read " << i << " decoded the old version";
+  }
+}
+
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read
 // needs no parity.
 TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {

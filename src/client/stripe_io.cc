@@ -958,9 +958,10 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
   st->pending = static_cast<uint32_t>(send.size());
   auto slots_copy = std::make_shared<std::vector<TargetRef>>(*slots);
 
-  // Decides with the replies at hand; `final` when no more will come.
+  // Decides with the replies at hand; `final` when no more will come, `late` when the straggler
+  // timer ran out.
   auto decide = [this, st, g, key, begin, length, lo, hi, j0, j1, width, slots_copy](
-                    std::unique_lock<std::mutex>& lock, bool final) {
+                    std::unique_lock<std::mutex>& lock, bool final, bool late = false) {
     if (st->finished) return;
     std::map<uint64_t, uint32_t> by_version;
     bool all_not_found = true, any_unavailable = false;
@@ -979,14 +980,18 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
       }
     }
     uint64_t version = 0;
-    uint32_t have = 0;
+    uint32_t have = 0, newer = 0;
     for (auto it = by_version.rbegin(); it != by_version.rend(); ++it) {
       if (it->second >= g.red.k) {
         version = it->first;
         have = it->second;
         break;
       }
+      newer += it->second;
     }
+    // Before the straggler timer, an older version that K cells hold waits while the replies to
+    // come could still give a newer one K (with M >= K, the cells that missed a write can be K).
+    if (have > 0 && !final && !late && newer + st->pending >= g.red.k) return;
     if (have == 0) {
       if (!final) return;
       st->finished = true;
@@ -1071,7 +1076,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
     for (uint32_t i : send) {
       if (!st->replies[i]) Suspect((*slots_copy)[i]);
     }
-    decide(l, false);
+    decide(l, false, /*late=*/true);
   });
   for (uint32_t i : send) {
     shards_->StartReadTo((*slots)[i], WithShard(key, i), lo, hi - lo, [st, i, decide](Result<ShardData> r) {
