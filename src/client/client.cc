@@ -254,11 +254,13 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   ClusterView* view = impl->view.get();
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },
                                             view->epoch());
-  impl->io->set_report_degraded([mgmt = impl->mgmt.get()](uint64_t container, const std::vector<uint32_t>& ids) {
+  impl->io->set_report_degraded([mgmt = impl->mgmt.get()](uint64_t container,
+                                                           const std::vector<uint32_t>& ids) -> Result<uint64_t> {
     v1::ReportDegradedWriteRequest req;
     req.set_container_id(container);
     for (uint32_t id : ids) req.add_target_ids(id);
-    return mgmt->ReportDegradedWrite(req).status();
+    PS_ASSIGN_OR_RETURN(v1::ReportDegradedWriteResponse resp, mgmt->ReportDegradedWrite(req));
+    return resp.epoch();
   });
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }

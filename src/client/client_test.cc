@@ -199,9 +199,9 @@ TEST(ClientStaleMapTest, RefusedRequestsRefreshTheMapAndLandOnTheNewSlots) {
   ASSERT_TRUE(stale.Open(o).ok());
   stale.view->Apply(*old_map);
   std::vector<uint32_t> reported;
-  stale.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) {
+  stale.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) -> Result<uint64_t> {
     reported.insert(reported.end(), ids.begin(), ids.end());
-    return OkStatus();
+    return uint64_t{0};
   });
   const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 9)));
@@ -242,13 +242,13 @@ TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads)
   ASSERT_TRUE(path.Open(PathOptions(cluster)).ok());
   std::mutex mu;
   std::vector<std::string> threads;
-  path.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) {
+  path.io->set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) -> Result<uint64_t> {
     char name[16] = {};
     pthread_getname_np(pthread_self(), name, sizeof name);
     std::lock_guard lock(mu);
     threads.emplace_back(name);
     EXPECT_EQ(ids.size(), 1u);
-    return OkStatus();
+    return uint64_t{0};
   });
   cluster.StopTarget(1);  // the client's map still has it up: its shards fail or straggle
   const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);

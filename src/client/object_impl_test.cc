@@ -622,6 +622,51 @@ TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
   }
 }
 
+// The targets a degraded write went without are left alone by this client's reads of that
+// container as soon as mgmt has recorded them, not only once its map shows it.
+TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
+  red_ = *ParseRedundancy("rep:3");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 558, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 3);
+  ASSERT_TRUE(slots.ok());
+  std::atomic<int> reports{0};
+  io_.set_report_degraded([&](uint64_t container, const std::vector<uint32_t>& ids) -> Result<uint64_t> {
+    EXPECT_EQ(container, 1u);
+    EXPECT_EQ(ids, std::vector<uint32_t>{(*slots)[2].id});
+    ++reports;
+    return view_.epoch() + 1;  // recorded in a map this client has not seen yet
+  });
+  ASSERT_TRUE(io_.WriteSync(g, key, std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 80))),
+                            NewVersion())
+                  .ok());
+  fake_.Kill((*slots)[2].address, Unavailable("fake: down"));
+  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 81)));
+  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded, reported
+  fake_.Revive((*slots)[2].address);
+  EXPECT_EQ(reports.load(), 1);
+  auto reading = io_.ReadSlots(key, 3);
+  ASSERT_TRUE(reading.ok());
+  EXPECT_TRUE((*reading)[0].up && (*reading)[1].up);
+  EXPECT_FALSE((*reading)[2].up);
+  EXPECT_TRUE((*reading)[2].MissedWritesIn(1));  // not even a last resort
+  auto other = io_.ReadSlots(WireShardKey{2, 558, 1, 0, 0, 0}, 3);  // another container
+  ASSERT_TRUE(other.ok());
+  for (const TargetRef& t : *other) EXPECT_TRUE(t.up) << t.id;
+  // Both others fail their reads: the stale copy is not read instead.
+  fake_.FailNext(ShardOp::kRead, Unavailable("fake: read failed"), 2);
+  fake_.FailNext(ShardOp::kReadRange, Unavailable("fake: read failed"), 2);
+  auto got = io_.ReadSync(g, key, 0, kStripe);
+  EXPECT_TRUE(!got.ok() || std::memcmp(got->data.data(), v2->data(), kStripe) == 0);
+  fake_.FailNext(ShardOp::kRead, OkStatus(), 0);
+  fake_.FailNext(ShardOp::kReadRange, OkStatus(), 0);
+  // Once the map has that epoch, it speaks for itself.
+  view_.Set(view_.epoch() + 1, view_.targets());
+  reading = io_.ReadSlots(key, 3);
+  ASSERT_TRUE(reading.ok());
+  EXPECT_TRUE((*reading)[2].up);
+}
+
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read
 // needs no parity.
 TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {

@@ -113,6 +113,17 @@ std::chrono::milliseconds StripeIo::commit_window() const { return PutCommitWind
 Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size_t width) const {
   auto slots = Slots(key, width);
   if (!slots.ok() || width <= 1 || read_recovering_) return slots;
+  {
+    // Targets this client reported and its map does not show yet: as the map will.
+    std::lock_guard<std::mutex> lock(suspect_mu_);
+    if (!reported_.empty()) {
+      const uint64_t epoch = view_->epoch();
+      std::erase_if(reported_, [&](const auto& r) { return r.second <= epoch; });
+      for (TargetRef& t : *slots) {
+        if (reported_.count({t.id, key.container})) t.recovering_for.push_back(key.container);
+      }
+    }
+  }
   for (TargetRef& t : *slots) {
     if (t.RecoveringFor(key.container)) t.up = false;
   }
@@ -133,8 +144,19 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, size_t width, const std
   }
   if (ids.empty()) return done(OkStatus());
   auto report = [this, container = key.container, ids = std::move(ids), done = std::move(done)] {
-    Status s = report_(container, ids);
-    done(s.ok() ? s : s.WithContext("recording with mgmt that a write missed target " + std::to_string(ids.front())));
+    Result<uint64_t> epoch = report_(container, ids);
+    if (!epoch.ok()) {
+      return done(epoch.status().WithContext("recording with mgmt that a write missed target " +
+                                             std::to_string(ids.front())));
+    }
+    if (*epoch > view_->epoch()) {  // until the map says so, this client knows better than its map
+      std::lock_guard<std::mutex> lock(suspect_mu_);
+      for (uint32_t id : ids) {
+        uint64_t& at = reported_[{id, container}];
+        at = std::max(at, *epoch);
+      }
+    }
+    done(OkStatus());
   };
   {
     std::lock_guard<std::mutex> lock(reports_mu_);

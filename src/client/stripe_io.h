@@ -203,9 +203,11 @@ class StripeIo {
 
   // Called with the container and the targets a protected write went without (whatever the
   // map says of them, lost ones excepted), before the write is acknowledged (the Client reports
-  // them to mgmt, which marks them recovering); an error fails the write. Set before the first
-  // write. It may block: it runs on threads of its own ("ps-report").
-  void set_report_degraded(std::function<Status(uint64_t container, const std::vector<uint32_t>&)> fn) {
+  // them to mgmt, which marks them recovering); it returns the map epoch that records them, and
+  // until this client's map reaches that epoch its reads of the container leave those targets
+  // alone; an error fails the write. Set before the first write. It may block: it runs on
+  // threads of its own ("ps-report").
+  void set_report_degraded(std::function<Result<uint64_t>(uint64_t container, const std::vector<uint32_t>&)> fn) {
     report_ = std::move(fn);
     std::lock_guard<std::mutex> lock(reports_mu_);
     if (reports_ == nullptr) reports_ = std::make_unique<ThreadPool>(4, "ps-report");
@@ -287,7 +289,7 @@ class StripeIo {
 
   ShardClient* shards_;
   ClusterView* view_;
-  std::function<Status(uint64_t container, const std::vector<uint32_t>&)> report_;
+  std::function<Result<uint64_t>(uint64_t container, const std::vector<uint32_t>&)> report_;
   bool read_recovering_ = false;
   const std::chrono::milliseconds straggler_;
   std::mutex repairs_mu_;
@@ -295,6 +297,9 @@ class StripeIo {
   int repairs_in_flight_ = 0;  // guarded by repairs_mu_
   mutable std::mutex suspect_mu_;
   std::map<uint32_t, std::chrono::steady_clock::time_point> suspect_;  // guarded by suspect_mu_
+  // Targets this client reported missing a write, by (target, container): the map epoch that
+  // records it (see set_report_degraded). Guarded by suspect_mu_.
+  mutable std::map<std::pair<uint32_t, uint64_t>, uint64_t> reported_;
   StripeIoStats stats_;
   std::mutex coders_mu_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCoder>> coders_;
