@@ -172,7 +172,8 @@ class Object {
   // Must not run concurrently with writes to the same Object. The bytes go before the size
   // does (so none can come back): when it fails, the size may be the old one with the bytes
   // past `size` already zeros; call it again. kAborted when another client's put has replaced
-  // the object since it was opened, kNotFound when it was deleted (the head is left as stored).
+  // the object since it was opened, kNotFound when it was deleted (the head is left as stored),
+  // kUnavailable (retryable) while a target holding a copy of a stripe past `size` is down.
   virtual Status Truncate(uint64_t size) = 0;
   // Re-reads the object's head (size, data) from the cluster.
   virtual Status Refresh() = 0;

@@ -558,7 +558,8 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
       ++keep;
     }
     for (uint64_t s = keep; s < layout.stripe_count(); ++s) {
-      Status st = io_->DeleteSync(geo, layout.key(s));
+      // Every copy: the head still names these stripes (the object may grow again).
+      Status st = io_->DeleteSync(geo, layout.key(s), /*everywhere=*/true);
       if (!st.ok() && st.code() != StatusCode::kNotFound) return st;
     }
   }

@@ -667,6 +667,34 @@ TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
   EXPECT_TRUE((*reading)[2].up);
 }
 
+// Truncate deletes the stripes past the new end on every copy or fails: a copy left on a down
+// target would come back as the old bytes of a hole once the object grows again.
+TEST_F(ObjectImplTest, TruncateReachesEveryCopyOrFails) {
+  auto obj = NewObject("cut", "rep:2");
+  ASSERT_TRUE(obj->Write(0, Bytes(3 * kStripe, 90)).ok());
+  fake_.Drain();
+  const WireShardKey third{1, next_id_, 7, 2, 0, 0};
+  auto slots = io_.Slots(third, 2);
+  ASSERT_TRUE(slots.ok());
+  auto mark = [&](bool up) {  // the map says the target of the third stripe's second copy is down / up
+    std::vector<TargetRef> targets = view_.targets();
+    for (TargetRef& t : targets) {
+      if (t.id == (*slots)[1].id) t.up = up;
+    }
+    view_.Set(view_.epoch() + 1, targets);
+  };
+  mark(false);
+  Status cut = obj->Truncate(kStripe);
+  EXPECT_EQ(cut.code(), StatusCode::kUnavailable) << cut.ToString();
+  mark(true);
+  ASSERT_TRUE(obj->Truncate(kStripe).ok());
+  // Grown again past the third stripe: the hole reads as zeros.
+  ASSERT_TRUE(obj->Write(4 * kStripe, Bytes(10, 91)).ok());
+  std::vector<std::byte> hole(kStripe);
+  ASSERT_TRUE(obj->Read(2 * kStripe, hole).ok());
+  EXPECT_EQ(hole, std::vector<std::byte>(kStripe));
+}
+
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read
 // needs no parity.
 TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {

@@ -1113,13 +1113,15 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
 // ---------------------------------------------------------------------------------------------
 // Deletes
 
-void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
+void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done,
+                      bool everywhere) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
-      [this, g, key](std::function<void(Status)> cb) { DeleteOnce(g, key, std::move(cb)); });
+      [this, g, key, everywhere](std::function<void(Status)> cb) { DeleteOnce(g, key, everywhere, std::move(cb)); });
   WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::nullopt));
 }
 
-void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done) {
+void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere,
+                          std::function<void(Status)> done) {
   if (!g.red.protected_()) {
     Status s = shards_->Delete(key);
     return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
@@ -1138,7 +1140,15 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std:
   st->done = std::move(done);
   std::vector<uint32_t> send;
   for (uint32_t i = 0; i < slots->size(); ++i) {
-    if ((*slots)[i].up) send.push_back(i);
+    const TargetRef& t = (*slots)[i];
+    if (t.up) {
+      send.push_back(i);
+    } else if (everywhere && t.id != 0 && !t.lost) {
+      // Its copy would outlive the delete, and a head still names the stripe: a read would
+      // find the old bytes where there should be none.
+      return st->done(Unavailable("target " + std::to_string(t.id) + " holding shard " + std::to_string(i) + " of " +
+                                  Ordinal(key) + " is down; the delete must reach every copy; retry when it is back"));
+    }
   }
   st->pending = static_cast<uint32_t>(send.size());
   if (send.empty()) return st->done(OkStatus());
@@ -1337,8 +1347,8 @@ Result<ShardData> StripeIo::ReadSync(const StripeGeometry& g, const WireShardKey
   return Await<Result<ShardData>>([&](auto done) { Read(g, key, begin, length, std::move(done)); });
 }
 
-Status StripeIo::DeleteSync(const StripeGeometry& g, const WireShardKey& key) {
-  return Await<Status>([&](auto done) { Delete(g, key, std::move(done)); });
+Status StripeIo::DeleteSync(const StripeGeometry& g, const WireShardKey& key, bool everywhere) {
+  return Await<Status>([&](auto done) { Delete(g, key, std::move(done), everywhere); });
 }
 
 Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,

@@ -165,8 +165,11 @@ class StripeIo {
   void UnlockStripe(const TargetRef& holder, const WireShardKey& key, uint64_t owner);
   static constexpr std::chrono::milliseconds kStripeLeaseTtl{15000};
 
-  // Removes every shard of the stripe (OK when none existed); best effort on slots that fail.
-  void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
+  // Removes every shard of the stripe (OK when none existed); best effort on slots that are
+  // down (their shards stay, as garbage no head names) unless `everywhere`: then a slot down
+  // or suspected fails it (kUnavailable), for stripes a head still names (truncate).
+  void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done,
+              bool everywhere = false);
 
   // Object heads (blocking, with the client's retry policy). Reads return the newest copy;
   // kNotFound when there is none or the newest is a tombstone. WriteHead starts no attempt
@@ -184,7 +187,7 @@ class StripeIo {
   Status WriteSync(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                    uint64_t version);
   Result<ShardData> ReadSync(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length);
-  Status DeleteSync(const StripeGeometry& g, const WireShardKey& key);
+  Status DeleteSync(const StripeGeometry& g, const WireShardKey& key, bool everywhere = false);
 
   // Repair: rebuilds shards `shards` of a stripe whose stored version is `version` from the
   // others (a read, degraded where needed, then encode) and writes them to their slots.
@@ -250,7 +253,7 @@ class StripeIo {
                   const ShardSender& send);
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                 std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
-  void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done);
+  void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
   // cells). Both must outlive the shard requests. Used by Write and RepairShards.
