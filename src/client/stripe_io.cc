@@ -130,17 +130,15 @@ Result<std::vector<TargetRef>> StripeIo::ReadSlots(const WireShardKey& key, size
   return slots;
 }
 
-void StripeIo::ReportMissedThen(const WireShardKey& key, size_t width, const std::vector<bool>& written,
-                                std::function<void(Status)> done) {
+void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
+                                const std::vector<bool>& written, std::function<void(Status)> done) {
   if (!report_) return done(OkStatus());
-  auto slots = view_->LocateSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
-  if (!slots.ok()) return done(OkStatus());
   std::vector<uint32_t> ids;
-  for (size_t i = 0; i < slots->size() && i < written.size(); ++i) {
-    const TargetRef& t = (*slots)[i];
-    // Whatever this client's view says (down, recovering): mgmt's may be newer, and a repair
-    // pass that listed before this write must not clear the target.
-    if (!written[i] && t.id != 0 && !t.lost) ids.push_back(t.id);
+  for (size_t i = 0; i < targets.size() && i < written.size(); ++i) {
+    // The slots the write went to, whatever this client's view says of them now (down,
+    // recovering, moved by a new map): mgmt's may be newer, and a repair pass that listed
+    // before this write must not clear the target.
+    if (!written[i] && targets[i] != 0) ids.push_back(targets[i]);
   }
   if (ids.empty()) return done(OkStatus());
   auto report = [this, container = key.container, ids = std::move(ids), done = std::move(done)] {
@@ -215,6 +213,7 @@ struct StripeIo::WriteState {
   Status first_error, aborted;
   std::map<uint32_t, TargetRef> waiting;  // by shard: sent, not answered
   std::vector<bool> written;              // by shard
+  std::vector<uint32_t> targets;          // by shard: the slot's target (0: none, or lost)
 };
 
 namespace {
@@ -549,6 +548,10 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
   st->width = g.red.width();
   st->need = g.red.k;
   st->written.assign(st->width, false);
+  st->targets.assign(st->width, 0);
+  for (uint32_t i = 0; i < st->width && i < slots->size(); ++i) {
+    if (!(*slots)[i].lost) st->targets[i] = (*slots)[i].id;
+  }
 
   std::vector<std::pair<uint32_t, TargetRef>> sends;
   for (uint32_t i = 0; i < st->width; ++i) {
@@ -597,7 +600,7 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
         auto done = std::move(st->done);
         auto written = st->written;
         l.unlock();
-        ReportMissedThen(key, st->width, written, std::move(done));
+        ReportMissedThen(key, st->targets, written, std::move(done));
       });
     }
     if (!finish) return;
@@ -606,7 +609,7 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
     auto done = std::move(st->done);
     auto written = st->written;
     lock.unlock();
-    if (result.ok() && st->ok < st->width) return ReportMissedThen(key, st->width, written, std::move(done));
+    if (result.ok() && st->ok < st->width) return ReportMissedThen(key, st->targets, written, std::move(done));
     done(result);
   };
   for (auto& [i, t] : sends) st->waiting[i] = t;
