@@ -803,16 +803,19 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
     const auto [shard, target] = st->order[st->next++];
     ++st->pending;
     lock.unlock();
-    timer_.After(straggler_, [this, st, self, target] {
+    // This attempt's answer came (under st->mu): a replica that failed fast is not late.
+    auto answered = std::make_shared<bool>(false);
+    timer_.After(straggler_, [this, st, self, target, answered] {
       std::unique_lock<std::mutex> l(st->mu);
-      if (st->finished) return;
+      if (st->finished || *answered) return;
       l.unlock();
       Suspect(target);
       (*self)();
     });
     shards_->StartReadTo(target, WithShard(key, shard), begin, length,
-                         [this, st, self, shard, target, key, begin, min_version](Result<ShardData> r) {
+                         [this, st, self, shard, target, key, begin, min_version, answered](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
+      *answered = true;
       --st->pending;
       if (st->finished) return;
       if (r.ok() && r->version < min_version) {
