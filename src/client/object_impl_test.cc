@@ -695,6 +695,31 @@ TEST_F(ObjectImplTest, TruncateReachesEveryCopyOrFails) {
   EXPECT_EQ(hole, std::vector<std::byte>(kStripe));
 }
 
+// A write that failed part way (never acknowledged) left its version on fewer than K cells: the
+// fast path does not return those bytes (a later read of more cells would decode the old ones).
+TEST_F(ObjectImplTest, AnEcVersionFewerThanKCellsHoldIsNotRead) {
+  red_ = *ParseRedundancy("ec:2+1");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 559, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 3);
+  ASSERT_TRUE(slots.ok());
+  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 100)));
+  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 101)));
+  const uint64_t first = NewVersion();
+  ASSERT_TRUE(io_.WriteSync(g, key, v1, first).ok());
+  fake_.Drain();
+  fake_.Kill((*slots)[1].address, Internal("fake: disk error"));
+  fake_.Kill((*slots)[2].address, Internal("fake: disk error"));
+  EXPECT_FALSE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // only cell 0 took it
+  fake_.Revive((*slots)[1].address);
+  fake_.Revive((*slots)[2].address);
+  fake_.Drain();
+  auto got = io_.ReadSync(g, key, 0, g.cell);  // cell 0 alone
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->version, first);
+  EXPECT_EQ(std::memcmp(got->data.data(), v1->data(), g.cell), 0);
+}
+
 // A shard failing its checksum: the read decodes around it and writes it back, so the next read
 // needs no parity.
 TEST_F(ObjectImplTest, CorruptCellIsDecodedAndRepairedByTheRead) {

@@ -885,8 +885,8 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     lock.unlock();
     ReadEcDegraded(g, key, begin, length, std::move(done));
   };
-  // With every data cell in: usable when they agree and no other shard holds a newer version
-  // (a cell that missed a degraded write is older).
+  // With every data cell in: usable when they agree, at least K shards hold that version, and no
+  // other shard holds a newer one (a cell that missed a degraded write is older).
   // A cell placed into `into` counts only when every cell was (the others' bytes would have
   // to be assembled around them).
   auto decide = [st, g, j0, j1, begin, length, give_up, into](std::unique_lock<std::mutex>& lock) {
@@ -900,10 +900,15 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
       if (into != nullptr && ((*rep)->placed > 0 || (*rep)->data.empty())) ++placed;
     }
     if (placed != 0 && placed != j1 - j0 + 1) return give_up(lock);
+    uint32_t holding = 0;  // shards known to hold that version
     for (uint32_t i = 0; i < st->replies.size(); ++i) {
       auto& rep = st->replies[i];
       if ((i < j0 || i > j1) && rep && rep->ok() && (*rep)->version > version) return give_up(lock);
+      if (rep && rep->ok() && (*rep)->version == version) ++holding;
     }
+    // Fewer than K: a write that failed part way (never acknowledged) left these cells, or the
+    // versions are not all in; the degraded read takes the newest version K shards hold.
+    if (holding < g.red.k) return give_up(lock);
     st->finished = true;
     ShardData out;
     out.version = version;
