@@ -35,6 +35,15 @@ std::optional<uint64_t> ExpectedVersion(const RangeWriteHeader& h) {
   return std::nullopt;
 }
 
+// A conditional patch must raise the version: at the same or a lower one, the copies it
+// misses would look as new as the patched ones (and a reader or repair could take them).
+Status PatchRaisesVersion(const RangeWriteHeader& h) {
+  std::optional<uint64_t> expected = ExpectedVersion(h);
+  if (!expected || h.base.shard_version > *expected) return OkStatus();
+  return InvalidArgument("range write with version " + std::to_string(h.base.shard_version) + " over version " +
+                         std::to_string(*expected) + ": a patch must raise the version");
+}
+
 }  // namespace
 
 ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io_threads)
@@ -241,8 +250,8 @@ bool ShardService::Refused(const RpcRequest& request, const Responder& respond,
 bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   auto h = DecodeHeader<RangeWriteHeader>(request->header, "write_range");
   const uint64_t size = request->payload.size();
-  if (!h.ok() || !Engine::WholeBlocks(h->offset, size)) {
-    return false;  // partial blocks or malformed: Execute, blocking
+  if (!h.ok() || !Engine::WholeBlocks(h->offset, size) || !PatchRaisesVersion(*h).ok()) {
+    return false;  // partial blocks, malformed or refused: Execute, blocking (it answers)
   }
   const auto start = std::chrono::steady_clock::now();
   if (Refused(*request, respond, start)) return true;
@@ -310,6 +319,7 @@ RpcReply ShardService::Write(const RpcRequest& request) {
 RpcReply ShardService::WriteRange(const RpcRequest& request) {
   auto h = DecodeHeader<RangeWriteHeader>(request.header, "write_range");
   if (!h.ok()) return ErrorReply(h.status());
+  if (Status raises = PatchRaisesVersion(*h); !raises.ok()) return ErrorReply(std::move(raises));
   // kWriteIfVersion: the engine's committer applies it only over expected_version (newer:
   // kAborted; older or missing: kFailedPrecondition, the copy must be repaired whole). The
   // engine refuses a range past the largest shard (kInvalidArgument, naming it).

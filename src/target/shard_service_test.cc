@@ -134,10 +134,14 @@ TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
 
   Status newer = range(0, 0, "x", 8, 6);
   EXPECT_EQ(newer.code(), StatusCode::kAborted) << newer.ToString();
-  Status older = range(0, 0, "x", 8, 9);
+  Status older = range(0, 0, "x", 10, 9);
   EXPECT_EQ(older.code(), StatusCode::kFailedPrecondition) << older.ToString();
   EXPECT_NE(older.message().find("repaired whole"), std::string::npos) << older.message();
-  EXPECT_EQ(read(0).second, 7u);  // neither was applied
+  // A patch that would not raise the version is refused whatever the copy holds.
+  Status lower = range(0, 0, "x", 7, 7);
+  EXPECT_EQ(lower.code(), StatusCode::kInvalidArgument) << lower.ToString();
+  EXPECT_EQ(handled(0, 0, std::string(4096, 'y'), 6, 7).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(read(0).second, 7u);  // none was applied
   EXPECT_EQ(range(1, 0, "x", 8, 3).code(), StatusCode::kFailedPrecondition);  // missing copy
   ASSERT_TRUE(range(1, 4, "new", 8, 0).ok());                                  // absent = version 0
   EXPECT_EQ(read(1), std::make_pair(std::string("\0\0\0\0new", 7), uint64_t{8}));
@@ -147,7 +151,7 @@ TEST_F(ShardServiceTest, RangeWritesPatchOnlyTheExpectedVersion) {
   ASSERT_TRUE(handled(3, 4096, b, 6, 5).ok());
   Status stale = handled(3, 0, b, 7, 5);
   EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.ToString();
-  Status ahead = handled(3, 0, b, 7, 9);
+  Status ahead = handled(3, 0, b, 10, 9);
   EXPECT_EQ(ahead.code(), StatusCode::kFailedPrecondition) << ahead.ToString();
   EXPECT_NE(ahead.message().find("repaired whole"), std::string::npos) << ahead.message();
   EXPECT_EQ(handled(4, 0, b, 2, 1).code(), StatusCode::kFailedPrecondition);  // missing copy
