@@ -49,6 +49,24 @@ class ObjectImplTest : public ::testing::Test {
     return std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, WireShardKey{1, next_id_, 1, UINT64_MAX, 0, 0}, h);
   }
 
+  // Writes `before` to every slot of `key`'s stripe, then `after` with slot `missing`'s target
+  // down: a degraded write, that shard keeps `before`. Expects both to succeed.
+  void WriteMissing(const StripeGeometry& g, const WireShardKey& key, uint32_t missing,
+                    std::shared_ptr<const AlignedBuffer> before, std::shared_ptr<const AlignedBuffer> after) {
+    auto slots = io_.Slots(key, g.red.width());
+    ASSERT_TRUE(slots.ok());
+    ASSERT_TRUE(io_.WriteSync(g, key, before, NewVersion()).ok());
+    fake_.Kill((*slots)[missing].address, Unavailable("fake: down"));
+    ASSERT_TRUE(io_.WriteSync(g, key, after, NewVersion()).ok());
+    fake_.Revive((*slots)[missing].address);
+    fake_.Drain();
+  }
+
+  // A stripe unit of Bytes, as a write takes it.
+  static std::shared_ptr<const AlignedBuffer> Unit(uint32_t seed) {
+    return std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, seed)));
+  }
+
   static std::vector<std::byte> Bytes(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<std::byte> v(n);
@@ -577,15 +595,9 @@ TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
   red_ = *ParseRedundancy("rep:3");
   const StripeGeometry g = StripeGeometry::For(red_, kStripe);
   const WireShardKey key{1, 556, 1, 0, 0, 0};
-  auto slots = io_.Slots(key, 3);
-  ASSERT_TRUE(slots.ok());
-  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 60)));
-  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 61)));
-  ASSERT_TRUE(io_.WriteSync(g, key, v1, NewVersion()).ok());
-  fake_.Kill((*slots)[2].address, Unavailable("fake: down"));
-  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded: slot 2 keeps v1
-  fake_.Revive((*slots)[2].address);
-  fake_.Drain();
+  auto v1 = Unit(60);
+  auto v2 = Unit(61);
+  WriteMissing(g, key, 2, v1, v2);  // slot 2 keeps v1
   // Slot 0's data read fails, then slot 1's (their stats answer: v2); slot 2 holds v1 only.
   fake_.FailNext(ShardOp::kRead, Unavailable("fake: read failed"), 2);
   fake_.FailNext(ShardOp::kReadRange, Unavailable("fake: read failed"), 2);
@@ -606,15 +618,9 @@ TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
   red_ = *ParseRedundancy("ec:1+1");
   const StripeGeometry g = StripeGeometry::For(red_, kStripe);
   const WireShardKey key{1, 557, 1, 0, 0, 0};
-  auto slots = io_.Slots(key, 2);
-  ASSERT_TRUE(slots.ok());
-  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 70)));
-  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 71)));
-  ASSERT_TRUE(io_.WriteSync(g, key, v1, NewVersion()).ok());
-  fake_.Kill((*slots)[0].address, Unavailable("fake: down"));
-  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded: cell 0 keeps v1
-  fake_.Revive((*slots)[0].address);
-  fake_.Drain();
+  auto v1 = Unit(70);
+  auto v2 = Unit(71);
+  WriteMissing(g, key, 0, v1, v2);  // cell 0 keeps v1
   for (int i = 0; i < 20; ++i) {  // the stale cell's reply comes first (it is asked first)
     auto got = io_.ReadSync(g, key, 0, kStripe);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -637,13 +643,8 @@ TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
     ++reports;
     return view_.epoch() + 1;  // recorded in a map this client has not seen yet
   });
-  ASSERT_TRUE(io_.WriteSync(g, key, std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 80))),
-                            NewVersion())
-                  .ok());
-  fake_.Kill((*slots)[2].address, Unavailable("fake: down"));
-  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 81)));
-  ASSERT_TRUE(io_.WriteSync(g, key, v2, NewVersion()).ok());  // degraded, reported
-  fake_.Revive((*slots)[2].address);
+  auto v2 = Unit(81);
+  WriteMissing(g, key, 2, Unit(80), v2);
   EXPECT_EQ(reports.load(), 1);
   auto reading = io_.ReadSlots(key, 3);
   ASSERT_TRUE(reading.ok());
@@ -703,8 +704,8 @@ TEST_F(ObjectImplTest, AnEcVersionFewerThanKCellsHoldIsNotRead) {
   const WireShardKey key{1, 559, 1, 0, 0, 0};
   auto slots = io_.Slots(key, 3);
   ASSERT_TRUE(slots.ok());
-  auto v1 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 100)));
-  auto v2 = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 101)));
+  auto v1 = Unit(100);
+  auto v2 = Unit(101);
   const uint64_t first = NewVersion();
   ASSERT_TRUE(io_.WriteSync(g, key, v1, first).ok());
   fake_.Drain();

@@ -23,6 +23,7 @@ namespace penstock::engine {
 namespace {
 
 using testing::CrashImage;
+using testing::InImage;
 using testing::Key;
 using testing::MustOpen;
 using testing::Pattern;
@@ -305,10 +306,7 @@ TEST(EngineJournalTest, ReplayIsExactWhileGcFreesAndReusesSegments) {
   CrashImage(live.path(), image.path());
   e.reset();
 
-  EngineOptions io = o;
-  io.data_path = image.path() + "/data";
-  io.index_dir = image.path() + "/index";
-  auto r = MustOpen(io);
+  auto r = MustOpen(InImage(o, image.path()));
   ASSERT_TRUE(r);
   EXPECT_GT(r->Stats().journal_replayed, 0u);
   for (auto& [obj, v] : version) {
@@ -364,10 +362,7 @@ TEST(EngineJournalTest, AnIndexFailureStopsWritesAndGcUntilAReopenReplaysTheJour
   CrashImage(live.path(), image.path());
   e.reset();
 
-  EngineOptions io = o;
-  io.data_path = image.path() + "/data";
-  io.index_dir = image.path() + "/index";
-  auto r = MustOpen(io);
+  auto r = MustOpen(InImage(o, image.path()));
   ASSERT_TRUE(r);
   for (const auto& [obj, v] : version) {
     auto got = r->Read(Key(4, obj));

@@ -25,6 +25,7 @@ namespace penstock::engine {
 namespace {
 
 using testing::CrashImage;
+using testing::InImage;
 using testing::Key;
 using testing::Pattern;
 using testing::SameBytes;
@@ -55,17 +56,26 @@ class Callbacks {
   std::vector<Status> errors_;
 };
 
-// A file device whose group writes (the committer's batches) can be held: the first call until
-// `Let(1)`, the second until `Let(2)`; `at_call(n)` runs when call n has been written.
-class HeldDevice : public Device {
+// Passes everything to `inner` (the devices below override what they change).
+class ForwardingDevice : public Device {
  public:
-  explicit HeldDevice(std::unique_ptr<Device> inner) : inner_(std::move(inner)) {}
+  explicit ForwardingDevice(std::unique_ptr<Device> inner) : inner_(std::move(inner)) {}
   uint64_t size() const override { return inner_->size(); }
   const std::string& name() const override { return inner_->name(); }
   Status Write(uint64_t o, std::span<const std::byte> d) override { return inner_->Write(o, d); }
   Status WriteUnsynced(uint64_t o, std::span<const std::byte> d) override { return inner_->WriteUnsynced(o, d); }
   Status Read(uint64_t o, std::span<std::byte> out) override { return inner_->Read(o, out); }
   Status Sync() override { return inner_->Sync(); }
+
+ protected:
+  std::unique_ptr<Device> inner_;
+};
+
+// A file device whose group writes (the committer's batches) can be held: the first call until
+// `Let(1)`, the second until `Let(2)`; `at_call(n)` runs when call n has been written.
+class HeldDevice : public ForwardingDevice {
+ public:
+  using ForwardingDevice::ForwardingDevice;
 
   struct Held : PendingWrites {
     int call = 0;
@@ -107,7 +117,6 @@ class HeldDevice : public Device {
   }
 
  private:
-  std::unique_ptr<Device> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   int calls_ = 0, let_ = 0;
@@ -158,10 +167,7 @@ TEST(EngineOversizedBatchTest, NoBatchIsDecidedAgainstOneTheIndexDoesNotHoldYet)
   ASSERT_TRUE(dev->WaitCalls(3));
   e.reset();
 
-  EngineOptions o2 = o;
-  o2.data_path = image.path() + "/data";
-  o2.index_dir = image.path() + "/index";
-  auto reopened = Engine::Open(o2);
+  auto reopened = Engine::Open(InImage(o, image.path()));
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   auto got = (*reopened)->ReadRange(Key(1, 0), 0, kBlockSize);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -174,12 +180,9 @@ TEST(EngineOversizedBatchTest, NoBatchIsDecidedAgainstOneTheIndexDoesNotHoldYet)
 }
 
 // A device with a volatile write cache: unsynced writes reach the file only at a flush.
-class CachedDevice : public Device {
+class CachedDevice : public ForwardingDevice {
  public:
-  explicit CachedDevice(std::unique_ptr<Device> inner) : inner_(std::move(inner)) {}
-  uint64_t size() const override { return inner_->size(); }
-  const std::string& name() const override { return inner_->name(); }
-  Status Write(uint64_t o, std::span<const std::byte> d) override { return inner_->Write(o, d); }
+  using ForwardingDevice::ForwardingDevice;
   Status WriteUnsynced(uint64_t o, std::span<const std::byte> d) override {
     std::lock_guard lock(mu_);
     cache_[o] = std::vector<std::byte>(d.begin(), d.end());
@@ -218,7 +221,6 @@ class CachedDevice : public Device {
   }
 
  private:
-  std::unique_ptr<Device> inner_;
   std::mutex mu_;
   std::map<uint64_t, std::vector<std::byte>> cache_;
 };
@@ -260,10 +262,7 @@ TEST(EngineOversizedBatchTest, GcCopiesAreFlushedBeforeTheIndexNamesThem) {
   // Power cut: the file without the cache, the index as synced.
   CrashImage(dir.path(), image.path());
   e.reset();
-  EngineOptions o2 = o;
-  o2.data_path = image.path() + "/data";
-  o2.index_dir = image.path() + "/index";
-  auto reopened = Engine::Open(o2);
+  auto reopened = Engine::Open(InImage(o, image.path()));
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   int bad = 0;
   for (int s = 10; s < kShards; ++s) {

@@ -87,4 +87,11 @@ inline void CrashImage(const std::string& from, const std::string& to) {
   fs::remove(to + "/index/LOCK");
 }
 
+// `o` moved to the crash image in `dir` (CrashImage's layout), to open it.
+inline EngineOptions InImage(EngineOptions o, const std::string& dir) {
+  o.data_path = dir + "/data";
+  o.index_dir = dir + "/index";
+  return o;
+}
+
 }  // namespace penstock::engine::testing
