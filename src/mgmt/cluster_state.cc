@@ -18,14 +18,15 @@ namespace {
 //   mgmt/v1/epoch                  decimal uint64
 //   mgmt/v1/next_target_id         decimal uint32
 //   mgmt/v1/next_container_id      decimal uint64
+//   mgmt/v1/orphan_grace_ms        decimal uint64
 //   mgmt/v1/target/<id, 10 digits> v1::Target
 //   mgmt/v1/container/<name>       v1::Container
 constexpr const char* kEpochKey = "mgmt/v1/epoch";
 constexpr const char* kNextTargetIdKey = "mgmt/v1/next_target_id";
+constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
 // The orphan grace period (ClusterMap.orphan_grace_ms), fixed when the cluster is made: every
 // mgmt that leads it, and so every client, uses the same one.
 constexpr const char* kOrphanGraceKey = "mgmt/v1/orphan_grace_ms";
-constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
 constexpr const char* kTargetPrefix = "mgmt/v1/target/";
 constexpr const char* kContainerPrefix = "mgmt/v1/container/";
 
