@@ -418,7 +418,9 @@ class Engine {
   void RequestIndexSync();
   // Waits until the applier has applied every batch handed to it before the call (their writes
   // may be acknowledged already): for callers that look at the index or the space accounting
-  // rather than a key (Stats, List, GC, scrub). Not on the committer or applier threads.
+  // rather than a key (Stats, List, GC, scrub), and for the committer after a batch too large
+  // for the journal (as it waits for a journal wrap: the applier never waits for it). Not on
+  // the applier thread.
   void WaitApplied() const;
   // The record a batch handed to the applier gives `key` (nullopt inside: deleted), if one
   // does and is not yet in the index. Readers look here first.
