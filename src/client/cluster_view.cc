@@ -18,15 +18,14 @@ void ClusterView::Apply(const v1::ClusterMap& map) {
                        t.state() == v1::TARGET_STATE_LOST, t.fault_domain(), t.recovering()});
     for (const auto& rc : t.recovering_containers()) targets.back().recovering_for.push_back(rc.container_id());
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (map.epoch() < epoch_) return;  // a refresh and the watch may race: never go back
-    orphan_grace_ms_ = static_cast<int64_t>(map.orphan_grace_ms());
-  }
-  Set(map.epoch(), std::move(targets));
+  Replace(map.epoch(), std::move(targets), static_cast<int64_t>(map.orphan_grace_ms()));
 }
 
 void ClusterView::Set(uint64_t epoch, std::vector<TargetRef> targets) {
+  Replace(epoch, std::move(targets), std::nullopt);
+}
+
+void ClusterView::Replace(uint64_t epoch, std::vector<TargetRef> targets, std::optional<int64_t> orphan_grace_ms) {
   std::vector<PlacementTarget> placement;
   for (const auto& t : targets) placement.push_back({t.id, t.uuid, 1, t.fault_domain, t.lost});
   std::lock_guard<std::mutex> lock(mu_);
@@ -34,6 +33,7 @@ void ClusterView::Set(uint64_t epoch, std::vector<TargetRef> targets) {
   epoch_ = epoch;
   targets_ = std::move(targets);
   placement_ = std::move(placement);
+  if (orphan_grace_ms) orphan_grace_ms_ = *orphan_grace_ms;
 }
 
 Result<TargetRef> ClusterView::Locate(const PlacementKey& key) const {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ class ClusterView {
   uint64_t epoch() const;
 
  private:
+  // Set, and the orphan grace when given (Apply); nothing when `epoch` is older than the held one.
+  void Replace(uint64_t epoch, std::vector<TargetRef> targets, std::optional<int64_t> orphan_grace_ms);
+
   MgmtClient* mgmt_;
   mutable std::mutex mu_;
   uint64_t epoch_ = 0;
