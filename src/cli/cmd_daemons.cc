@@ -7,8 +7,8 @@
 #include "common/log.h"
 #include <fstream>
 
-#include "protocol/object_head.h"
 #include "mgmt/mgmt_server.h"
+#include "protocol/object_head.h"
 #include "repair/repairer.h"
 #include "target/target_server.h"
 
@@ -106,11 +106,6 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   ro.tls = o.tls;  // mgmt's certificate doubles as the repair client's (one CA signs both)
   ro.interval = std::chrono::milliseconds(f.repair_interval_ms);
   ro.orphan_grace = std::chrono::milliseconds(f.orphan_grace_ms);
-  if (std::chrono::milliseconds(f.orphan_grace_ms) < kOrphanGrace) {
-    PS_LOG_WARN("--orphan-grace-ms {} is below the default {} ms: a put whose head write is slow (each attempt may "
-                "take a client's timeout and retries) could commit after its stripes were collected; meant for tests",
-                f.orphan_grace_ms, kOrphanGrace.count());
-  }
   ro.rate_bytes_per_s = repair_rate;
   ro.is_leader = [raw] { return raw->is_leader(); };
   ro.metrics = raw->metrics();

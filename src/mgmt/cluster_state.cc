@@ -119,6 +119,11 @@ Status ClusterState::LoadLocked() {
     PS_LOG_WARN("orphan grace period: the cluster's is {} ms (fixed when it was made), not the {} ms asked for; "
                 "using {} ms", orphan_grace, wanted_grace, orphan_grace);
   }
+  if (std::chrono::milliseconds(orphan_grace) < kOrphanGrace) {
+    PS_LOG_WARN("orphan grace period {} ms is below the default {} ms: a put whose head write is slow (each attempt "
+                "may take a client's timeout and retries) could commit after its stripes were collected; meant for "
+                "tests", orphan_grace, kOrphanGrace.count());
+  }
 
   const int64_t now = options_.now_ms();
   std::map<uint32_t, v1::Target> targets;
