@@ -15,10 +15,10 @@
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
 #include "common/config.h"
-#include "protocol/object_head.h"
 #include "mgmt/local_tls.h"
 #include "mgmt/mgmt_client.h"
 #include "mgmt/tenant_registry.h"
+#include "protocol/object_head.h"
 #include "protocol/shard_protocol.h"
 #include "transport/rpc_client.h"
 

@@ -284,11 +284,12 @@ class StripeIo {
   void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
 
   // Runs report_ for the shards of `key` that `written` says were not written, naming the
-  // targets the write went to (`targets`, by shard; see above), then `done` with its result. report_ blocks (a call to mgmt), so it runs on reports_,
-  // never on the transport or timer thread that completed the write; `done` runs there too
-  // (or at once, when nothing is to be reported).
-  void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets, const std::vector<bool>& written,
-                        std::function<void(Status)> done);
+  // targets the write went to (`targets`, by shard; see above), then `done` with its result.
+  // report_ blocks (a call to mgmt), so it runs on reports_, never on the transport or timer
+  // thread that completed the write; `done` runs there too (or at once, when nothing is to be
+  // reported).
+  void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
+                        const std::vector<bool>& written, std::function<void(Status)> done);
 
   ShardClient* shards_;
   ClusterView* view_;

@@ -1,14 +1,14 @@
 // engine_gc.cc — garbage collection: relocating live shards out of partly dead segments.
 //
 // A pass picks the sealed segment with the fewest live bytes and pins it in the same step
-// (SegmentTable::PickAndPinVictim: it cannot be freed and reused while GC reads it), finds its live shards by scanning
-// the index, and moves them in groups: read, verify every block's crc32c, append to the GC
-// stream's open segment (no flush), then queue one kRelocate per shard to the committer, which
-// flushes once and commits the group in one batch, moving each block the key's record still
-// keeps where GC read it (a concurrent write, range write or delete wins for the blocks it
-// wrote; their copies are garbage), so a shard range-written meanwhile still leaves. Shards
-// are taken in offset order, a group's span read with one I/O and its copies written in
-// contiguous runs (one I/O per run), so small shards do not cost an I/O each.
+// (SegmentTable::PickAndPinVictim: it cannot be freed and reused while GC reads it), finds its
+// live shards by scanning the index, and moves them in groups: read, verify every block's
+// crc32c, append to the GC stream's open segment (no flush), then queue one kRelocate per shard
+// to the committer, which flushes once and commits the group in one batch, moving each block
+// the key's record still keeps where GC read it (a concurrent write, range write or delete wins
+// for the blocks it wrote; their copies are garbage), so a shard range-written meanwhile still
+// leaves. Shards are taken in offset order, a group's span read with one I/O and its copies
+// written in contiguous runs (one I/O per run), so small shards do not cost an I/O each.
 // A shard written in ranges (a block map of several runs, block_map.h) with runs in the victim
 // has those runs moved, on their own: under its key lock look up its current record and pin
 // its segments, read the runs in the victim, verify them, write them to one place and relocate

@@ -104,14 +104,15 @@ class Repairer {
     uint64_t shards = 0;
     uint64_t newest = 0;
   };
-  // Notes what container `c`'s listing found unnamed (`found`: data id -> shards held, by
-  // target), drops what it no longer holds, deletes what waited out the grace period.
+  // A data id no head names, as this pass's listing found it: its newest version and its
+  // shards, by target.
   struct Unnamed {
     uint64_t newest = 0;
     std::vector<std::pair<uint32_t, WireShardKey>> shards;
   };
-  // `heads_listed`: when this pass began listing the container's heads; `data_listed`: when it
-  // had listed its shards.
+  // Notes what `container`'s listing found unnamed (`found`, by data id), drops what it no
+  // longer finds, deletes what waited out `grace`. `heads_listed`: when this pass began listing
+  // the container's heads; `data_listed`: when it had listed its shards.
   void CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
                       std::map<std::pair<uint64_t, uint64_t>, Unnamed> found,
                       std::chrono::steady_clock::time_point heads_listed,
