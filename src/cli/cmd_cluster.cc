@@ -345,7 +345,10 @@ int RunStatus(const GlobalOptions& g) {
                           {"last_active_bytes_per_second", rs.last_active_bytes_per_second()},
                           {"total_orphan_shards_deleted", rs.total_orphan_shards_deleted()},
                           {"total_orphans_collected", rs.total_orphans_collected()},
-                          {"orphans_pending", rs.orphans_pending()}}}};
+                          {"orphans_pending", rs.orphans_pending()},
+                          {"total_deleted_container_shards", rs.total_deleted_container_shards()},
+                          {"total_deleted_containers_emptied", rs.total_deleted_containers_emptied()},
+                          {"deleted_containers_pending", rs.deleted_containers_pending()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
                               {"state", state_name(t)},
@@ -390,6 +393,13 @@ int RunStatus(const GlobalOptions& g) {
                   static_cast<unsigned long long>(rs.total_orphan_shards_deleted()),
                   static_cast<unsigned long long>(rs.total_orphans_collected()),
                   static_cast<unsigned long long>(rs.orphans_pending()));
+    }
+    if (rs.total_deleted_container_shards() > 0 || rs.deleted_containers_pending() > 0) {
+      std::printf("deleted containers: %llu shard(s) of %llu container(s) deleted, %llu container(s) waiting out the "
+                  "grace period\n",
+                  static_cast<unsigned long long>(rs.total_deleted_container_shards()),
+                  static_cast<unsigned long long>(rs.total_deleted_containers_emptied()),
+                  static_cast<unsigned long long>(rs.deleted_containers_pending()));
     }
   }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",

@@ -168,6 +168,60 @@ TEST_F(SecurityTest, TenantsSeeOnlyTheirContainers) {
   EXPECT_EQ(all->containers_size(), 2);
 }
 
+TEST_F(SecurityTest, OnlyTheAdminListsHeldContainersOrTouchesADeletedOnesShards) {
+  // A raw list of the containers the target holds, with `token`, naming `container`.
+  auto list_containers = [&](uint64_t container, const std::vector<std::byte>& token) {
+    ListRequestHeader h{};
+    h.version = kShardProtocolVersion;
+    h.flags = kListContainers;
+    h.limit = 100;
+    h.map_epoch = UINT64_MAX;
+    h.container = container;
+    auto header = EncodeHeader(h);
+    AttachCapability(header, token);
+    return rpc_->CallSync(target_->address(), static_cast<uint16_t>(ShardOp::kList), header, {});
+  };
+  ASSERT_TRUE(b_->Put("b", "obj", Bytes("bob's")).ok());
+  // Container 0's token is the admin's only; a tenant's own token cannot list containers.
+  EXPECT_EQ(Token(key_a_, 0, kRightRead).status().code(), StatusCode::kNotFound);
+  auto own = Token(key_a_, container_a_, kRightRead);
+  ASSERT_TRUE(own.ok());
+  RpcReply r = list_containers(container_a_, *own);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument) << r.status.ToString();
+  EXPECT_EQ(list_containers(0, *own).status.code(), StatusCode::kPermissionDenied);
+  auto zero = Token(kAdminKey, 0, kRightRead);
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  r = list_containers(0, *zero);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  auto held = DecodeListEntries(r.payload.span());
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 2u);
+  EXPECT_EQ((*held)[0].key.container, std::min(container_a_, container_b_));
+  EXPECT_EQ((*held)[1].key.container, std::max(container_a_, container_b_));
+
+  // Once "a" is deleted, its id is retired: the admin (repair) gets a token to delete what is
+  // left, its tenant does not, and an id never given out gets none.
+  ASSERT_TRUE(a_->DeleteContainer("a", /*force=*/true).ok());
+  EXPECT_EQ(Token(key_a_, container_a_, kRightWrite).status().code(), StatusCode::kNotFound);
+  auto retired = Token(kAdminKey, container_a_, kRightRead | kRightWrite);
+  ASSERT_TRUE(retired.ok()) << retired.status().ToString();
+  EXPECT_EQ(Token(kAdminKey, container_b_ + 100, kRightWrite).status().code(), StatusCode::kNotFound);
+  // A write landing after the delete (here the admin's own) is listed, and deleted with the
+  // admin's token.
+  EXPECT_EQ(Raw(ShardOp::kStat, container_a_, *retired).status.code(), StatusCode::kNotFound);
+  ASSERT_TRUE(Raw(ShardOp::kWrite, container_a_, *retired, "late").status.ok());
+  held = DecodeListEntries(list_containers(0, *zero).payload.span());
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->size(), 2u);
+  EXPECT_TRUE(Raw(ShardOp::kStat, container_a_, *retired).status.ok());
+  EXPECT_TRUE(Raw(ShardOp::kDelete, container_a_, *retired).status.ok());
+  EXPECT_EQ(Raw(ShardOp::kStat, container_a_, *retired).status.code(), StatusCode::kNotFound);
+  held = DecodeListEntries(list_containers(0, *zero).payload.span());
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].key.container, container_b_);
+}
+
 TEST_F(SecurityTest, GrpcWithoutAValidKeyIsRefused) {
   auto none = MgmtClient::Connect(mgmt_->address());
   ASSERT_TRUE(none.ok());

@@ -309,6 +309,9 @@ class Engine {
                                                            std::optional<ObjectId> object,
                                                            std::optional<ShardKey> start_after,
                                                            size_t limit);
+  // The containers this engine holds shards of, in id order, at most `limit`, starting after
+  // container `after` if given (one index seek per container).
+  Result<std::vector<uint64_t>> Containers(std::optional<uint64_t> after, size_t limit);
   // Tests: the index, to make it fail (Index::FailApplies).
   engine::Index& index_for_tests() { return *index_; }
   EngineStats Stats() const;

@@ -525,4 +525,23 @@ Result<std::vector<std::pair<ShardKey, ShardInfo>>> Engine::List(
   return out;
 }
 
+Result<std::vector<uint64_t>> Engine::Containers(std::optional<uint64_t> after, size_t limit) {
+  std::vector<uint64_t> out;
+  WaitApplied();
+  while (out.size() < limit && after != UINT64_MAX) {
+    // The last key a container can have: the scan starts after it, at the next container's first.
+    std::optional<ShardKey> past;
+    if (after) past = ShardKey{*after, ObjectId{UINT64_MAX, UINT64_MAX}, UINT64_MAX, UINT32_MAX};
+    std::optional<uint64_t> next;
+    PS_RETURN_IF_ERROR(index_->Scan(engine::Index::AllShardsPrefix(), past, [&](const ShardKey& key, const ShardRecord&) {
+      next = key.container;
+      return false;
+    }));
+    if (!next) break;
+    out.push_back(*next);
+    after = next;
+  }
+  return out;
+}
+
 }  // namespace penstock

@@ -144,6 +144,30 @@ TEST(EngineTest, ListOrdersFiltersAndPaginates) {
   EXPECT_EQ(e->List(2, std::nullopt, Key(1, 100), 1)->front().first, keys.front());
 }
 
+TEST(EngineTest, ContainersListsEachHeldContainerOnceInOrder) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  EXPECT_TRUE(e->Containers(std::nullopt, 10)->empty());
+  // Keys at both ends of a container's range (the largest object, stripe and shard too).
+  const ShardKey last{5, ObjectId{UINT64_MAX, UINT64_MAX}, ShardKey::kHeadStripe, UINT32_MAX};
+  for (const ShardKey& k : {Key(9, 1), Key(5, 0, 0, 0), last, Key(1, 3, 2, 1), Key(1, 4), Key(12, 7),
+                            Key(UINT64_MAX, 1)}) {
+    ASSERT_TRUE(e->Write(k, Pattern(1, 0), 1).ok());
+  }
+  EXPECT_EQ(*e->Containers(std::nullopt, 100), (std::vector<uint64_t>{1, 5, 9, 12, UINT64_MAX}));
+  EXPECT_EQ(*e->Containers(std::nullopt, 2), (std::vector<uint64_t>{1, 5}));
+  EXPECT_EQ(*e->Containers(5, 2), (std::vector<uint64_t>{9, 12}));
+  EXPECT_EQ(*e->Containers(6, 100), (std::vector<uint64_t>{9, 12, UINT64_MAX}));
+  EXPECT_TRUE(e->Containers(UINT64_MAX, 100)->empty());
+  EXPECT_TRUE(e->Containers(std::nullopt, 0)->empty());
+  // A container whose last shard is deleted is no longer held.
+  ASSERT_TRUE(e->Delete(Key(9, 1)).ok());
+  ASSERT_TRUE(e->Delete(Key(5, 0, 0, 0)).ok());
+  EXPECT_EQ(*e->Containers(std::nullopt, 100), (std::vector<uint64_t>{1, 5, 12, UINT64_MAX}));
+  ASSERT_TRUE(e->Delete(last).ok());
+  EXPECT_EQ(*e->Containers(std::nullopt, 100), (std::vector<uint64_t>{1, 12, UINT64_MAX}));
+}
+
 TEST(EngineTest, ReopenReadsEverythingBackWithConsistentStats) {
   ScratchDir dir;
   EngineOptions o = SmallOptions(dir);

@@ -553,6 +553,15 @@ Result<v1::Container> ClusterState::GetContainerById(uint64_t id) const {
   return NotFound("container id " + std::to_string(id) + " does not exist (deleted?)");
 }
 
+bool ClusterState::ContainerIdRetired(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id >= next_container_id_) return false;
+  for (const auto& [name, c] : containers_) {
+    if (c.id() == id) return false;
+  }
+  return true;
+}
+
 std::vector<v1::Container> ClusterState::ListContainers() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::Container> out;

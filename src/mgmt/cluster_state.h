@@ -142,6 +142,8 @@ class ClusterState {
   Result<v1::Container> GetContainer(const std::string& name) const;
   // Errors: kNotFound "container id N does not exist".
   Result<v1::Container> GetContainerById(uint64_t id) const;
+  // Whether container id `id` belonged to a container that was deleted (ids are never reused).
+  bool ContainerIdRetired(uint64_t id) const;
   // All containers, ordered by name.
   std::vector<v1::Container> ListContainers() const;
   // Errors: kNotFound as GetContainer.

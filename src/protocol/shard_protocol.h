@@ -111,6 +111,10 @@ enum ListFlags : uint8_t {
   kListHeadsOnly = 1,  // only shards with stripe == kHeadStripe (object head records)
   kListWithData = 2,   // include each listed shard's bytes (for small records only)
   kListHasStartAfter = 4,
+  // List the containers the target holds shards of instead of shards: one entry per container,
+  // in id order, with only key.container set (start_after.container: the last one had). The
+  // header's container must be 0, and so the capability token's: only the admin gets one.
+  kListContainers = 8,
 };
 
 // Bit of a write's flags byte: write only when the shard is absent or its stored version is not

@@ -129,6 +129,55 @@ void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& 
   });
 }
 
+void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<TargetRef>>& held,
+                                        const std::set<uint64_t>& live, Clock::time_point now,
+                                        std::chrono::milliseconds grace) {
+  std::erase_if(deleted_containers_, [&](const auto& d) { return !held.count(d.first) || live.count(d.first); });
+  Counter* deleted_metric = nullptr;
+  if (options_.metrics) {
+    deleted_metric = &options_.metrics->GetCounter("penstock_repair_deleted_container_shards_total",
+                                                   "shards deleted by repair because their container was deleted");
+  }
+  uint64_t shards_deleted = 0, emptied = 0;
+  for (const auto& [id, targets] : held) {
+    if (live.count(id)) continue;
+    auto [it, fresh] = deleted_containers_.try_emplace(id, now);
+    if (fresh || now - it->second < grace) continue;
+    uint64_t deleted = 0, failed = 0;
+    for (const TargetRef& t : targets) {
+      auto shards = dp_.shards->List(t, id, 0);
+      if (!shards.ok()) {
+        PS_LOG_WARN("repair: cannot list what target {} holds of deleted container id {} ({}); next pass", t.id, id,
+                    shards.status().ToString());
+        ++failed;
+        continue;
+      }
+      for (const ListEntry& e : *shards) {
+        Status s = dp_.shards->DeleteTo(t, e.key);
+        if (s.ok() || s.code() == StatusCode::kNotFound) {
+          ++deleted;
+          if (deleted_metric) deleted_metric->Inc();
+        } else {
+          ++failed;
+        }
+      }
+    }
+    shards_deleted += deleted;
+    PS_LOG_INFO("repair: deleted {} shard(s) left on {} target(s) by container id {}, deleted {} s ago or more{}",
+                deleted, targets.size(), id, std::chrono::duration_cast<std::chrono::seconds>(now - it->second).count(),
+                failed ? fmt::format("; {} could not be deleted or listed, next pass", failed) : "");
+    if (failed == 0) {
+      deleted_containers_.erase(it);
+      ++emptied;
+    }
+  }
+  Update([&](v1::RepairStatus& st) {
+    st.set_total_deleted_container_shards(st.total_deleted_container_shards() + shards_deleted);
+    st.set_total_deleted_containers_emptied(st.total_deleted_containers_emptied() + emptied);
+    st.set_deleted_containers_pending(deleted_containers_.size());
+  });
+}
+
 Repairer::Repairer(const RepairOptions& options) : options_(options) {
   status_.set_state("idle");
 }
@@ -183,6 +232,7 @@ void Repairer::Loop() {
       // grace period of new observation.
       std::lock_guard<std::mutex> lock(pass_mu_);
       orphans_.clear();
+      deleted_containers_.clear();
       continue;
     }
     auto map = dp_.mgmt->GetClusterMap();
@@ -222,11 +272,27 @@ Status Repairer::RunPass() {
   }
   bool pass_clean = true;
   std::vector<uint64_t> clean_containers;
+  const std::chrono::milliseconds grace =
+      map.orphan_grace_ms() > 0 ? std::chrono::milliseconds(map.orphan_grace_ms()) : options_.orphan_grace;
+  // Which containers the targets hold, asked before mgmt is: one held then and not listed by
+  // mgmt after was deleted (ids are never reused), not created in between.
+  std::map<uint64_t, std::vector<TargetRef>> held;
+  const auto held_listed = Clock::now();
+  for (const TargetRef& t : dp_.view->targets()) {
+    if (t.lost || !t.up) continue;
+    auto ids = dp_.shards->List(t, 0, kListContainers);
+    if (!ids.ok()) {
+      PS_LOG_WARN("repair: cannot list the containers target {} holds ({}); next pass", t.id, ids.status().ToString());
+      continue;
+    }
+    for (const ListEntry& e : *ids) held[e.key.container].push_back(t);
+  }
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
   {
     std::set<uint64_t> ids;
     for (const v1::Container& c : containers.containers()) ids.insert(c.id());
     std::erase_if(orphans_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
+    CollectDeletedContainers(held, ids, held_listed, grace);
   }
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
@@ -341,9 +407,7 @@ Status Repairer::RunPass() {
       }
     }
     if (find_orphans && clean && listed.size() == static_cast<size_t>(map.targets_size() - lost_targets)) {
-      CollectOrphans(c.id(), listed, std::move(unnamed), heads_listed, Clock::now(),
-                     map.orphan_grace_ms() > 0 ? std::chrono::milliseconds(map.orphan_grace_ms())
-                                               : options_.orphan_grace);
+      CollectOrphans(c.id(), listed, std::move(unnamed), heads_listed, Clock::now(), grace);
     } else {
       ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
     }

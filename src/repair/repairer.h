@@ -19,6 +19,13 @@
 // deleted. A put never lets a third of that pass between the landings of its stripes and its
 // head (PutCommitWindow, object_head.h), so no put in progress loses its stripes.
 //
+// Deleted containers: a container deleted while some of its shards were left on targets (a
+// client that stopped part way through deleting its objects, a target down meanwhile, a write
+// landing late) is emptied. Each pass asks every up target which containers it holds shards of
+// (kListContainers) before it asks mgmt which containers exist; one held but not listed was
+// deleted (container ids are never reused). Its shards are deleted once passes a grace period
+// apart (the orphan grace) found it deleted and still held.
+//
 // Passes run on the leader only: at start, whenever the map epoch changes, and every
 // `interval`; repair traffic is limited to `rate_bytes_per_s`. It talks to its own mgmt over
 // gRPC (the admin key when mgmt runs --auth) and to the targets over the data plane, like any
@@ -34,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -119,10 +127,18 @@ class Repairer {
                       std::chrono::steady_clock::time_point data_listed, std::chrono::milliseconds grace);
   // Drops what was noted for `container` (its listing was not complete this pass).
   void ForgetOrphans(uint64_t container);
+  // Notes the containers in `held` (container id -> the targets holding shards of it, asked
+  // before mgmt listed `live`) that are not live, drops what is no longer held or deleted, and
+  // deletes the shards of those noted at least `grace` before `now`.
+  void CollectDeletedContainers(const std::map<uint64_t, std::vector<TargetRef>>& held,
+                                const std::set<uint64_t>& live, std::chrono::steady_clock::time_point now,
+                                std::chrono::milliseconds grace);
 
   std::mutex pass_mu_;  // one pass at a time
   // Guarded by pass_mu_: (container, data hi, data lo) -> when it was first found unnamed.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Orphan> orphans_;
+  // Guarded by pass_mu_: deleted container id -> when a pass first found targets holding it.
+  std::map<uint64_t, std::chrono::steady_clock::time_point> deleted_containers_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;              // guarded by mu_

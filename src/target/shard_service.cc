@@ -421,6 +421,24 @@ RpcReply ShardService::List(const RpcRequest& request) {
   std::optional<ShardKey> after;
   if (h->flags & kListHasStartAfter) after = FromWire(h->start_after);
   std::vector<ListEntry> out;
+  if (h->flags & kListContainers) {
+    if (h->container != 0) {
+      return ErrorReply(InvalidArgument("a list of containers names container 0 (every container), not " +
+                                        std::to_string(h->container)));
+    }
+    std::optional<uint64_t> from;
+    if (h->flags & kListHasStartAfter) from = h->start_after.container;
+    auto ids = engine_->Containers(from, limit);
+    if (!ids.ok()) return ErrorReply(ids.status());
+    for (uint64_t id : *ids) {
+      ListEntry e;
+      e.key.container = id;
+      out.push_back(std::move(e));
+    }
+    RpcReply reply;
+    reply.payload = AlignedBuffer::CopyOf(EncodeListEntries(out));
+    return reply;
+  }
   // Page through the engine's index until `limit` matching entries are found.
   while (out.size() < limit) {
     auto page = engine_->List(h->container, std::nullopt, after, 1024);

@@ -445,3 +445,45 @@ def test_orphaned_stripes_are_collected_and_live_objects_kept(cluster_factory, t
     # New puts after the collection are whole.
     c.cli("put", str(gone), "again", "--container", "e")
     get_ok(c, "e", "again", sha(gone), tmp_path / "out")
+
+
+def test_what_a_deleted_container_left_on_a_down_target_is_collected(cluster_factory, tmp_path):
+    """A container deleted while a target holding its shards was down: the target comes back
+    with them, and repair (with --auth: its admin tokens for a container mgmt no longer knows)
+    deletes them once the container was found deleted for the grace period. Other containers'
+    objects are kept."""
+    c = cluster_factory(targets=3, capacity="512M", extra_args=(*FAST, "--orphan-grace-ms", "3000", "--auth"))
+    c.env["PENSTOCK_API_KEY"] = (c.data_dir / "admin.key").read_text().strip()
+    c.cli("container", "create", "kept", "--redundancy", "ec:2+1")
+    c.cli("container", "create", "doomed", "--redundancy", "rep:3")
+    src = write_random(tmp_path / "kept", 3 * MiB + 5)
+    c.cli("put", str(src), "o", "--container", "kept")
+    victim = targets(c)[0]
+    vid = target_id(c, victim)
+
+    def victim_live():
+        return next(t["live_bytes"] for t in status(c)["targets"] if t["id"] == vid)
+    time.sleep(2.5)  # a heartbeat or two
+    base = victim_live()
+    doomed = write_random(tmp_path / "doomed", 6 * MiB)
+    for i in range(3):
+        c.cli("put", str(doomed), f"d{i}", "--container", "doomed")
+    wait_for(lambda: victim_live() >= base + 18 * MiB, "the victim to report the doomed objects")
+    c.kill9(victim)
+    c.cli("container", "rm", "doomed", "--force")
+    assert "doomed" not in c.cli("container", "ls").stdout
+    c.restart(victim)
+    c.wait_targets_up(3)
+    assert victim_live() >= base + 18 * MiB  # still there: the container was deleted without it
+
+    def emptied():
+        rs = status(c)["repair"]
+        return (rs["total_deleted_containers_emptied"] >= 1 and rs["deleted_containers_pending"] == 0
+                and victim_live() < base + MiB and rs)
+    rs = wait_for(emptied, "repair to delete what the deleted container left", timeout=120)
+    assert rs["total_deleted_container_shards"] >= 4  # three heads and a stripe of each, at least
+    assert "deleted containers:" in c.cli("status").stdout
+    get_ok(c, "kept", "o", sha(src), tmp_path / "out")
+    # A container made afterwards is a new one, with a new id: nothing of the old one shows.
+    c.cli("container", "create", "doomed", "--redundancy", "rep:3")
+    assert c.cli("ls", "--container", "doomed", "--json").stdout.strip() == "[]"
