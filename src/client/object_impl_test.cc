@@ -612,6 +612,27 @@ TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
   EXPECT_EQ(std::memcmp(again->data.data(), v2->data(), kStripe), 0);
 }
 
+// A read of an ec stripe past its data cells ends there (short), as replica and unprotected
+// reads end at the shard's end: it never reads a parity cell as data.
+TEST_F(ObjectImplTest, AnEcReadPastTheStripeEndsAtItsData) {
+  red_ = *ParseRedundancy("ec:2+1");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 558, 1, 0, 0, 0};
+  auto v = Unit(80);
+  ASSERT_TRUE(io_.WriteSync(g, key, v, NewVersion()).ok());
+  auto all = io_.ReadSync(g, key, 0, UINT64_MAX);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->data.size(), kStripe);
+  EXPECT_EQ(std::memcmp(all->data.data(), v->data(), kStripe), 0);
+  auto tail = io_.ReadSync(g, key, kStripe - 10, 4 * kStripe);
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_EQ(tail->data.size(), 10u);
+  EXPECT_EQ(std::memcmp(tail->data.data(), v->data() + kStripe - 10, 10), 0);
+  auto past = io_.ReadSync(g, key, 2 * kStripe, 5);
+  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  EXPECT_TRUE(past->data.empty());
+}
+
 // With M >= K the cells that missed a write can be K themselves: a degraded read must not
 // decode their old version while the replies to come could still give the newer one K.
 TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {

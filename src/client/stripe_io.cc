@@ -862,6 +862,9 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
 
 void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                       std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
+  // The stripe's data is its K data cells: a read past them ends there.
+  const uint64_t data_bytes = g.cell * g.red.k;
+  length = begin >= data_bytes ? 0 : std::min(length, data_bytes - begin);
   if (length == 0) return done(ShardData{});
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
