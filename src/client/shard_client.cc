@@ -129,8 +129,9 @@ Status ShardClient::Delete(const WireShardKey& key) {
 }
 
 Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64_t container,
-                                                 uint8_t flags) {
+                                                 uint8_t flags, uint64_t* left_out) {
   std::vector<ListEntry> all;
+  if (left_out) *left_out = 0;
   ListRequestHeader h{};
   h.version = kShardProtocolVersion;
   h.flags = flags;
@@ -153,6 +154,10 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
                                   target.address + ")");
     }
     PS_ASSIGN_OR_RETURN(auto page, DecodeListEntries(r.payload.span()));
+    if (!r.header.empty()) {
+      PS_ASSIGN_OR_RETURN(ListReplyHeader rh, DecodeHeader<ListReplyHeader>(r.header, "list reply"));
+      if (left_out) *left_out += rh.left_out;
+    }
     bool more = page.size() == h.limit;
     if (!page.empty()) {
       h.start_after = page.back().key;

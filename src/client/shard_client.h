@@ -60,8 +60,10 @@ class ShardClient {
   // The shard's bytes. kNotFound when the target has no such shard.
   Result<AlignedBuffer> Read(const WireShardKey& key);
   Status Delete(const WireShardKey& key);
-  // List of one target (all pages), filtered by `flags` (ListFlags).
-  Result<std::vector<ListEntry>> List(const TargetRef& target, uint64_t container, uint8_t flags);
+  // List of one target (all pages), filtered by `flags` (ListFlags). `left_out` (optional):
+  // how many shards the target left out as corrupt (ListReplyHeader).
+  Result<std::vector<ListEntry>> List(const TargetRef& target, uint64_t container, uint8_t flags,
+                                      uint64_t* left_out = nullptr);
 
   // Asynchronous single attempt; `done` runs on a transport thread. `data` must stay valid
   // until then. The caller retries (see ShouldRetry) from its own thread.

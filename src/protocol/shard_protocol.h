@@ -148,6 +148,16 @@ static_assert(offsetof(ListRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(LockRequestHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 static_assert(offsetof(RangeWriteHeader, base) + offsetof(ShardRequestHeader, map_epoch) == kMapEpochOffset);
 
+// Reply header of kList (absent in replies of older targets: nothing left out). `left_out`: the
+// shards of this page the target left out because their bytes failed their checksums (with
+// kListWithData; as if it did not hold them, see ShardService::List).
+struct ListReplyHeader {
+  uint8_t version;
+  uint8_t reserved0[3];
+  uint32_t left_out;
+};
+static_assert(sizeof(ListReplyHeader) == 8);
+
 struct ListEntryHeader {
   WireShardKey key;
   uint64_t shard_version;

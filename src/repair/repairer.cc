@@ -49,20 +49,6 @@ struct Holder {
 using StripeId = std::tuple<uint64_t, uint64_t, uint64_t>;
 using ShardIndex = std::map<StripeId, std::map<uint32_t, std::vector<Holder>>>;
 
-// Whether a target may have left a head copy of container `id` out of its listings as corrupt:
-// one it reports by key, or more corrupt shards than it names.
-bool MayHoldCorruptHeads(const v1::ClusterMap& map, uint64_t id) {
-  const std::string prefix = fmt::format("c={} ", id);
-  for (const auto& t : map.targets()) {
-    if (t.state() == v1::TARGET_STATE_LOST) continue;
-    if (t.corrupt_shard_count() > static_cast<uint64_t>(t.corrupt_shards_size())) return true;
-    for (const auto& k : t.corrupt_shards()) {
-      if (k.rfind(prefix, 0) == 0 && k.find("stripe=head") != std::string::npos) return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 void Repairer::ForgetOrphans(uint64_t container) {
@@ -355,14 +341,16 @@ Status Repairer::RunPass() {
     std::vector<TargetRef> listed;
     // Orphans are looked for only with every target up and listed and no head copy of the
     // container left out of a listing as corrupt (it may name data no other copy names).
-    bool find_orphans = all_up && !MayHoldCorruptHeads(map, c.id());
+    bool find_orphans = all_up;
     std::set<std::pair<uint64_t, uint64_t>> named;  // data ids some head copy names
     const auto heads_listed = Clock::now();         // (from now on)
     for (const TargetRef& t : dp_.view->targets()) {
       if (t.lost || !t.up) continue;
       // Heads on every target first, then the data: a put writes its data before its head, so
       // every object whose head is seen here has its data in the listing that follows.
-      auto hs = dp_.shards->List(t, c.id(), kListHeadsOnly | kListWithData);
+      uint64_t left_out = 0;
+      auto hs = dp_.shards->List(t, c.id(), kListHeadsOnly | kListWithData, &left_out);
+      if (left_out > 0) find_orphans = false;
       if (!hs.ok()) {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     hs.status().ToString());

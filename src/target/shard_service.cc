@@ -439,6 +439,7 @@ RpcReply ShardService::List(const RpcRequest& request) {
     reply.payload = AlignedBuffer::CopyOf(EncodeListEntries(out));
     return reply;
   }
+  uint32_t left_out = 0;
   // Page through the engine's index until `limit` matching entries are found.
   while (out.size() < limit) {
     auto page = engine_->List(h->container, std::nullopt, after, 1024);
@@ -463,6 +464,7 @@ RpcReply ShardService::List(const RpcRequest& request) {
           // Sent with no bytes it would read as a delete.
           PS_LOG_WARN("list of container {}: left out {}: {}", h->container, key.ToString(),
                       data.status().message());
+          ++left_out;
           continue;
         } else {
           return ErrorReply(data.status());
@@ -474,6 +476,10 @@ RpcReply ShardService::List(const RpcRequest& request) {
     if (page->size() < 1024) break;
   }
   RpcReply reply;
+  ListReplyHeader rh{};
+  rh.version = kShardProtocolVersion;
+  rh.left_out = left_out;
+  reply.header = EncodeHeader(rh);
   auto bytes = EncodeListEntries(out);
   reply.payload = AlignedBuffer::CopyOf(bytes);
   return reply;

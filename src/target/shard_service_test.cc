@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "engine/test_util.h"
 #include "protocol/shard_protocol.h"
 
 namespace penstock {
@@ -87,11 +88,51 @@ TEST_F(ShardServiceTest, ListHeadsWithData) {
   ASSERT_EQ(entries->size(), 1u);
   EXPECT_EQ((*entries)[0].key.stripe, UINT64_MAX);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>((*entries)[0].data.data()), 4), "head");
+  auto rh = DecodeHeader<ListReplyHeader>(r.header, "list reply");
+  ASSERT_TRUE(rh.ok()) << rh.status().ToString();
+  EXPECT_EQ(rh->left_out, 0u);
   // Other containers see nothing.
   lh.container = 2;
   req.header = EncodeHeader(lh);
   r = service_->Execute(req);
   EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 0u);
+}
+
+// A head copy whose bytes fail their checksum is left out of a listing with its data, and the
+// reply counts it: a reader of the listing knows a copy is missing from it.
+TEST_F(ShardServiceTest, ListCountsTheCorruptHeadsItLeavesOut) {
+  const std::string head(5000, 'h');
+  ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, UINT64_MAX, head)).status.ok());
+  RpcRequest other = Request(ShardOp::kWrite, UINT64_MAX, "fine");
+  ShardRequestHeader oh;
+  std::memcpy(&oh, other.header.data(), sizeof(oh));
+  oh.key.object_lo = 4;
+  other.header = EncodeHeader(oh);
+  ASSERT_TRUE(service_->Execute(std::move(other)).status.ok());
+  const auto* p = reinterpret_cast<const std::byte*>(head.data());
+  ASSERT_TRUE(engine::testing::FlipByteOf(dir_.path() + "/data.img", {p, p + 1024}, 100));
+  ListRequestHeader lh{};
+  lh.version = kShardProtocolVersion;
+  lh.flags = kListHeadsOnly | kListWithData;
+  lh.container = 1;
+  RpcRequest req;
+  req.opcode = static_cast<uint16_t>(ShardOp::kList);
+  req.header = EncodeHeader(lh);
+  RpcReply r = service_->Execute(req);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  auto entries = DecodeListEntries(r.payload.span());
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].key.object_lo, 4u);
+  auto rh = DecodeHeader<ListReplyHeader>(r.header, "list reply");
+  ASSERT_TRUE(rh.ok()) << rh.status().ToString();
+  EXPECT_EQ(rh->left_out, 1u);
+  // Without the data nothing is read, so nothing is left out.
+  lh.flags = kListHeadsOnly;
+  req.header = EncodeHeader(lh);
+  r = service_->Execute(req);
+  EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 2u);
+  EXPECT_EQ(DecodeHeader<ListReplyHeader>(r.header, "list reply")->left_out, 0u);
 }
 
 // Range writes patch a shard in place; with kWriteIfVersion only a copy holding the expected
