@@ -361,8 +361,14 @@ Result<uint64_t> ClusterState::MarkRecovering(uint64_t container_id, const std::
     auto it = targets_.find(id);
     if (it == targets_.end()) return NotFound("target " + std::to_string(id) + " is not registered");
     if (it->second.state() == v1::TARGET_STATE_LOST) continue;
-    missed_at_[id] = now;
-    if (container_id != 0) missed_in_at_[{id, container_id}] = now;
+    // A container's miss is kept for that container only: it never holds back clearing the
+    // whole-target flag (its entry below does the container's part), so a tenant reporting in
+    // a loop cannot keep a restarted target from serving everyone else's reads.
+    if (container_id == 0) {
+      missed_at_[id] = now;
+    } else {
+      missed_in_at_[{id, container_id}] = now;
+    }
     // DOWN ones become recovering (for every container) when they return, recovering ones stay
     // so; the container is still recorded (readers never fall back to a target a write in
     // their container is known to have missed).

@@ -328,6 +328,17 @@ TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
   ASSERT_EQ(b.recovering_containers_size(), 1);
   ASSERT_TRUE(state_->Heartbeat(Hb(2, "uuid-b")).ok());
   EXPECT_TRUE(state_->GetClusterMap().targets(1).recovering());
+  // A write in "one" missing it while a pass runs keeps "one" recovering, not the whole
+  // target: the pass clears the whole-target flag (a tenant reporting in a loop cannot keep a
+  // target from serving every other container).
+  const uint64_t at = state_->GetClusterMap().epoch();
+  const auto pass_started = std::chrono::steady_clock::now();
+  EXPECT_EQ(*state_->MarkRecovering(one, {2}), at);  // still listed: no change
+  EXPECT_EQ(*state_->MarkRecovered({2}, {one}, at, pass_started), at + 1);
+  b = state_->GetClusterMap().targets(1);
+  EXPECT_FALSE(b.recovering());
+  ASSERT_EQ(b.recovering_containers_size(), 1);
+  EXPECT_EQ(b.recovering_containers(0).container_id(), one);
 }
 
 // The orphan grace period is the cluster's, fixed when it is made: a mgmt started later with
