@@ -288,6 +288,7 @@ std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
     if (!rpc.ok() || t.state() != v1::TARGET_STATE_UP) continue;
     ShardRequestHeader h{};
     h.version = kShardProtocolVersion;
+    h.deadline_s = RequestDeadline(ro.timeout);
     h.map_epoch = map.epoch();
     RpcReply r = (*rpc)->CallSync(t.address(), static_cast<uint16_t>(ShardOp::kStat), EncodeHeader(h), {});
     // Any answer of the target's own shows the connection works (a cluster with API keys

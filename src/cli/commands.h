@@ -37,11 +37,13 @@ struct GlobalOptions {
   unsigned data_workers = 1;  // --data-workers / PENSTOCK_DATA_WORKERS
   std::string net_devices;    // --net-devices / PENSTOCK_NET_DEVICES: "devs;devs;..." per worker
   bool local_direct = true;  // --local-direct / PENSTOCK_LOCAL_DIRECT
+  uint64_t timeout_ms = 30000;  // --timeout-ms / PENSTOCK_TIMEOUT_MS: ClientOptions::timeout
 };
 
 // The ClientOptions these global options ask for.
 ClientOptions ToClientOptions(const GlobalOptions& g);
-// Declares the data-plane settings (--data-workers, --net-devices, --local-direct) on `app`.
+// Declares the data-plane settings (--data-workers, --net-devices, --local-direct,
+// --timeout-ms) on `app`.
 void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 
 // Declares --tls-ca, --tls-cert and --tls-key on `app`, bound to `*tls`: a client's (to

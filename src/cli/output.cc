@@ -26,6 +26,9 @@ void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server) {
 }
 
 void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g) {
+  AddSetting(app, "timeout-ms", &g.timeout_ms,
+             "data-plane request timeout, and how long an unreachable target is retried, in ms")
+      ->check(CLI::Range(uint64_t{100}, uint64_t{3600000}));
   AddSetting(app, "data-workers", &g.data_workers,
              "data-plane workers (threads, one UCX worker each) the client spreads requests over")
       ->check(CLI::Range(1u, 64u));
@@ -46,6 +49,7 @@ ClientOptions ToClientOptions(const GlobalOptions& g) {
   o.tls_key = g.tls.key;
   o.data_workers = g.data_workers;
   o.local_direct = g.local_direct;
+  o.timeout = std::chrono::milliseconds(g.timeout_ms);
   size_t start = 0;
   while (!g.net_devices.empty() && start <= g.net_devices.size()) {
     const size_t end = std::min(g.net_devices.find(';', start), g.net_devices.size());

@@ -20,6 +20,7 @@ ShardRequestHeader ShardClient::BaseHeader(const WireShardKey& key, uint64_t ver
   ShardRequestHeader h{};
   h.version = kShardProtocolVersion;
   h.flags = flags;
+  h.deadline_s = RequestDeadline(retry_budget_);
   h.map_epoch = view_->epoch();
   h.shard_version = version;
   h.key = key;

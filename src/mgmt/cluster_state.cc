@@ -10,6 +10,7 @@
 #include "mgmt/container_rules.h"
 #include "protocol/object_head.h"
 #include "protocol/redundancy.h"
+#include "protocol/shard_protocol.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -120,9 +121,10 @@ Status ClusterState::LoadLocked() {
                 "using {} ms", orphan_grace, wanted_grace, orphan_grace);
   }
   if (std::chrono::milliseconds(orphan_grace) < kOrphanGrace) {
-    PS_LOG_WARN("orphan grace period {} ms is below the default {} ms: a put whose head write is slow (each attempt "
-                "may take a client's timeout and retries) could commit after its stripes were collected; meant for "
-                "tests", orphan_grace, kOrphanGrace.count());
+    PS_LOG_WARN("orphan grace period {} ms is below the default {} ms: a put whose head write is slow (it may land "
+                "up to a client's retry budget, timeout and the {} s clock-skew allowance after the put's commit "
+                "window) could commit after its stripes were collected; meant for tests",
+                orphan_grace, kOrphanGrace.count(), kClockSkewAllowance.count());
   }
 
   const int64_t now = options_.now_ms();

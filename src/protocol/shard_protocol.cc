@@ -2,6 +2,22 @@
 
 namespace penstock {
 
+uint32_t RequestDeadline(std::chrono::milliseconds timeout) {
+  const auto at = std::chrono::system_clock::now() + timeout + kClockSkewAllowance;
+  // Rounded up: a whole second of slack rather than a refusal a moment early.
+  const auto s = std::chrono::ceil<std::chrono::seconds>(at.time_since_epoch()).count();
+  return s <= 0 ? 0 : s >= int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(s);
+}
+
+Status CheckRequestDeadline(uint32_t deadline_s, int64_t now_s) {
+  if (deadline_s == 0 || now_s <= int64_t{deadline_s}) return OkStatus();
+  return DeadlineExceeded("request arrived " + std::to_string(now_s - int64_t{deadline_s}) +
+                          " s after its deadline: its client had given up on it (the target was stopped or "
+                          "unreachable meanwhile), or this target's clock is more than " +
+                          std::to_string(kClockSkewAllowance.count()) +
+                          " s ahead of the client's (sync the clocks with NTP)");
+}
+
 size_t RequestHeaderSize(uint16_t op) {
   switch (static_cast<ShardOp>(op)) {
     case ShardOp::kWrite:

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <cstdint>
@@ -53,7 +54,7 @@ struct ShardRequestHeader {
   uint8_t version;
   uint8_t flags;
   uint16_t reserved0;
-  uint32_t reserved1;
+  uint32_t deadline_s;     // unix seconds; 0: none. See "Request deadlines" below
   uint64_t map_epoch;      // the client's cluster-map epoch (see kStaleMapRefusal)
   uint64_t shard_version;  // for writes: version stored with the shard
   WireShardKey key;
@@ -139,6 +140,23 @@ struct ListRequestHeader {
   WireShardKey start_after;
 };
 static_assert(sizeof(ListRequestHeader) == 64);
+
+// Request deadlines. Every request with a ShardRequestHeader (all but kList) carries the
+// wall-clock second after which its client no longer waits for it: the client's timeout plus
+// kClockSkewAllowance from when it was made. A target refuses one that arrives later with
+// kDeadlineExceeded, before it does anything: a request that sat in a socket while its target
+// was stopped (SIGSTOP, a long pause) or on a congested path never lands after its client gave
+// up on it and went on (a put that gave up before its head and whose stripes repair collects
+// as orphans; a retry that another write overtook). Clocks of clients and targets must agree
+// within kClockSkewAllowance: a target whose clock runs that far ahead refuses every request,
+// with a message that says so.
+inline constexpr std::chrono::seconds kClockSkewAllowance{30};
+inline constexpr size_t kDeadlineOffset = 4;
+static_assert(offsetof(ShardRequestHeader, deadline_s) == kDeadlineOffset);
+// The deadline of a request made now by a client whose calls time out after `timeout`.
+uint32_t RequestDeadline(std::chrono::milliseconds timeout);
+// kDeadlineExceeded when a request with `deadline_s` arriving at unix second `now_s` is late.
+Status CheckRequestDeadline(uint32_t deadline_s, int64_t now_s);
 
 // Every request header has the client's map epoch at this offset.
 inline constexpr size_t kMapEpochOffset = 8;

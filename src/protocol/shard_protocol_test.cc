@@ -22,6 +22,25 @@ TEST(ShardProtocolTest, HeaderRoundTrip) {
   EXPECT_EQ(back->key.shard, 5u);
 }
 
+// A request's deadline is its client's timeout plus the clock-skew allowance from now, in
+// whole seconds rounded up; it is late only after that second.
+TEST(ShardProtocolTest, RequestDeadlinesAllowTheTimeoutAndTheSkew) {
+  const int64_t before = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const uint32_t d = RequestDeadline(std::chrono::milliseconds(2500));
+  const int64_t after = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_GE(int64_t{d}, before + 2 + kClockSkewAllowance.count());
+  EXPECT_LE(int64_t{d}, after + 4 + kClockSkewAllowance.count());
+  EXPECT_TRUE(CheckRequestDeadline(d, d).ok());
+  EXPECT_TRUE(CheckRequestDeadline(d, d - 100).ok());
+  Status late = CheckRequestDeadline(d, d + 7);
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(late.message().find("arrived 7 s after its deadline"), std::string::npos) << late.message();
+  EXPECT_NE(late.message().find("clock"), std::string::npos) << late.message();
+  EXPECT_TRUE(CheckRequestDeadline(0, INT64_MAX).ok());  // none
+}
+
 TEST(ShardProtocolTest, RejectsTruncatedAndWrongVersion) {
   ShardRequestHeader h{};
   h.version = kShardProtocolVersion;

@@ -179,7 +179,34 @@ Status ShardService::Authorize(const RpcRequest& request) const {
   return VerifyCapability(*token, *keys, container, right, now).status();
 }
 
+Status ShardService::CheckDeadline(const RpcRequest& request) const {
+  const size_t fixed = RequestHeaderSize(request.opcode);
+  if (fixed == 0 || request.header.size() < fixed || request.opcode == static_cast<uint16_t>(ShardOp::kList)) {
+    return OkStatus();  // answered by Execute; a list has no deadline
+  }
+  uint32_t deadline_s;
+  std::memcpy(&deadline_s, request.header.data() + kDeadlineOffset, sizeof(deadline_s));
+  if (deadline_s == 0) return OkStatus();
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return CheckRequestDeadline(deadline_s, now_s);
+}
+
 Status ShardService::Admit(const RpcRequest& request) {
+  if (Status late = CheckDeadline(request); !late.ok()) {
+    metrics_
+        ->GetCounter("penstock_target_late_requests_total",
+                     "Shard requests refused because they arrived after their client's deadline.")
+        .Inc();
+    // Logged at most every 10 s: with skewed clocks every request is refused.
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t last = last_late_log_s_.load(std::memory_order_relaxed);
+    if (now - last >= 10 && last_late_log_s_.compare_exchange_strong(last, now)) {
+      PS_LOG_WARN("refused a {} request: {}", ShardOpName(request.opcode), late.message());
+    }
+    return late;
+  }
   if (Status auth = Authorize(request); !auth.ok()) {
     metrics_
         ->GetCounter("penstock_target_auth_refusals_total", "Shard requests refused by the capability check.",

@@ -83,6 +83,8 @@ class ShardService {
   void CountWritten(uint64_t bytes);  // penstock_target_bytes_written_total
   // OK unless the request's map epoch is older than the placement epoch.
   Status CheckEpoch(const RpcRequest& request) const;
+  // kDeadlineExceeded for a request that arrived after its deadline (shard_protocol.h).
+  Status CheckDeadline(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
   // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version
   // with kWriteIfVersion (see RangeWriteHeader).
@@ -129,6 +131,7 @@ class ShardService {
   std::shared_ptr<const CapabilityKeySet> keys_;  // guarded by keys_mu_; null until SetKeySet
   std::atomic<uint64_t> placement_epoch_{0};
   std::atomic<bool> lost_{false};
+  std::atomic<int64_t> last_late_log_s_{INT64_MIN / 2};  // steady seconds of the last late-request log line
   ThreadPool pool_;
 };
 

@@ -98,6 +98,35 @@ TEST_F(ShardServiceTest, ListHeadsWithData) {
   EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 0u);
 }
 
+// A request that arrives after its deadline is refused before anything happens; one with no
+// deadline (0) or a later one is served.
+TEST_F(ShardServiceTest, RequestsPastTheirDeadlineAreRefusedUnapplied) {
+  auto with_deadline = [](RpcRequest r, uint32_t deadline_s) {
+    ShardRequestHeader h;
+    std::memcpy(&h, r.header.data(), sizeof(h));
+    h.deadline_s = deadline_s;
+    r.header = EncodeHeader(h);
+    return r;
+  };
+  const uint32_t now = static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  RpcReply r = service_->Execute(with_deadline(Request(ShardOp::kWrite, 0, "late"), now - 5));
+  EXPECT_EQ(r.status.code(), StatusCode::kDeadlineExceeded) << r.status.ToString();
+  EXPECT_EQ(service_->Execute(Request(ShardOp::kStat, 0)).status.code(), StatusCode::kNotFound);
+  // Through Handle (the transport's path) too.
+  std::promise<RpcReply> answered;
+  service_->Handle(with_deadline(Request(ShardOp::kWrite, 0, "late"), now - 5),
+                   [&](RpcReply reply) { answered.set_value(std::move(reply)); });
+  EXPECT_EQ(answered.get_future().get().status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(service_->Execute(Request(ShardOp::kStat, 0)).status.code(), StatusCode::kNotFound);
+  EXPECT_TRUE(service_->Execute(with_deadline(Request(ShardOp::kWrite, 0, "on time"), now + 60)).status.ok());
+  EXPECT_EQ(service_->Execute(with_deadline(Request(ShardOp::kDelete, 0), now - 1)).status.code(),
+            StatusCode::kDeadlineExceeded);
+  r = service_->Execute(Request(ShardOp::kRead, 0));
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Text(r.payload), "on time");
+}
+
 // A head copy whose bytes fail their checksum is left out of a listing with its data, and the
 // reply counts it: a reader of the listing knows a copy is missing from it.
 TEST_F(ShardServiceTest, ListCountsTheCorruptHeadsItLeavesOut) {

@@ -487,3 +487,45 @@ def test_what_a_deleted_container_left_on_a_down_target_is_collected(cluster_fac
     # A container made afterwards is a new one, with a new id: nothing of the old one shows.
     c.cli("container", "create", "doomed", "--redundancy", "rep:3")
     assert c.cli("ls", "--container", "doomed", "--json").stdout.strip() == "[]"
+
+
+def test_a_request_that_waited_out_its_deadline_is_refused(cluster_factory, tmp_path):
+    """Requests carry their client's deadline (its timeout plus 30 s for clock skew). A target
+    stopped (SIGSTOP) while a long-running client's writes sat in its socket refuses, when it
+    runs again, those the client gave up on long before: nothing lands that late."""
+    c = cluster_factory(targets=1, capacity="256M", heartbeat_timeout_ms=120000)
+    c.cli("container", "create", "n", "--redundancy", "none")
+    name = targets(c)[0]
+    metrics = c.daemon(name)["metrics"]
+
+    def refused():
+        for line in scrape(metrics).splitlines():
+            if line.startswith("penstock_target_late_requests_total"):
+                return int(float(line.split()[-1]))
+        return 0
+    # A client that goes on through errors: the bench counts them and keeps writing.
+    bench = subprocess.Popen([PENSTOCK, "bench", "write", "--container", "n", "--size", "4K", "--concurrency", "1", "--objects", "1",
+                              "--seconds", "50", "--timeout-ms", "1000", "--json", "--mgmt", c.mgmt],
+                             env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = c.current_pid(name)
+    try:
+        time.sleep(3)  # connected, writing
+        assert bench.poll() is None, bench.communicate()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(1 + 30 + 4)  # past the deadline of the writes sent first
+            assert bench.poll() is None, "the bench stopped while the target was"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: refused() >= 1, "the target to refuse the writes that waited out their deadline")
+        out, err = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    result = json.loads(out)
+    assert result["errors"] >= 1 and result["ops"] > result["errors"], result
+    # On-time requests are served as before.
+    src = write_random(tmp_path / "s", 256 * 1024)
+    c.cli("put", str(src), "on-time", "--container", "n")
+    get_ok(c, "n", "on-time", sha(src), tmp_path / "out")
