@@ -349,7 +349,9 @@ int RunStatus(const GlobalOptions& g) {
                           {"orphans_pending", rs.orphans_pending()},
                           {"total_deleted_container_shards", rs.total_deleted_container_shards()},
                           {"total_deleted_containers_emptied", rs.total_deleted_containers_emptied()},
-                          {"deleted_containers_pending", rs.deleted_containers_pending()}}}};
+                          {"deleted_containers_pending", rs.deleted_containers_pending()},
+                          {"total_tombstones_collected", rs.total_tombstones_collected()},
+                          {"tombstones_pending", rs.tombstones_pending()}}}};
     for (const auto& t : map->targets()) {
       j["targets"].push_back({{"id", t.id()}, {"uuid", t.uuid()},
                               {"state", state_name(t)},
@@ -401,6 +403,11 @@ int RunStatus(const GlobalOptions& g) {
                   static_cast<unsigned long long>(rs.total_deleted_container_shards()),
                   static_cast<unsigned long long>(rs.total_deleted_containers_emptied()),
                   static_cast<unsigned long long>(rs.deleted_containers_pending()));
+    }
+    if (rs.total_tombstones_collected() > 0 || rs.tombstones_pending() > 0) {
+      std::printf("tombstones (deleted objects): %llu removed, %llu waiting out the grace period\n",
+                  static_cast<unsigned long long>(rs.total_tombstones_collected()),
+                  static_cast<unsigned long long>(rs.tombstones_pending()));
     }
   }
   std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",

@@ -264,9 +264,17 @@ class FakeShardTransport : public RpcCaller {
         r.header = ReplyHeader(it->second);
         break;
       }
-      case ShardOp::kDelete:
-        if (shards_.erase(key) == 0) r.status = NotFound("fake: no such shard");
+      case ShardOp::kDelete: {
+        auto it = shards_.find(key);
+        if (it == shards_.end()) {
+          r.status = NotFound("fake: no such shard");
+        } else if ((h->flags & kDeleteIfVersion) && it->second.version != h->shard_version) {
+          r.status = Aborted("fake: the shard was rewritten");
+        } else {
+          shards_.erase(it);
+        }
         break;
+      }
       case ShardOp::kLockStripe:
       case ShardOp::kUnlockStripe: {  // leases without expiry: tests release them
         auto lh = DecodeHeader<LockRequestHeader>(header, "fake lock");

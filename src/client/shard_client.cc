@@ -303,8 +303,8 @@ void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, 
 }
 
 void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key,
-                                std::function<void(Status)> done) {
-  std::vector<std::byte> header = RequestHeader(key, 0);
+                                std::function<void(Status)> done, std::optional<uint64_t> if_version) {
+  std::vector<std::byte> header = RequestHeader(key, if_version.value_or(0), if_version ? kDeleteIfVersion : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kDelete), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -318,8 +318,8 @@ Status ShardClient::WriteTo(const TargetRef& target, const WireShardKey& key, st
   return Await<Status>([&](auto done) { StartWriteTo(target, key, data, version, only_if_not_older, std::move(done)); });
 }
 
-Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key) {
-  return Await<Status>([&](auto done) { StartDeleteTo(target, key, std::move(done)); });
+Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key, std::optional<uint64_t> if_version) {
+  return Await<Status>([&](auto done) { StartDeleteTo(target, key, std::move(done), if_version); });
 }
 
 void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,

@@ -95,11 +95,13 @@ class ShardClient {
   void StartReadTo(const TargetRef& target, const WireShardKey& key, uint64_t offset, uint64_t length,
                    std::function<void(Result<ShardData>)> done,
                    std::shared_ptr<StripeDestination> into = nullptr, uint64_t into_at = 0);
-  void StartDeleteTo(const TargetRef& target, const WireShardKey& key, std::function<void(Status)> done);
+  // With `if_version`, only when the stored version is that (kDeleteIfVersion).
+  void StartDeleteTo(const TargetRef& target, const WireShardKey& key, std::function<void(Status)> done,
+                     std::optional<uint64_t> if_version = std::nullopt);
   // Blocking forms of StartWriteTo and StartDeleteTo (not from a transport thread).
   Status WriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                  uint64_t version, bool only_if_not_older);
-  Status DeleteTo(const TargetRef& target, const WireShardKey& key);
+  Status DeleteTo(const TargetRef& target, const WireShardKey& key, std::optional<uint64_t> if_version = std::nullopt);
   // Stripe write leases (shard_protocol.h, kLockStripe): takes or renews the lease of `key`'s
   // stripe for `owner` on `target` (kAborted while another owner holds it); releases it.
   void StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner, std::chrono::milliseconds ttl,

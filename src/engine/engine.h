@@ -301,7 +301,9 @@ class Engine {
   // queue could not be made (reads then complete on the completion thread, as without it).
   using WatchFd = std::function<void(int fd, std::function<bool()> reap)>;
   static std::function<void()> CompleteReadsOnThisThread(const WatchFd& watch);
-  Status Delete(const ShardKey& key);           // kNotFound if absent
+  // kNotFound if absent. With `expected_version`, only when the stored shard version is that
+  // (kAborted otherwise: the shard was rewritten).
+  Status Delete(const ShardKey& key, std::optional<uint64_t> expected_version = std::nullopt);
   Result<ShardInfo> Stat(const ShardKey& key);  // kNotFound if absent
   // Shards of `container` (all objects, or one `object`) in key order, at most `limit`,
   // starting after `start_after` if given.

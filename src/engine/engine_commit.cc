@@ -338,6 +338,13 @@ void Engine::StartBatch(std::vector<CommitRequest*> todo) {
             d->verdict[i] = NotFound(fmt::format("shard {} not found on this target", r.key.ToString()));
             continue;
           }
+          if (r.expected_version && old->version != *r.expected_version) {
+            r.version_refused = true;
+            d->verdict[i] = Aborted(fmt::format("shard {} holds version {}, not the {} this delete is for; it was "
+                                                "rewritten and stays", r.key.ToString(), old->version,
+                                                *r.expected_version));
+            continue;
+          }
           break;
         case CommitRequest::Kind::kRelocate:
           if (old) next = engine::ApplyMove(*old, *r.expected, r.record, r.from);

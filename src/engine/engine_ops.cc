@@ -493,10 +493,11 @@ Status Engine::VerifyBlocks(const ShardKey& key, const ShardRecord& record,
   return OkStatus();
 }
 
-Status Engine::Delete(const ShardKey& key) {
+Status Engine::Delete(const ShardKey& key, std::optional<uint64_t> expected_version) {
   engine::CommitRequest req;
   req.kind = engine::CommitRequest::Kind::kDelete;
   req.key = key;
+  req.expected_version = expected_version;
   engine::CommitRequest* one = &req;
   PS_RETURN_IF_ERROR(Commit({&one, 1}));
   deletes_.fetch_add(1, std::memory_order_relaxed);

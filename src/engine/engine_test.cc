@@ -144,6 +144,24 @@ TEST(EngineTest, ListOrdersFiltersAndPaginates) {
   EXPECT_EQ(e->List(2, std::nullopt, Key(1, 100), 1)->front().first, keys.front());
 }
 
+// A conditional delete removes the shard only at the version it names; a rewritten shard stays.
+TEST(EngineTest, ConditionalDeleteOnlyAtTheVersionItNames) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  const ShardKey k = Key(3, 1, ShardKey::kHeadStripe);
+  ASSERT_TRUE(e->Write(k, {}, 7).ok());  // a tombstone: no bytes
+  Status s = e->Delete(k, 6);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  EXPECT_EQ(e->Delete(k, 8).code(), StatusCode::kAborted);
+  EXPECT_EQ(e->Stat(k)->version, 7u);
+  ASSERT_TRUE(e->Write(k, Pattern(100, 1), 9).ok());  // a new put of the name
+  EXPECT_EQ(e->Delete(k, 7).code(), StatusCode::kAborted);
+  EXPECT_TRUE(SameBytes(*e->Read(k), Pattern(100, 1)));
+  EXPECT_TRUE(e->Delete(k, 9).ok());
+  EXPECT_EQ(e->Stat(k).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(e->Delete(k, 9).code(), StatusCode::kNotFound);
+}
+
 TEST(EngineTest, ContainersListsEachHeldContainerOnceInOrder) {
   ScratchDir dir;
   auto e = MustOpen(SmallOptions(dir));

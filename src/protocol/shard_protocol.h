@@ -124,6 +124,10 @@ enum ListFlags : uint8_t {
 inline constexpr uint8_t kWriteIfNotOlder = 0x01;
 // Bit of a range write's flags byte: see RangeWriteHeader.
 inline constexpr uint8_t kWriteIfVersion = 0x02;
+// Bit of a delete's flags byte: delete only when the stored version is the request's
+// shard_version; otherwise kAborted (the shard was rewritten since). Used by repair to remove
+// tombstones without racing a new put of the same name.
+inline constexpr uint8_t kDeleteIfVersion = 0x02;
 
 // Bit of the flags byte (offset 1 of every request header: ShardRequestHeader, RangeReadHeader,
 // ListRequestHeader) saying a capability token follows the fixed header: u16 length, then the

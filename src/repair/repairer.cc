@@ -115,6 +115,54 @@ void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& 
   });
 }
 
+std::set<std::pair<uint64_t, uint64_t>> Repairer::CollectTombstones(
+    uint64_t container, const std::vector<TargetRef>& targets,
+    const std::map<std::pair<uint64_t, uint64_t>, HeadCopies>& heads, Clock::time_point heads_listed,
+    std::chrono::milliseconds grace) {
+  std::set<std::pair<uint64_t, uint64_t>> gone;
+  // What is no longer the same tombstone everywhere (rewritten, or gone) is forgotten.
+  for (auto it = tombstones_.lower_bound({container, 0, 0});
+       it != tombstones_.end() && std::get<0>(it->first) == container;) {
+    auto h = heads.find({std::get<1>(it->first), std::get<2>(it->first)});
+    if (h == heads.end() || !h->second.same_tombstone || h->second.version != it->second.version) {
+      it = tombstones_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  Counter* metric = nullptr;
+  if (options_.metrics) {
+    metric = &options_.metrics->GetCounter("penstock_repair_tombstones_collected_total",
+                                           "object head tombstones removed by repair once every copy held them");
+  }
+  uint64_t collected = 0;
+  for (const auto& [id, h] : heads) {
+    if (!h.same_tombstone) continue;
+    auto [it, fresh] = tombstones_.try_emplace({container, id.first, id.second}, Tombstone{heads_listed, h.version});
+    if (fresh || heads_listed - it->second.first_seen < grace) continue;
+    bool done = true;
+    for (const auto& [target, key] : h.copies) {
+      for (const TargetRef& t : targets) {
+        if (t.id != target) continue;
+        Status s = dp_.shards->DeleteTo(t, key, h.version);
+        // kAborted: a put of the name rewrote this copy since; it stays, and so does the object.
+        if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kAborted) done = false;
+      }
+    }
+    if (done) {
+      tombstones_.erase(it);
+      gone.insert(id);
+      ++collected;
+      if (metric) metric->Inc();
+    }
+  }
+  if (collected > 0) {
+    PS_LOG_INFO("repair: removed {} tombstone(s) of deleted objects in container id {}", collected, container);
+  }
+  Update([&](v1::RepairStatus& st) { st.set_total_tombstones_collected(st.total_tombstones_collected() + collected); });
+  return gone;
+}
+
 void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<TargetRef>>& held,
                                         const std::set<uint64_t>& live, Clock::time_point now,
                                         std::chrono::milliseconds grace) {
@@ -218,6 +266,7 @@ void Repairer::Loop() {
       // grace period of new observation.
       std::lock_guard<std::mutex> lock(pass_mu_);
       orphans_.clear();
+      tombstones_.clear();
       deleted_containers_.clear();
       continue;
     }
@@ -278,6 +327,7 @@ Status Repairer::RunPass() {
     std::set<uint64_t> ids;
     for (const v1::Container& c : containers.containers()) ids.insert(c.id());
     std::erase_if(orphans_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
+    std::erase_if(tombstones_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
     CollectDeletedContainers(held, ids, held_listed, grace);
   }
   Update([&](v1::RepairStatus& st) {
@@ -343,6 +393,7 @@ Status Repairer::RunPass() {
     // container left out of a listing as corrupt (it may name data no other copy names).
     bool find_orphans = all_up;
     std::set<std::pair<uint64_t, uint64_t>> named;  // data ids some head copy names
+    std::map<std::pair<uint64_t, uint64_t>, HeadCopies> copies;  // every head copy listed, by object
     const auto heads_listed = Clock::now();         // (from now on)
     for (const TargetRef& t : dp_.view->targets()) {
       if (t.lost || !t.up) continue;
@@ -367,6 +418,10 @@ Status Repairer::RunPass() {
             find_orphans = false;  // what it names is unknown
           }
         }
+        HeadCopies& hc = copies[{e.key.object_hi, e.key.object_lo}];
+        if (hc.copies.empty()) hc.version = e.shard_version;
+        hc.same_tombstone &= e.length == 0 && e.shard_version == hc.version && !corrupt.count({t.id, KeyText(e.key)});
+        hc.copies.emplace_back(t.id, e.key);
         auto& h = heads[{e.key.object_hi, e.key.object_lo}];
         if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
         if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
@@ -396,8 +451,11 @@ Status Repairer::RunPass() {
     }
     if (find_orphans && clean && listed.size() == static_cast<size_t>(map.targets_size() - lost_targets)) {
       CollectOrphans(c.id(), listed, std::move(unnamed), heads_listed, Clock::now(), grace);
+      // Tombstones whose copies are all gone need no repair.
+      for (const auto& id : CollectTombstones(c.id(), listed, copies, heads_listed, grace)) heads.erase(id);
     } else {
       ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
+      tombstones_.erase(tombstones_.lower_bound({c.id(), 0, 0}), tombstones_.lower_bound({c.id() + 1, 0, 0}));
     }
     if (!red->protected_()) {
       clean_containers.push_back(c.id());  // nothing to repair
@@ -563,6 +621,7 @@ Status Repairer::RunPass() {
   Update([&](v1::RepairStatus& st) {
     st.set_state("idle");
     st.set_orphans_pending(orphans_.size());
+    st.set_tombstones_pending(tombstones_.size());
     st.set_passes(st.passes() + 1);
     st.set_last_pass_ms(NowMs());
     const double secs = static_cast<double>(took) / 1000.0;

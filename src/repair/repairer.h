@@ -19,6 +19,12 @@
 // deleted. A put never lets a third of that pass between the landings of its stripes and its
 // head (PutCommitWindow, object_head.h), so no put in progress loses its stripes.
 //
+// Tombstones: deleting a protected object writes a tombstone over its head copies, so that a
+// copy on a target that was down cannot bring the object back. Once every copy in the cluster
+// (every target up and listed, none left out as corrupt) is the same tombstone, and still was
+// a grace period later, the copies are deleted, each only at that version (kDeleteIfVersion: a
+// new put of the name wins).
+//
 // Deleted containers: a container deleted while some of its shards were left on targets (a
 // client that stopped part way through deleting its objects, a target down meanwhile, a write
 // landing late) is emptied. Each pass asks every up target which containers it holds shards of
@@ -137,6 +143,26 @@ class Repairer {
   std::mutex pass_mu_;  // one pass at a time
   // Guarded by pass_mu_: (container, data hi, data lo) -> when it was first found unnamed.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Orphan> orphans_;
+  // A tombstone as first noted: when, and its version.
+  struct Tombstone {
+    std::chrono::steady_clock::time_point first_seen;
+    uint64_t version = 0;
+  };
+  // A head as this pass's listing found it: every copy's target and key, and whether all are
+  // the same tombstone (`version`).
+  struct HeadCopies {
+    bool same_tombstone = true;
+    uint64_t version = 0;
+    std::vector<std::pair<uint32_t, WireShardKey>> copies;
+  };
+  // Notes `container`'s heads whose copies are all one tombstone, drops what changed, deletes
+  // those noted `grace` before `heads_listed`; returns the heads deleted (by object id).
+  std::set<std::pair<uint64_t, uint64_t>> CollectTombstones(
+      uint64_t container, const std::vector<TargetRef>& targets,
+      const std::map<std::pair<uint64_t, uint64_t>, HeadCopies>& heads,
+      std::chrono::steady_clock::time_point heads_listed, std::chrono::milliseconds grace);
+  // Guarded by pass_mu_: (container, object hi, object lo) -> the tombstone first noted.
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Tombstone> tombstones_;
   // Guarded by pass_mu_: deleted container id -> when a pass first found targets holding it.
   std::map<uint64_t, std::chrono::steady_clock::time_point> deleted_containers_;
   mutable std::mutex mu_;

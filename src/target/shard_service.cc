@@ -424,7 +424,9 @@ RpcReply ShardService::ReadReply(Result<AlignedBuffer> data, const ShardInfo& in
 RpcReply ShardService::Delete(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "delete");
   if (!h.ok()) return ErrorReply(h.status());
-  return ErrorReply(engine_->Delete(FromWire(h->key)));
+  std::optional<uint64_t> expected;
+  if (h->flags & kDeleteIfVersion) expected = h->shard_version;
+  return ErrorReply(engine_->Delete(FromWire(h->key), expected));
 }
 
 RpcReply ShardService::Stat(const RpcRequest& request) {
