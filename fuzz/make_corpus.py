@@ -49,6 +49,7 @@ def placement(pid, ticket_addr, ticket, iovs):
 
 key = struct.pack("<QQQQII", 7, 1, 2, 3, 4, 0)
 shard_req = struct.pack("<BBHIQQ", 1, 0, 0, 0, 5, 9) + key
+shard_req_deadline = struct.pack("<BBHIQQ", 1, 0, 0, 1795000000, 5, 9) + key  # deadline_s set
 shard_reply = struct.pack("<B7xQQ", 1, 4096, 9)
 list_req = struct.pack("<BBHIQQ", 1, 3, 0, 100, 5, 7) + key
 
@@ -89,6 +90,9 @@ write("shard_header_decode", "bad_version", b"\x00\x02" + shard_req[1:])
 write("shard_header_decode", "range", b"\x03" + shard_req + struct.pack("<QQ", 4096, 8192))
 write("shard_header_decode", "lock", b"\x04" + shard_req + struct.pack("<QII", 0x1234, 15000, 0))
 write("shard_header_decode", "write_range", b"\x05" + shard_req + struct.pack("<QQ", 4096, 7))
+write("shard_header_decode", "request_deadline", b"\x00" + shard_req_deadline)
+write("shard_header_decode", "list_reply", b"\x06" + struct.pack("<B3xI", 1, 2))
+write("shard_header_decode", "list_containers", b"\x02" + struct.pack("<BBHIQQ", 1, 8 | 4, 0, 100, 5, 0) + key)
 
 entry = key + struct.pack("<QII", 9, 5, 5) + b"hello"
 write("list_entries_decode", "empty", struct.pack("<I", 0))
