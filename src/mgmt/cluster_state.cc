@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <utility>
 
@@ -22,6 +23,7 @@ namespace {
 //   mgmt/v1/orphan_grace_ms        decimal uint64
 //   mgmt/v1/target/<id, 10 digits> v1::Target
 //   mgmt/v1/container/<name>       v1::Container
+//   mgmt/v1/deleted_container/<id, 20 digits>  the deleted container's name
 constexpr const char* kEpochKey = "mgmt/v1/epoch";
 constexpr const char* kNextTargetIdKey = "mgmt/v1/next_target_id";
 constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
@@ -30,6 +32,7 @@ constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
 constexpr const char* kOrphanGraceKey = "mgmt/v1/orphan_grace_ms";
 constexpr const char* kTargetPrefix = "mgmt/v1/target/";
 constexpr const char* kContainerPrefix = "mgmt/v1/container/";
+constexpr const char* kDeletedContainerPrefix = "mgmt/v1/deleted_container/";
 
 std::string TargetKey(uint32_t id) {
   char buf[16];
@@ -38,6 +41,12 @@ std::string TargetKey(uint32_t id) {
 }
 
 std::string ContainerKey(const std::string& name) { return kContainerPrefix + name; }
+
+std::string DeletedContainerKey(uint64_t id) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(id));
+  return kDeletedContainerPrefix + std::string(buf);
+}
 
 Result<uint64_t> LoadCounter(MetaStore* store, const char* key, uint64_t fallback) {
   PS_ASSIGN_OR_RETURN(std::optional<std::string> v, store->Get(key));
@@ -161,6 +170,18 @@ Status ClusterState::LoadLocked() {
     if (c.id() >= next_container_id) next_container_id = c.id() + 1;
     containers[c.name()] = std::move(c);
   }
+  std::set<uint64_t> deleted_containers;
+  PS_ASSIGN_OR_RETURN(auto deleted_rows, store_->Scan(kDeletedContainerPrefix));
+  for (const auto& [key, value] : deleted_rows) {
+    const std::string digits = key.substr(std::string(kDeletedContainerPrefix).size());
+    char* end = nullptr;
+    const unsigned long long id = std::strtoull(digits.c_str(), &end, 10);
+    if (digits.empty() || end == nullptr || *end != '\0' || id == 0) {
+      return DataLoss("mgmt metadata record '" + key + "' is malformed; restore the mgmt data dir from a backup");
+    }
+    deleted_containers.insert(id);
+    if (id >= next_container_id) next_container_id = id + 1;
+  }
   epoch_ = epoch;
   next_target_id_ = next_target_id;
   next_container_id_ = next_container_id;
@@ -168,6 +189,7 @@ Status ClusterState::LoadLocked() {
   targets_ = std::move(targets);
   target_by_uuid_ = std::move(target_by_uuid);
   containers_ = std::move(containers);
+  deleted_containers_ = std::move(deleted_containers);
   epoch_cv_.notify_all();
   return OkStatus();
 }
@@ -563,11 +585,12 @@ Result<v1::Container> ClusterState::GetContainerById(uint64_t id) const {
 
 bool ClusterState::ContainerIdRetired(uint64_t id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (id == 0 || id >= next_container_id_) return false;
-  for (const auto& [name, c] : containers_) {
-    if (c.id() == id) return false;
-  }
-  return true;
+  return deleted_containers_.count(id) != 0;
+}
+
+std::vector<uint64_t> ClusterState::DeletedContainerIds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {deleted_containers_.begin(), deleted_containers_.end()};
 }
 
 std::vector<v1::Container> ClusterState::ListContainers() const {
@@ -585,7 +608,13 @@ Status ClusterState::DeleteContainer(const std::string& name) {
     return NotFound("container '" + name + "' does not exist; create it with `penstock container create " +
                     name + "`");
   }
-  PS_RETURN_IF_ERROR(store_->Delete(ContainerKey(name)));
+  // The deletion is recorded: repair deletes what targets still hold of this id, and only of
+  // ids recorded so (never of a container a mgmt with other metadata does not know).
+  WriteBatch batch;
+  batch.Delete(ContainerKey(name));
+  batch.Put(DeletedContainerKey(it->second.id()), name);
+  PS_RETURN_IF_ERROR(store_->Commit(batch));
+  deleted_containers_.insert(it->second.id());
   containers_.erase(it);
   PS_LOG_INFO("container '{}' deleted", name);
   return OkStatus();

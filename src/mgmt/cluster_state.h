@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -142,8 +143,11 @@ class ClusterState {
   Result<v1::Container> GetContainer(const std::string& name) const;
   // Errors: kNotFound "container id N does not exist".
   Result<v1::Container> GetContainerById(uint64_t id) const;
-  // Whether container id `id` belonged to a container that was deleted (ids are never reused).
+  // Whether container id `id` belonged to a container this cluster deleted (each deletion is
+  // recorded in the meta store; ids are never reused).
   bool ContainerIdRetired(uint64_t id) const;
+  // Every such id, in order.
+  std::vector<uint64_t> DeletedContainerIds() const;
   // All containers, ordered by name.
   std::vector<v1::Container> ListContainers() const;
   // Errors: kNotFound as GetContainer.
@@ -176,6 +180,7 @@ class ClusterState {
   // The same per (target, container).
   std::map<std::pair<uint32_t, uint64_t>, std::chrono::steady_clock::time_point> missed_in_at_;  // guarded by mu_
   std::map<std::string, v1::Container> containers_;  // by name; guarded by mu_
+  std::set<uint64_t> deleted_containers_;            // ids of deleted containers; guarded by mu_
 };
 
 }  // namespace penstock::mgmt

@@ -415,10 +415,20 @@ TEST_F(ClusterStateTest, Containers) {
   // Containers are not part of the cluster map.
   EXPECT_EQ(state_->GetClusterMap().epoch(), 0u);
 
+  EXPECT_TRUE(state_->DeletedContainerIds().empty());
   ASSERT_TRUE(state_->DeleteContainer("ckpt").ok());
   EXPECT_EQ(state_->ListContainers().size(), 1u);
   // A re-created container gets a new id, never a reused one.
   EXPECT_EQ(state_->CreateContainer("ckpt", "none", 0)->id(), 3u);
+  // The deletion is recorded (repair empties only recorded ids), and survives a reload.
+  Reload();
+  EXPECT_EQ(state_->DeletedContainerIds(), (std::vector<uint64_t>{1}));
+  EXPECT_TRUE(state_->ContainerIdRetired(1));
+  EXPECT_FALSE(state_->ContainerIdRetired(2));  // live
+  EXPECT_FALSE(state_->ContainerIdRetired(3));  // live, the re-created one
+  EXPECT_FALSE(state_->ContainerIdRetired(4));  // never given out
+  EXPECT_FALSE(state_->ContainerIdRetired(0));
+  EXPECT_EQ(state_->CreateContainer("next", "none", 0)->id(), 4u);
 }
 
 TEST_F(ClusterStateTest, ContainerErrors) {

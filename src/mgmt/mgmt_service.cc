@@ -164,6 +164,9 @@ grpc::Status MgmtService::ListContainers(grpc::ServerContext* ctx, const v1::Lis
   for (v1::Container& c : state_->ListContainers()) {
     if (caller->admin || c.tenant_id() == caller->tenant) *resp->add_containers() = std::move(c);
   }
+  if (caller->admin) {
+    for (uint64_t id : state_->DeletedContainerIds()) resp->add_deleted_container_ids(id);
+  }
   return Done("ListContainers", OkStatus());
 }
 

@@ -164,9 +164,9 @@ std::set<std::pair<uint64_t, uint64_t>> Repairer::CollectTombstones(
 }
 
 void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<TargetRef>>& held,
-                                        const std::set<uint64_t>& live, Clock::time_point now,
+                                        const std::set<uint64_t>& deleted, Clock::time_point now,
                                         std::chrono::milliseconds grace) {
-  std::erase_if(deleted_containers_, [&](const auto& d) { return !held.count(d.first) || live.count(d.first); });
+  std::erase_if(deleted_containers_, [&](const auto& d) { return !held.count(d.first) || !deleted.count(d.first); });
   Counter* deleted_metric = nullptr;
   if (options_.metrics) {
     deleted_metric = &options_.metrics->GetCounter("penstock_repair_deleted_container_shards_total",
@@ -174,7 +174,7 @@ void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<Tar
   }
   uint64_t shards_deleted = 0, emptied = 0;
   for (const auto& [id, targets] : held) {
-    if (live.count(id)) continue;
+    if (!deleted.count(id)) continue;  // live, or unknown to this mgmt: never touched
     auto [it, fresh] = deleted_containers_.try_emplace(id, now);
     if (fresh || now - it->second < grace) continue;
     uint64_t deleted = 0, failed = 0;
@@ -309,8 +309,9 @@ Status Repairer::RunPass() {
   std::vector<uint64_t> clean_containers;
   const std::chrono::milliseconds grace =
       map.orphan_grace_ms() > 0 ? std::chrono::milliseconds(map.orphan_grace_ms()) : options_.orphan_grace;
-  // Which containers the targets hold, asked before mgmt is: one held then and not listed by
-  // mgmt after was deleted (ids are never reused), not created in between.
+  // Which containers the targets hold. Only those mgmt recorded as deleted are emptied: a
+  // container mgmt does not know (other metadata: a wrong data dir, a restore from an older
+  // backup) is never touched.
   std::map<uint64_t, std::vector<TargetRef>> held;
   const auto held_listed = Clock::now();
   for (const TargetRef& t : dp_.view->targets()) {
@@ -328,7 +329,9 @@ Status Repairer::RunPass() {
     for (const v1::Container& c : containers.containers()) ids.insert(c.id());
     std::erase_if(orphans_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
     std::erase_if(tombstones_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
-    CollectDeletedContainers(held, ids, held_listed, grace);
+    const std::set<uint64_t> deleted(containers.deleted_container_ids().begin(),
+                                     containers.deleted_container_ids().end());
+    CollectDeletedContainers(held, deleted, held_listed, grace);
   }
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");

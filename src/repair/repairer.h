@@ -28,9 +28,9 @@
 // Deleted containers: a container deleted while some of its shards were left on targets (a
 // client that stopped part way through deleting its objects, a target down meanwhile, a write
 // landing late) is emptied. Each pass asks every up target which containers it holds shards of
-// (kListContainers) before it asks mgmt which containers exist; one held but not listed was
-// deleted (container ids are never reused). Its shards are deleted once passes a grace period
-// apart (the orphan grace) found it deleted and still held.
+// (kListContainers); those mgmt recorded as deleted (ListContainersResponse.
+// deleted_container_ids; ids are never reused) are emptied once passes a grace period apart
+// (the orphan grace) found them still held. A container mgmt has no record of is never touched.
 //
 // Passes run on the leader only: at start, whenever the map epoch changes, and every
 // `interval`; repair traffic is limited to `rate_bytes_per_s`. It talks to its own mgmt over
@@ -133,11 +133,11 @@ class Repairer {
                       std::chrono::steady_clock::time_point data_listed, std::chrono::milliseconds grace);
   // Drops what was noted for `container` (its listing was not complete this pass).
   void ForgetOrphans(uint64_t container);
-  // Notes the containers in `held` (container id -> the targets holding shards of it, asked
-  // before mgmt listed `live`) that are not live, drops what is no longer held or deleted, and
-  // deletes the shards of those noted at least `grace` before `now`.
+  // Notes the containers in `held` (container id -> the targets holding shards of it) that mgmt
+  // recorded as `deleted`, drops what is no longer held, and deletes the shards of those noted
+  // at least `grace` before `now`.
   void CollectDeletedContainers(const std::map<uint64_t, std::vector<TargetRef>>& held,
-                                const std::set<uint64_t>& live, std::chrono::steady_clock::time_point now,
+                                const std::set<uint64_t>& deleted, std::chrono::steady_clock::time_point now,
                                 std::chrono::milliseconds grace);
 
   std::mutex pass_mu_;  // one pass at a time
