@@ -69,6 +69,12 @@ StripeIo::StripeIo(ShardClient* shards, ClusterView* view, std::chrono::millisec
     : shards_(shards), view_(view), straggler_(straggler) {}
 
 StripeIo::~StripeIo() {
+  {
+    std::lock_guard<std::mutex> lock(confirm_mu_);
+    confirm_stop_ = true;
+  }
+  confirm_cv_.notify_all();
+  if (confirm_thread_.joinable()) confirm_thread_.join();
   // Reports queued for mgmt run now, while the timer their callers may retry on still runs.
   std::unique_ptr<ThreadPool> reports;
   {
@@ -79,6 +85,42 @@ StripeIo::~StripeIo() {
   // Read repairs still in flight get a moment to land (a CLI get exits right after its read).
   std::unique_lock<std::mutex> lock(repairs_mu_);
   repairs_cv_.wait_for(lock, std::chrono::seconds(10), [this] { return repairs_in_flight_ == 0; });
+}
+
+void StripeIo::ConfirmMap(uint64_t epoch, std::function<void(bool)> done) {
+  {
+    std::lock_guard<std::mutex> lock(confirm_mu_);
+    if (!confirm_stop_) {
+      confirms_.push_back({epoch, std::move(done)});
+      if (!confirm_thread_.joinable()) confirm_thread_ = std::thread([this] { ConfirmLoop(); });
+      confirm_cv_.notify_one();
+      return;
+    }
+  }
+  done(false);
+}
+
+void StripeIo::ConfirmLoop() {
+  std::unique_lock<std::mutex> lock(confirm_mu_);
+  for (;;) {
+    confirm_cv_.wait(lock, [this] { return confirm_stop_ || !confirms_.empty(); });
+    // Those waiting now all came before this fetch begins.
+    std::vector<Confirmation> batch;
+    batch.swap(confirms_);
+    const bool stop = confirm_stop_;
+    lock.unlock();
+    const bool fetched = !stop && view_->Refresh().ok();
+    const uint64_t now = view_->epoch();
+    stats_.map_confirmations++;
+    for (Confirmation& c : batch) c.done(fetched && now == c.epoch);
+    lock.lock();
+    if (stop) {
+      batch.swap(confirms_);
+      lock.unlock();
+      for (Confirmation& c : batch) c.done(false);
+      return;
+    }
+  }
 }
 
 void StripeIo::WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes,
@@ -670,6 +712,7 @@ using SlotList = std::vector<std::pair<uint32_t, TargetRef>>;  // (shard index, 
 
 void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                            std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
+  const uint64_t placed_at = view_->epoch();  // before the slots: a newer map only fails the check
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   // Up slots first, in slot order; down ones last (the map may be behind), except those a
@@ -705,9 +748,27 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     if (st->order[i].second.up) stat_idx.push_back(i);
   }
   st->pending = static_cast<uint32_t>(1 + stat_idx.size());
-  auto decide = [this, st, key, begin, length](std::unique_lock<std::mutex>& lock, bool data_late) {
+  auto decide = [this, st, key, begin, length, placed_at](std::unique_lock<std::mutex>& lock, bool data_late) {
     if (st->decided) return;
     st->decided = true;
+    // Whether every up copy told its version (or that it has none). If not (late, failing), a
+    // copy that missed a write and whose mark this client's map does not have yet could
+    // answer alone: the answer waits for mgmt to confirm the map it was placed with.
+    bool all_checked = true;
+    for (size_t i = 1; i < st->stats.size(); ++i) {
+      if (!st->order[i].second.up) continue;
+      auto& r = st->stats[i];
+      all_checked &= r && (r->ok() || r->status().code() == StatusCode::kNotFound);
+    }
+    auto finish = [this, key, placed_at, all_checked](std::function<void(Result<ShardData>)> done, Result<ShardData> r) {
+      if (all_checked || !r.ok()) return done(std::move(r));
+      auto held = std::make_shared<Result<ShardData>>(std::move(r));
+      ConfirmMap(placed_at, [held, key, done = std::move(done)](bool current) mutable {
+        if (current) return done(std::move(*held));
+        done(Unavailable("the cluster map changed while " + Ordinal(key) + " was read without every replica's "
+                         "version (one was late or failing); retry with the new map"));
+      });
+    };
     uint64_t best_version = 0;
     size_t best = SIZE_MAX;
     if (st->data && st->data->ok()) {
@@ -725,7 +786,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     if (best == 0) {
       auto data = std::move(*st->data);
       lock.unlock();
-      return done(std::move(data));
+      return finish(std::move(done), std::move(data));
     }
     // Another replica is newer, or the first failed or is late: try the others, newest first.
     SlotList chain;
@@ -744,7 +805,8 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     const bool first_failed_for_good = st->data && !st->data->ok();
     if (!first_failed_for_good || data_late) chain.push_back(st->order[0]);
     lock.unlock();
-    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), best_version, std::move(done));
+    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), best_version,
+                     [finish, done = std::move(done)](Result<ShardData> r) mutable { finish(std::move(done), std::move(r)); });
   };
   timer_.After(straggler_, [this, st, decide] {
     std::unique_lock<std::mutex> l(st->mu);

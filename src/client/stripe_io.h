@@ -88,6 +88,7 @@ struct StripeIoStats {
   std::atomic<uint64_t> read_repairs{0};      // corrupt shards rewritten by a read
   std::atomic<uint64_t> stale_map_retries{0}; // operations run again after a stale-map refusal
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
+  std::atomic<uint64_t> map_confirmations{0}; // map fetches to confirm a read not every copy checked
   // Object reads (ObjectImpl), see ReadPathStats:
   std::atomic<uint64_t> read_bytes{0};   // delivered into caller buffers
   std::atomic<uint64_t> read_placed{0};  // ... by the transport, straight
@@ -291,6 +292,16 @@ class StripeIo {
   void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
                         const std::vector<bool>& written, std::function<void(Status)> done);
 
+  // Calls `done(true)` once a map fetched from mgmt after this call still has epoch `epoch`
+  // (false: the map changed, or mgmt could not be asked). For a read answered without the
+  // version of every copy it asked (a replica late or failing): a copy that missed a write is
+  // marked in mgmt's map before the write is acknowledged, so a map unchanged since the read
+  // was placed means it read no copy an acknowledged write missed. One fetch at a time, on a
+  // thread of its own (started with the first call), serving every caller that came before it
+  // began.
+  void ConfirmMap(uint64_t epoch, std::function<void(bool)> done);
+  void ConfirmLoop();
+
   ShardClient* shards_;
   ClusterView* view_;
   std::function<Result<uint64_t>(uint64_t container, const std::vector<uint32_t>&)> report_;
@@ -309,6 +320,15 @@ class StripeIo {
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCoder>> coders_;
   std::mutex reports_mu_;
   std::unique_ptr<ThreadPool> reports_;  // guarded by reports_mu_; null once tearing down
+  struct Confirmation {
+    uint64_t epoch;
+    std::function<void(bool)> done;
+  };
+  std::mutex confirm_mu_;
+  std::condition_variable confirm_cv_;
+  std::vector<Confirmation> confirms_;  // guarded by confirm_mu_: waiting for the next fetch
+  bool confirm_stop_ = false;           // guarded by confirm_mu_
+  std::thread confirm_thread_;          // started by the first ConfirmMap (under confirm_mu_)
   Timer timer_;
 };
 
