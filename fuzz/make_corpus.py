@@ -20,19 +20,19 @@ def write(target, name, data):
 
 
 def header(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
-           version=3, flags=0):
+           version=4, flags=0):
     h = struct.pack("<IBBHQIIiIQ", magic, version, kind, opcode, rid, len(op_header),
                     len(message), status, flags, payload)
     return h + op_header + message
 
 
 def wire(kind, opcode, rid, op_header=b"", message=b"", status=0, payload=0, magic=0x4B545350,
-         version=3, flags=0, data=None):
+         version=4, flags=0, data=None):
     h = header(kind, opcode, rid, op_header, message, status, payload, magic, version, flags)
     return struct.pack("<Q", payload if data is None else data) + h
 
 
-def batch(entries, count=None, version=3, magic=0x4B545350, kind=3):
+def batch(entries, count=None, version=4, magic=0x4B545350, kind=3):
     """A batch AM's data (wire.h): BatchHeader, then (header_len, data_len, header, data) per message."""
     out = struct.pack("<IBBH", magic, version, kind, len(entries) if count is None else count)
     for h, d in entries:
@@ -81,7 +81,7 @@ write("batch_decode", "requests", batch([(header(1, 1, 50, shard_req, payload=16
 write("batch_decode", "one", batch([(header(1, 1, 52), b"")]))
 write("batch_decode", "count_too_high", batch([(header(1, 1, 53), b"")], count=2))
 write("batch_decode", "trailing", batch([(header(1, 1, 54), b"")]) + b"\x00")
-write("batch_decode", "bad_version", batch([(header(1, 1, 55), b"")], version=2))
+write("batch_decode", "bad_version", batch([(header(1, 1, 55), b"")], version=3))
 
 write("shard_header_decode", "request", b"\x00" + shard_req)
 write("shard_header_decode", "reply", b"\x01" + shard_reply)

@@ -31,7 +31,10 @@ static_assert(std::endian::native == std::endian::little, "the wire format is li
 
 inline constexpr uint32_t kMagic = 0x4b545350;  // "PSTK" as bytes on the wire
 // 3: batches (AmId::kBatch). A version-2 peer has no handler for them.
-inline constexpr uint8_t kVersion = 3;
+// 4: shard requests carry deadlines, deletes may be conditional (kDeleteIfVersion), lists
+// count what they left out and may list containers: a version-3 target would ignore each of
+// these and, for the conditional delete and the count, act wrongly rather than refuse.
+inline constexpr uint8_t kVersion = 4;
 inline constexpr size_t kMaxOpHeader = 4096;        // op-specific header bytes
 inline constexpr size_t kMaxStatusMessage = 2048;   // longer messages are truncated by the sender
 
