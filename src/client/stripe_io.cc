@@ -1434,13 +1434,15 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
                             "and may have been collected as orphans); put it again");
   };
   if (Clock::now() > give_up_at) return late();
-  if (!red.protected_()) return shards_->Write(key, bytes, version);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(bytes));
   const auto first = Clock::now();
   bool refetched = false;
+  // One attempt at a time (the unprotected head too), so that none starts after `give_up_at`.
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0 && Clock::now() > give_up_at) return late();
-    Status s = WriteSync(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version);
+    Status s = red.protected_()
+                   ? WriteSync(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version)
+                   : Await<Status>([&](auto done) { shards_->StartWrite(key, data->span(), version, std::move(done)); });
     if (s.ok()) return s;
     if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {
       refetched = true;

@@ -131,9 +131,11 @@ Status ClusterState::LoadLocked() {
   }
   if (std::chrono::milliseconds(orphan_grace) < kOrphanGrace) {
     PS_LOG_WARN("orphan grace period {} ms is below the default {} ms: a put whose head write is slow (it may land "
-                "up to a client's retry budget, timeout and the {} s clock-skew allowance after the put's commit "
+                "up to a client's timeout, at most {} s, and the {} s clock-skew allowance after the put's commit "
                 "window) could commit after its stripes were collected; meant for tests",
-                orphan_grace, kOrphanGrace.count(), kClockSkewAllowance.count());
+                orphan_grace, kOrphanGrace.count(),
+                std::chrono::duration_cast<std::chrono::seconds>(kMaxRequestLifetime).count(),
+                kClockSkewAllowance.count());
   }
 
   const int64_t now = options_.now_ms();

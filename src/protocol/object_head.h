@@ -25,8 +25,8 @@ inline constexpr size_t kMaxObjectNameBytes = 1024;
 // sat unnamed and unchanged for a grace period (kOrphanGrace unless mgmt's --orphan-grace-ms
 // says otherwise; the cluster map carries it). So a put gives up (and reports an error) rather
 // than let a third of it pass between the landing of one of its stripes and the next, or
-// between its last stripe and its head (PutCommitWindow). A head write that starts in time
-// lands within its client's timeout, retries and kClockSkewAllowance (request deadlines,
+// between its last stripe and its head (PutCommitWindow). A head write attempt that starts in
+// time lands within kMaxRequestLifetime and kClockSkewAllowance (request deadlines,
 // shard_protocol.h), or not at all.
 inline constexpr std::chrono::milliseconds kOrphanGrace{std::chrono::minutes(15)};
 inline std::chrono::milliseconds PutCommitWindow(std::chrono::milliseconds orphan_grace) {

@@ -1,9 +1,12 @@
 #include "protocol/shard_protocol.h"
 
+#include <algorithm>
+
 namespace penstock {
 
 uint32_t RequestDeadline(std::chrono::milliseconds timeout) {
-  const auto at = std::chrono::system_clock::now() + timeout + kClockSkewAllowance;
+  const auto at = std::chrono::system_clock::now() +
+                  std::min<std::chrono::milliseconds>(timeout, kMaxRequestLifetime) + kClockSkewAllowance;
   // Rounded up: a whole second of slack rather than a refusal a moment early.
   const auto s = std::chrono::ceil<std::chrono::seconds>(at.time_since_epoch()).count();
   return s <= 0 ? 0 : s >= int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(s);

@@ -155,9 +155,13 @@ static_assert(sizeof(ListRequestHeader) == 64);
 // within kClockSkewAllowance: a target whose clock runs that far ahead refuses every request,
 // with a message that says so.
 inline constexpr std::chrono::seconds kClockSkewAllowance{30};
+// A request's deadline counts at most this much of its client's timeout: however long a
+// client waits, nothing lands more than this plus kClockSkewAllowance after it was sent.
+inline constexpr std::chrono::minutes kMaxRequestLifetime{2};
 inline constexpr size_t kDeadlineOffset = 4;
 static_assert(offsetof(ShardRequestHeader, deadline_s) == kDeadlineOffset);
-// The deadline of a request made now by a client whose calls time out after `timeout`.
+// The deadline of a request made now by a client whose calls time out after `timeout`
+// (at most kMaxRequestLifetime of it).
 uint32_t RequestDeadline(std::chrono::milliseconds timeout);
 // kDeadlineExceeded when a request with `deadline_s` arriving at unix second `now_s` is late.
 Status CheckRequestDeadline(uint32_t deadline_s, int64_t now_s);

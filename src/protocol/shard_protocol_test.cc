@@ -39,6 +39,10 @@ TEST(ShardProtocolTest, RequestDeadlinesAllowTheTimeoutAndTheSkew) {
   EXPECT_NE(late.message().find("arrived 7 s after its deadline"), std::string::npos) << late.message();
   EXPECT_NE(late.message().find("clock"), std::string::npos) << late.message();
   EXPECT_TRUE(CheckRequestDeadline(0, INT64_MAX).ok());  // none
+  // However long the client waits, a request lives at most kMaxRequestLifetime plus the skew.
+  const uint32_t capped = RequestDeadline(std::chrono::hours(1));
+  EXPECT_LE(int64_t{capped}, after + 2 + std::chrono::duration_cast<std::chrono::seconds>(kMaxRequestLifetime).count() +
+                                 kClockSkewAllowance.count());
 }
 
 TEST(ShardProtocolTest, RejectsTruncatedAndWrongVersion) {
