@@ -329,10 +329,10 @@ Status Repairer::RunPass() {
     for (const v1::Container& c : containers.containers()) ids.insert(c.id());
     std::erase_if(orphans_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
     std::erase_if(tombstones_, [&](const auto& o) { return !ids.count(std::get<0>(o.first)); });
-    const std::set<uint64_t> deleted(containers.deleted_container_ids().begin(),
-                                     containers.deleted_container_ids().end());
-    CollectDeletedContainers(held, deleted, held_listed, grace);
   }
+  // A mgmt that stopped leading stops changing anything: the new leader's passes take over
+  // (an old pass that went on could rewrite a head the new leader has since collected).
+  auto deposed = [&] { return options_.is_leader && !options_.is_leader(); };
   Update([&](v1::RepairStatus& st) {
     st.set_state("running");
     st.set_epoch(map.epoch());
@@ -382,6 +382,7 @@ Status Repairer::RunPass() {
   };
 
   for (const v1::Container& c : containers.containers()) {
+    if (deposed()) return Aborted("repair pass stopped: this mgmt no longer leads");
     auto red = ParseRedundancy(c.redundancy());
     if (!red.ok()) {
       clean_containers.push_back(c.id());  // nothing to check
@@ -425,6 +426,7 @@ Status Repairer::RunPass() {
         if (hc.copies.empty()) hc.version = e.shard_version;
         hc.same_tombstone &= e.length == 0 && e.shard_version == hc.version && !corrupt.count({t.id, KeyText(e.key)});
         hc.copies.emplace_back(t.id, e.key);
+        hc.versions.push_back(e.shard_version);
         auto& h = heads[{e.key.object_hi, e.key.object_lo}];
         if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
         if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
@@ -473,6 +475,10 @@ Status Repairer::RunPass() {
     Update([&](v1::RepairStatus& st) { st.set_stripes_total(st.stripes_total() + total); });
 
     for (auto& [id, h] : heads) {
+      if (deposed()) {
+        clean = false;
+        break;
+      }
       const ListEntry& newest = h.first;
       // Head copies: every copy slot holds the newest version (tombstones included).
       const Redundancy head_red = HeadRedundancy(*red);
@@ -481,16 +487,26 @@ Status Repairer::RunPass() {
       auto hslots = dp_.io->Slots(hkey, head_red.width());
       if (!hslots.ok()) clean = false;
       if (hslots.ok()) {
+        bool slots_whole = hslots->size() == head_red.width();  // every slot up and newest already
         for (uint32_t i = 0; i < hslots->size(); ++i) {
           const TargetRef& t = (*hslots)[i];
           if (!t.up) {
             if (t.id != 0) clean = false;  // down, or suspect to this client: not checked
+            slots_whole = false;
             continue;
           }
+          // Copy i on slot i's target (a copy under another index there, left by a map change
+          // that permuted the slots, is not the one readers ask for).
           bool ok = false;
-          for (const Holder& x : h.second) ok |= x.target == t.id && x.version >= newest.shard_version;
-          // The listing does not say which copy index a holder has; a holder at the slot target is enough.
+          if (auto cit = copies.find(id); cit != copies.end()) {
+            const HeadCopies& hc = cit->second;
+            for (size_t k = 0; k < hc.copies.size(); ++k) {
+              ok |= hc.copies[k].first == t.id && hc.copies[k].second.shard == i &&
+                    hc.versions[k] >= newest.shard_version && !corrupt.count({t.id, KeyText(hc.copies[k].second)});
+            }
+          }
           if (ok) continue;
+          slots_whole = false;
           WireShardKey k = hkey;
           k.shard = i;
           Status s = dp_.shards->WriteTo(t, k, newest.data, newest.shard_version, true);
@@ -500,6 +516,20 @@ Status Repairer::RunPass() {
           } else {
             PS_LOG_WARN("repair: head copy {} of an object in '{}': {}", i, c.name(), s.ToString());
             clean = false;
+          }
+        }
+        // Copies not where readers look (on a target that is no longer a slot, or under another
+        // index than its target's slot: a map change moved the head) go once every slot held
+        // the newest, each only at the version listed (one written since stays).
+        auto cit = copies.find(id);
+        if (slots_whole && cit != copies.end()) {
+          const HeadCopies& hc = cit->second;
+          for (size_t k = 0; k < hc.copies.size(); ++k) {
+            const auto& [target, ckey] = hc.copies[k];
+            if (ckey.shard < hslots->size() && (*hslots)[ckey.shard].id == target) continue;
+            for (const TargetRef& t : listed) {
+              if (t.id == target) dp_.shards->DeleteTo(t, ckey, hc.versions[k]).IgnoreError();
+            }
           }
         }
       }
@@ -620,6 +650,12 @@ Status Repairer::RunPass() {
       pass_clean = false;
     }
   }
+  // Deleted containers last: emptying them must not hold up the repair of live ones.
+  if (deposed()) return Aborted("repair pass stopped: this mgmt no longer leads");
+  CollectDeletedContainers(held,
+                           std::set<uint64_t>(containers.deleted_container_ids().begin(),
+                                              containers.deleted_container_ids().end()),
+                           held_listed, grace);
   const int64_t took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
   Update([&](v1::RepairStatus& st) {
     st.set_state("idle");

@@ -154,6 +154,7 @@ class Repairer {
     bool same_tombstone = true;
     uint64_t version = 0;
     std::vector<std::pair<uint32_t, WireShardKey>> copies;
+    std::vector<uint64_t> versions;  // of each copy
   };
   // Notes `container`'s heads whose copies are all one tombstone, drops what changed, deletes
   // those noted `grace` before `heads_listed`; returns the heads deleted (by object id).

@@ -578,3 +578,43 @@ def test_tombstones_of_deleted_objects_are_removed_and_the_names_stay_deleted(cl
     assert status(c)["repair"]["total_tombstones_collected"] == before["total_tombstones_collected"]
     for cont in ("r", "e"):
         get_ok(c, cont, "o1", sha(src), tmp_path / "out")
+
+
+def test_heads_moved_by_a_new_target_leave_no_copies_behind(cluster_factory, tmp_path):
+    """A target joining moves some heads to new slots: repair writes them there and then deletes
+    the copies left on targets that are no longer slots. Those copies would otherwise keep the
+    objects' tombstones, once deleted, from ever being collected."""
+    c = cluster_factory(targets=3, capacity="256M", extra_args=(*FAST, "--orphan-grace-ms", "3000"))
+    c.cli("container", "create", "r", "--redundancy", "rep:2")
+    # Empty objects: heads only. (Stripes whose slots a join permutes are not readable until
+    # repaired, and repair cannot read them either: a known defect, see the session note.)
+    src = tmp_path / "s"
+    src.write_bytes(b"")
+    names = [f"o{i}" for i in range(12)]
+    for n in names:
+        c.cli("put", str(src), n, "--container", "r")
+    # A fourth target, as the others were started.
+    argv = list(c.daemon(targets(c)[0])["argv"])
+    for flag, value in (("--data-dir", str(c.data_dir / "target-4")), ("--port", "0"), ("--metrics-port", "0")):
+        argv[argv.index(flag) + 1] = value
+    log = open(c.data_dir / "logs" / "target-4.log", "ab")
+    c._procs.append(subprocess.Popen(argv, env=c.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                     start_new_session=True))
+    epoch = c.wait_targets_up(4)["epoch"]
+    # Reads look at the new slots only: wait for a pass with the new map to have moved the data.
+    wait_for(lambda: status(c)["repair"]["epoch"] >= epoch and status(c)["repair"]["state"] == "idle"
+             and status(c)["repair"]["total_shards_repaired"] > 0, "repair to move heads to the new target")
+    start = status(c)["repair"]["passes"]
+    wait_for(lambda: status(c)["repair"]["passes"] >= start + 2, "two more repair passes")
+    for n in names:
+        get_ok(c, "r", n, sha(src), tmp_path / "out")
+        c.cli("rm", n, "--container", "r")
+
+    def collected():
+        rs = status(c)["repair"]
+        return rs["total_tombstones_collected"] >= len(names) and rs["tombstones_pending"] == 0 and rs
+    wait_for(collected, "repair to remove every tombstone, moved heads' too", timeout=120)
+    assert json.loads(c.cli("ls", "--container", "r", "--json").stdout) == []
+    for n in names:
+        r = c.cli("get", n, str(tmp_path / "out"), "--container", "r", check=False)
+        assert r.returncode != 0 and "does not exist" in r.stderr
