@@ -44,6 +44,18 @@ class ShardServiceTest : public ::testing::Test {
     return r;
   }
 
+  // A list of container 1 with `flags`.
+  static RpcRequest ListRequest(uint8_t flags) {
+    ListRequestHeader lh{};
+    lh.version = kShardProtocolVersion;
+    lh.flags = flags;
+    lh.container = 1;
+    RpcRequest req;
+    req.opcode = static_cast<uint16_t>(ShardOp::kList);
+    req.header = EncodeHeader(lh);
+    return req;
+  }
+
   static std::string Text(const AlignedBuffer& b) {
     return {reinterpret_cast<const char*>(b.data()), b.size()};
   }
@@ -74,13 +86,7 @@ TEST_F(ShardServiceTest, WriteReadStatDelete) {
 TEST_F(ShardServiceTest, ListHeadsWithData) {
   ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "data")).status.ok());
   ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, UINT64_MAX, "head")).status.ok());
-  ListRequestHeader lh{};
-  lh.version = kShardProtocolVersion;
-  lh.flags = kListHeadsOnly | kListWithData;
-  lh.container = 1;
-  RpcRequest req;
-  req.opcode = static_cast<uint16_t>(ShardOp::kList);
-  req.header = EncodeHeader(lh);
+  RpcRequest req = ListRequest(kListHeadsOnly | kListWithData);
   RpcReply r = service_->Execute(req);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   auto entries = DecodeListEntries(r.payload.span());
@@ -92,6 +98,8 @@ TEST_F(ShardServiceTest, ListHeadsWithData) {
   ASSERT_TRUE(rh.ok()) << rh.status().ToString();
   EXPECT_EQ(rh->left_out, 0u);
   // Other containers see nothing.
+  ListRequestHeader lh;
+  std::memcpy(&lh, req.header.data(), sizeof(lh));
   lh.container = 2;
   req.header = EncodeHeader(lh);
   r = service_->Execute(req);
@@ -140,14 +148,7 @@ TEST_F(ShardServiceTest, ListCountsTheCorruptHeadsItLeavesOut) {
   ASSERT_TRUE(service_->Execute(std::move(other)).status.ok());
   const auto* p = reinterpret_cast<const std::byte*>(head.data());
   ASSERT_TRUE(engine::testing::FlipByteOf(dir_.path() + "/data.img", {p, p + 1024}, 100));
-  ListRequestHeader lh{};
-  lh.version = kShardProtocolVersion;
-  lh.flags = kListHeadsOnly | kListWithData;
-  lh.container = 1;
-  RpcRequest req;
-  req.opcode = static_cast<uint16_t>(ShardOp::kList);
-  req.header = EncodeHeader(lh);
-  RpcReply r = service_->Execute(req);
+  RpcReply r = service_->Execute(ListRequest(kListHeadsOnly | kListWithData));
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   auto entries = DecodeListEntries(r.payload.span());
   ASSERT_TRUE(entries.ok());
@@ -157,9 +158,7 @@ TEST_F(ShardServiceTest, ListCountsTheCorruptHeadsItLeavesOut) {
   ASSERT_TRUE(rh.ok()) << rh.status().ToString();
   EXPECT_EQ(rh->left_out, 1u);
   // Without the data nothing is read, so nothing is left out.
-  lh.flags = kListHeadsOnly;
-  req.header = EncodeHeader(lh);
-  r = service_->Execute(req);
+  r = service_->Execute(ListRequest(kListHeadsOnly));
   EXPECT_EQ(DecodeListEntries(r.payload.span())->size(), 2u);
   EXPECT_EQ(DecodeHeader<ListReplyHeader>(r.header, "list reply")->left_out, 0u);
 }
