@@ -11,6 +11,7 @@
 #include "client/rpc_caller.h"
 #include "client/shard_client.h"
 #include "client/stripe_io.h"
+#include "common/await.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
 #include "mgmt/mgmt_client.h"
@@ -34,6 +35,11 @@ std::string KeyText(const WireShardKey& k) {
   std::string stripe = k.stripe == UINT64_MAX ? std::string("head") : std::to_string(k.stripe);
   return fmt::format("c={} obj={:016x}:{:016x} stripe={} shard={}", k.container, k.object_hi, k.object_lo, stripe,
                      k.shard);
+}
+
+WireShardKey WithShardIndex(WireShardKey key, uint32_t shard) {
+  key.shard = shard;
+  return key;
 }
 
 // Stripes rebuilt at once (each one a read of K shards and a write of the missing ones).
@@ -602,21 +608,68 @@ Status Repairer::RunPass() {
           if (!ok) fix.push_back(i);
         }
         if (!fix.empty()) {
-          submit([&, geo, key, shard_length, fix, version, s, name = head->name] {
-            auto written = dp_.io->RepairShards(geo, key, shard_length, fix, version);
+          // A shard some target holds at the stripe's version, under its own index, though not
+          // where its slot is now (a join permuted the slots, a target left them): copied from
+          // there. Readers ask slot i for shard i only, and a decode needs K shards where the
+          // slots are, which a permutation can leave too few of.
+          std::vector<std::pair<uint32_t, TargetRef>> copy_from;  // (shard, holder)
+          std::vector<uint32_t> rebuild;
+          for (uint32_t i : fix) {
+            std::optional<TargetRef> from;
+            if (auto si = shards.find(i); si != shards.end()) {
+              for (const Holder& x : si->second) {
+                if (x.version != version || x.target == (*slots)[i].id) continue;
+                for (const TargetRef& t : listed) {
+                  if (t.id == x.target && t.up) from = t;
+                }
+              }
+            }
+            if (from) {
+              copy_from.emplace_back(i, *from);
+            } else {
+              rebuild.push_back(i);
+            }
+          }
+          submit([&, geo, key, shard_length, copy_from, rebuild, version, s, slots = *slots,
+                  name = head->name] {
+            uint64_t bytes = 0, copied = 0;
+            for (const auto& [i, from] : copy_from) {
+              const WireShardKey k = WithShardIndex(key, i);
+              auto got = Await<Result<ShardData>>(
+                  [&](auto done) { dp_.shards->StartReadTo(from, k, 0, UINT64_MAX, std::move(done)); });
+              Status w = got.ok() && got->version != version
+                             ? Aborted("the copy changed since it was listed")
+                             : got.status();
+              if (w.ok()) w = dp_.shards->WriteTo(slots[i], k, got->data.span(), version, /*only_if_not_older=*/true);
+              if (!w.ok()) {
+                PS_LOG_WARN("repair: shard {} of stripe {} of object '{}' in '{}', copied from target {}: {}", i, s,
+                            name, c.name(), from.id, w.ToString());
+                clean = false;
+                continue;
+              }
+              bytes += got->data.size();
+              ++copied;
+            }
+            Result<uint64_t> written = bytes;
+            if (!rebuild.empty()) {
+              written = dp_.io->RepairShards(geo, key, shard_length, rebuild, version);
+              if (written.ok()) *written += bytes;
+            }
             if (!written.ok()) {
               PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, name, c.name(),
                           written.status().ToString());
               clean = false;
-              return;
+              written = bytes;  // the copies still count
+            } else {
+              copied += rebuild.size();
             }
             Update([&](v1::RepairStatus& st) {
-              st.set_shards_repaired(st.shards_repaired() + fix.size());
+              st.set_shards_repaired(st.shards_repaired() + copied);
               st.set_bytes_repaired(st.bytes_repaired() + *written);
               const double secs = std::chrono::duration<double>(Clock::now() - started).count();
               st.set_bytes_per_second(secs > 0 ? static_cast<double>(st.bytes_repaired()) / secs : 0);
             });
-            if (shards_metric) shards_metric->Inc(fix.size());
+            if (shards_metric) shards_metric->Inc(copied);
             if (bytes_metric) bytes_metric->Inc(*written);
             pace(*written);
           });
