@@ -205,6 +205,12 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint3
   report();  // tearing down: nothing else is left to wait on
 }
 
+bool StripeIo::Suspected(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(suspect_mu_);
+  auto it = suspect_.find(id);
+  return it != suspect_.end() && it->second > Clock::now();
+}
+
 void StripeIo::Suspect(const TargetRef& t) {
   if (t.id == 0) return;
   std::lock_guard<std::mutex> lock(suspect_mu_);
@@ -751,22 +757,30 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
   auto decide = [this, st, key, begin, length, placed_at](std::unique_lock<std::mutex>& lock, bool data_late) {
     if (st->decided) return;
     st->decided = true;
-    // Whether every up copy told its version (or that it has none). If not (late, failing), a
-    // copy that missed a write and whose mark this client's map does not have yet could
-    // answer alone: the answer waits for mgmt to confirm the map it was placed with.
-    bool all_checked = true;
-    for (size_t i = 1; i < st->stats.size(); ++i) {
-      if (!st->order[i].second.up) continue;
+    // Whether the copies told their versions (or that they have none): every one this client
+    // sees up, and it does not suspect the others (late before: their versions were not
+    // asked). The data's own copy must be up too. If not, a copy that missed a write and
+    // whose mark this client's map does not have yet could answer alone: the answer waits for
+    // mgmt to confirm the map it was placed with. (Copies the map shows down are not asked:
+    // see docs/architecture.md.)
+    bool all_checked = st->order[0].second.up;
+    for (size_t i = 1; i < st->stats.size() && all_checked; ++i) {
+      const TargetRef& t = st->order[i].second;
+      if (!t.up) {
+        all_checked = !Suspected(t.id);
+        continue;
+      }
       auto& r = st->stats[i];
-      all_checked &= r && (r->ok() || r->status().code() == StatusCode::kNotFound);
+      all_checked = r && (r->ok() || r->status().code() == StatusCode::kNotFound);
     }
     auto finish = [this, key, placed_at, all_checked](std::function<void(Result<ShardData>)> done, Result<ShardData> r) {
       if (all_checked || !r.ok()) return done(std::move(r));
       auto held = std::make_shared<Result<ShardData>>(std::move(r));
       ConfirmMap(placed_at, [held, key, done = std::move(done)](bool current) mutable {
         if (current) return done(std::move(*held));
-        done(Unavailable("the cluster map changed while " + Ordinal(key) + " was read without every replica's "
-                         "version (one was late or failing); retry with the new map"));
+        done(Unavailable(std::string(kStaleMapRefusal) + ": the cluster map changed while " + Ordinal(key) +
+                         " was read without every replica's version (one was late or failing); retry with the "
+                         "new map"));
       });
     };
     uint64_t best_version = 0;

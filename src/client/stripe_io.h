@@ -281,6 +281,7 @@ class StripeIo {
   // treated as down by this client for kSuspectFor, so later stripes do not wait for it too.
   static constexpr std::chrono::seconds kSuspectFor{10};
   void Suspect(const TargetRef& t);
+  bool Suspected(uint32_t id) const;  // within kSuspectFor of a Suspect
   // Read repair: writes `bytes` back to shard `key` on `t` in the background.
   void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
 

@@ -612,20 +612,28 @@ Status Repairer::RunPass() {
           // where its slot is now (a join permuted the slots, a target left them): copied from
           // there. Readers ask slot i for shard i only, and a decode needs K shards where the
           // slots are, which a permutation can leave too few of.
-          std::vector<std::pair<uint32_t, TargetRef>> copy_from;  // (shard, holder)
+          // Only while some slot target holds a shard of the stripe at that version: copies
+          // left only elsewhere (a truncate deletes on the slots) are not brought back.
+          bool on_slots = false;
+          for (const auto& [i, hs] : shards) {
+            for (const Holder& x : hs) {
+              for (const TargetRef& t : *slots) on_slots |= x.version == version && x.target == t.id;
+            }
+          }
+          std::vector<std::pair<uint32_t, std::vector<TargetRef>>> copy_from;  // (shard, holders)
           std::vector<uint32_t> rebuild;
           for (uint32_t i : fix) {
-            std::optional<TargetRef> from;
-            if (auto si = shards.find(i); si != shards.end()) {
+            std::vector<TargetRef> from;
+            if (auto si = shards.find(i); on_slots && si != shards.end()) {
               for (const Holder& x : si->second) {
                 if (x.version != version || x.target == (*slots)[i].id) continue;
                 for (const TargetRef& t : listed) {
-                  if (t.id == x.target && t.up) from = t;
+                  if (t.id == x.target && t.up) from.push_back(t);
                 }
               }
             }
-            if (from) {
-              copy_from.emplace_back(i, *from);
+            if (!from.empty()) {
+              copy_from.emplace_back(i, std::move(from));
             } else {
               rebuild.push_back(i);
             }
@@ -633,26 +641,32 @@ Status Repairer::RunPass() {
           submit([&, geo, key, shard_length, copy_from, rebuild, version, s, slots = *slots,
                   name = head->name] {
             uint64_t bytes = 0, copied = 0;
+            std::vector<uint32_t> rest = rebuild;
             for (const auto& [i, from] : copy_from) {
               const WireShardKey k = WithShardIndex(key, i);
-              auto got = Await<Result<ShardData>>(
-                  [&](auto done) { dp_.shards->StartReadTo(from, k, 0, UINT64_MAX, std::move(done)); });
-              Status w = got.ok() && got->version != version
-                             ? Aborted("the copy changed since it was listed")
-                             : got.status();
-              if (w.ok()) w = dp_.shards->WriteTo(slots[i], k, got->data.span(), version, /*only_if_not_older=*/true);
-              if (!w.ok()) {
+              Status w;
+              for (const TargetRef& t : from) {  // each holder in turn; none: rebuilt
+                auto got = Await<Result<ShardData>>(
+                    [&](auto done) { dp_.shards->StartReadTo(t, k, 0, UINT64_MAX, std::move(done)); });
+                w = got.ok() && got->version != version ? Aborted("the copy changed since it was listed")
+                                                        : got.status();
+                if (w.ok()) w = dp_.shards->WriteTo(slots[i], k, got->data.span(), version, /*only_if_not_older=*/true);
+                if (w.ok()) {
+                  bytes += got->data.size();
+                  break;
+                }
                 PS_LOG_WARN("repair: shard {} of stripe {} of object '{}' in '{}', copied from target {}: {}", i, s,
-                            name, c.name(), from.id, w.ToString());
-                clean = false;
-                continue;
+                            name, c.name(), t.id, w.ToString());
               }
-              bytes += got->data.size();
-              ++copied;
+              if (w.ok()) {
+                ++copied;
+              } else {
+                rest.push_back(i);
+              }
             }
             Result<uint64_t> written = bytes;
-            if (!rebuild.empty()) {
-              written = dp_.io->RepairShards(geo, key, shard_length, rebuild, version);
+            if (!rest.empty()) {
+              written = dp_.io->RepairShards(geo, key, shard_length, rest, version);
               if (written.ok()) *written += bytes;
             }
             if (!written.ok()) {
@@ -661,7 +675,7 @@ Status Repairer::RunPass() {
               clean = false;
               written = bytes;  // the copies still count
             } else {
-              copied += rebuild.size();
+              copied += rest.size();
             }
             Update([&](v1::RepairStatus& st) {
               st.set_shards_repaired(st.shards_repaired() + copied);
