@@ -1333,6 +1333,7 @@ Result<uint64_t> StripeIo::RepairShards(const StripeGeometry& g, const WireShard
 
 Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardKey& key) {
   const uint32_t copies = red.head_copies();
+  const uint64_t placed_at = view_->epoch();  // before the slots: a newer map only fails the check
   PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, ReadSlots(key, copies));
   struct State : Waiter {
     uint32_t pending = 0, ok = 0;
@@ -1368,10 +1369,31 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
       if (!answered) st->cv.wait(l, [&] { return st->pending == 0 || st->ok > 0; });  // nothing to go on
     }
   }
-  std::lock_guard<std::mutex> l(st->mu);
+  std::unique_lock<std::mutex> l(st->mu);
   for (uint32_t i : send) {
     if (!st->replies[i]) Suspect(slots[i]);
   }
+  // As for replica reads (ReadReplica): an answer without every copy's version (one late,
+  // failing or suspected) stands only if mgmt's map is still the one the read was placed with.
+  bool all_checked = true;
+  for (uint32_t i = 0; i < slots.size(); ++i) {
+    const TargetRef& t = slots[i];
+    if (t.id == 0 || t.lost) continue;
+    if (!t.up) {
+      all_checked &= !Suspected(t.id);
+      continue;
+    }
+    const auto& r = st->replies[i];
+    all_checked &= r && (r->ok() || r->status().code() == StatusCode::kNotFound);
+  }
+  auto confirmed = [&]() -> Status {
+    if (all_checked) return OkStatus();
+    l.unlock();  // late replies may land meanwhile
+    stats_.map_confirmations++;
+    if (view_->Refresh().ok() && view_->epoch() == placed_at) return OkStatus();
+    return Unavailable(std::string(kStaleMapRefusal) + ": the cluster map changed while " + Ordinal(key) +
+                       " was read without every copy's version; retry with the new map");
+  };
   ShardData* best = nullptr;
   Status first_error;
   bool all_not_found = true;
@@ -1385,9 +1407,13 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
       if (first_error.ok() || first_error.code() == StatusCode::kNotFound) first_error = r->status();
     }
   }
-  if (best == nullptr) return all_not_found ? NotFound("no copy of the head") : first_error;
-  if (best->data.empty()) return NotFound("the object was deleted (tombstone)");
-  return std::move(*best);
+  if (best == nullptr && !all_not_found) return first_error;
+  std::optional<ShardData> found;
+  if (best != nullptr) found = std::move(*best);
+  PS_RETURN_IF_ERROR(confirmed());
+  if (!found) return NotFound("no copy of the head");
+  if (found->data.empty()) return NotFound("the object was deleted (tombstone)");
+  return std::move(*found);
 }
 
 Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& key) {
@@ -1462,7 +1488,10 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
       refetched = true;
       continue;
     }
-    if (!shards_->Backoff(s, first, attempt)) return s;
+    // An unprotected head's one target down for mgmt: nothing to wait for (as ShardClient).
+    if (red.protected_() ? !shards_->Backoff(s, first, attempt) : !shards_->ShouldRetry(s, key, first, attempt)) {
+      return s;
+    }
   }
 }
 
