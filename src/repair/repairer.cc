@@ -37,9 +37,12 @@ std::string KeyText(const WireShardKey& k) {
                      k.shard);
 }
 
-WireShardKey WithShardIndex(WireShardKey key, uint32_t shard) {
-  key.shard = shard;
-  return key;
+// Target `id` among `targets`; null when it is not there.
+const TargetRef* FindTarget(const std::vector<TargetRef>& targets, uint32_t id) {
+  for (const TargetRef& t : targets) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
 }
 
 // Stripes rebuilt at once (each one a read of K shards and a write of the missing ones).
@@ -94,15 +97,14 @@ void Repairer::CollectOrphans(uint64_t container, const std::vector<TargetRef>& 
     if (heads_listed - o.first_seen < grace) continue;
     uint64_t failed = 0;
     for (const auto& [target, k] : u.shards) {
-      for (const TargetRef& t : targets) {
-        if (t.id != target) continue;
-        Status s = dp_.shards->DeleteTo(t, k);
-        if (s.ok() || s.code() == StatusCode::kNotFound) {
-          ++shards_deleted;
-          if (deleted_metric) deleted_metric->Inc();
-        } else {
-          ++failed;
-        }
+      const TargetRef* t = FindTarget(targets, target);
+      if (t == nullptr) continue;
+      Status s = dp_.shards->DeleteTo(*t, k);
+      if (s.ok() || s.code() == StatusCode::kNotFound) {
+        ++shards_deleted;
+        if (deleted_metric) deleted_metric->Inc();
+      } else {
+        ++failed;
       }
     }
     PS_LOG_INFO("repair: deleted {} orphan shard(s) of data {:016x}:{:016x} in container id {} (no object head "
@@ -148,12 +150,11 @@ std::set<std::pair<uint64_t, uint64_t>> Repairer::CollectTombstones(
     if (fresh || heads_listed - it->second.first_seen < grace) continue;
     bool done = true;
     for (const auto& [target, key] : h.copies) {
-      for (const TargetRef& t : targets) {
-        if (t.id != target) continue;
-        Status s = dp_.shards->DeleteTo(t, key, h.version);
-        // kAborted: a put of the name rewrote this copy since; it stays, and so does the object.
-        if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kAborted) done = false;
-      }
+      const TargetRef* t = FindTarget(targets, target);
+      if (t == nullptr) continue;
+      Status s = dp_.shards->DeleteTo(*t, key, h.version);
+      // kAborted: a put of the name rewrote this copy since; it stays, and so does the object.
+      if (!s.ok() && s.code() != StatusCode::kNotFound && s.code() != StatusCode::kAborted) done = false;
     }
     if (done) {
       tombstones_.erase(it);
@@ -183,7 +184,7 @@ void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<Tar
     if (!deleted.count(id)) continue;  // live, or unknown to this mgmt: never touched
     auto [it, fresh] = deleted_containers_.try_emplace(id, now);
     if (fresh || now - it->second < grace) continue;
-    uint64_t deleted = 0, failed = 0;
+    uint64_t removed = 0, failed = 0;
     for (const TargetRef& t : targets) {
       auto shards = dp_.shards->List(t, id, 0);
       if (!shards.ok()) {
@@ -195,16 +196,16 @@ void Repairer::CollectDeletedContainers(const std::map<uint64_t, std::vector<Tar
       for (const ListEntry& e : *shards) {
         Status s = dp_.shards->DeleteTo(t, e.key);
         if (s.ok() || s.code() == StatusCode::kNotFound) {
-          ++deleted;
+          ++removed;
           if (deleted_metric) deleted_metric->Inc();
         } else {
           ++failed;
         }
       }
     }
-    shards_deleted += deleted;
+    shards_deleted += removed;
     PS_LOG_INFO("repair: deleted {} shard(s) left on {} target(s) by container id {}, deleted {} s ago or more{}",
-                deleted, targets.size(), id, std::chrono::duration_cast<std::chrono::seconds>(now - it->second).count(),
+                removed, targets.size(), id, std::chrono::duration_cast<std::chrono::seconds>(now - it->second).count(),
                 failed ? fmt::format("; {} could not be deleted or listed, next pass", failed) : "");
     if (failed == 0) {
       deleted_containers_.erase(it);
@@ -397,7 +398,7 @@ Status Repairer::RunPass() {
     std::atomic<bool> clean{true};  // this container's
     // What the live targets hold.
     ShardIndex index;
-    std::map<std::pair<uint64_t, uint64_t>, std::pair<ListEntry, std::vector<Holder>>> heads;
+    std::map<std::pair<uint64_t, uint64_t>, ListEntry> heads;  // each object's newest head copy
     std::vector<TargetRef> listed;
     // Orphans are looked for only with every target up and listed and no head copy of the
     // container left out of a listing as corrupt (it may name data no other copy names).
@@ -433,9 +434,8 @@ Status Repairer::RunPass() {
         hc.same_tombstone &= e.length == 0 && e.shard_version == hc.version && !corrupt.count({t.id, KeyText(e.key)});
         hc.copies.emplace_back(t.id, e.key);
         hc.versions.push_back(e.shard_version);
-        auto& h = heads[{e.key.object_hi, e.key.object_lo}];
-        if (!corrupt.count({t.id, KeyText(e.key)})) h.second.push_back({t.id, e.shard_version, e.length});
-        if (h.first.shard_version <= e.shard_version) h.first = std::move(e);
+        ListEntry& newest = heads[{e.key.object_hi, e.key.object_lo}];
+        if (newest.shard_version <= e.shard_version) newest = std::move(e);
       }
     }
     std::map<std::pair<uint64_t, uint64_t>, Unnamed> unnamed;
@@ -473,19 +473,18 @@ Status Repairer::RunPass() {
       continue;
     }
     uint64_t total = 0;
-    for (auto& [id, h] : heads) {
-      if (h.first.data.empty()) continue;
-      auto head = DecodeObjectHead(h.first.data);
+    for (const auto& [id, newest] : heads) {
+      if (newest.data.empty()) continue;
+      auto head = DecodeObjectHead(newest.data);
       if (head.ok()) total += head->stripe_count();
     }
     Update([&](v1::RepairStatus& st) { st.set_stripes_total(st.stripes_total() + total); });
 
-    for (auto& [id, h] : heads) {
+    for (const auto& [id, newest] : heads) {
       if (deposed()) {
         clean = false;
         break;
       }
-      const ListEntry& newest = h.first;
       // Head copies: every copy slot holds the newest version (tombstones included).
       const Redundancy head_red = HeadRedundancy(*red);
       WireShardKey hkey = newest.key;
@@ -533,8 +532,8 @@ Status Repairer::RunPass() {
           for (size_t k = 0; k < hc.copies.size(); ++k) {
             const auto& [target, ckey] = hc.copies[k];
             if (ckey.shard < hslots->size() && (*hslots)[ckey.shard].id == target) continue;
-            for (const TargetRef& t : listed) {
-              if (t.id == target) dp_.shards->DeleteTo(t, ckey, hc.versions[k]).IgnoreError();
+            if (const TargetRef* t = FindTarget(listed, target)) {
+              dp_.shards->DeleteTo(*t, ckey, hc.versions[k]).IgnoreError();
             }
           }
         }
@@ -627,9 +626,8 @@ Status Repairer::RunPass() {
             if (auto si = shards.find(i); on_slots && si != shards.end()) {
               for (const Holder& x : si->second) {
                 if (x.version != version || x.target == (*slots)[i].id) continue;
-                for (const TargetRef& t : listed) {
-                  if (t.id == x.target && t.up) from.push_back(t);
-                }
+                const TargetRef* t = FindTarget(listed, x.target);
+                if (t != nullptr && t->up) from.push_back(*t);
               }
             }
             if (!from.empty()) {
@@ -643,7 +641,7 @@ Status Repairer::RunPass() {
             uint64_t bytes = 0, copied = 0;
             std::vector<uint32_t> rest = rebuild;
             for (const auto& [i, from] : copy_from) {
-              const WireShardKey k = WithShardIndex(key, i);
+              const WireShardKey k = WithShard(key, i);
               Status w;
               for (const TargetRef& t : from) {  // each holder in turn; none: rebuilt
                 auto got = Await<Result<ShardData>>(
