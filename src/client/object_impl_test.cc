@@ -65,6 +65,15 @@ class ObjectImplTest : public ::testing::Test {
     fake_.Drain();
   }
 
+  // mgmt's next map, as a push or fetch brings it: `stale` missed a write to container 1.
+  void MarkMissedWrite(const TargetRef& stale) {
+    std::vector<TargetRef> marked = view_.targets();
+    for (TargetRef& t : marked) {
+      if (t.id == stale.id) t.recovering_for = {1};
+    }
+    view_.Set(view_.epoch() + 1, marked);
+  }
+
   // A stripe unit of Bytes, as a write takes it.
   static std::shared_ptr<const AlignedBuffer> Unit(uint32_t seed) {
     return std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, seed)));
@@ -634,12 +643,7 @@ TEST_F(ObjectImplTest, AReplicaReadWithoutTheOtherVersionsWaitsForTheMapToBeConf
   std::promise<Result<ShardData>> got;
   io_.Read(g, key, 0, kStripe, [&](Result<ShardData> r) { got.set_value(std::move(r)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // placed; the stale copy answered
-  // mgmt's map (as a push or fetch brings it): the stale copy missed a write to container 1.
-  std::vector<TargetRef> marked = view_.targets();
-  for (TargetRef& t : marked) {
-    if (t.id == stale.id) t.recovering_for = {1};
-  }
-  view_.Set(view_.epoch() + 1, marked);
+  MarkMissedWrite(stale);
   std::thread resume([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
     fake_.Unstall(good.address);
@@ -671,11 +675,7 @@ TEST_F(ObjectImplTest, AHeadReadWithoutTheOtherVersionWaitsForTheMapToBeConfirme
   std::promise<Result<ShardData>> got;
   std::thread reader([&] { got.set_value(io_.ReadHead(red_, key)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::vector<TargetRef> marked = view_.targets();
-  for (TargetRef& t : marked) {
-    if (t.id == stale.id) t.recovering_for = {1};
-  }
-  view_.Set(view_.epoch() + 1, marked);
+  MarkMissedWrite(stale);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   fake_.Unstall(good.address);
   auto r = got.get_future().get();

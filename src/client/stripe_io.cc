@@ -231,13 +231,16 @@ ErasureCoder& StripeIo::Coder(const Redundancy& red) {
 
 namespace {
 
-WireShardKey WithShard(WireShardKey key, uint32_t shard) {
-  key.shard = shard;
-  return key;
-}
-
 std::string Ordinal(const WireShardKey& key) {
   return key.stripe == UINT64_MAX ? std::string("the head") : "stripe " + std::to_string(key.stripe);
+}
+
+// The answer to a read whose map confirmation failed (StripeIo::ConfirmMap): a stale-map
+// refusal, so the read is placed again with the new map.
+Status MapMovedDuringRead(const WireShardKey& key) {
+  return Unavailable(std::string(kStaleMapRefusal) + ": the cluster map changed while " + Ordinal(key) +
+                     " was read without every copy's version (one was late, failing or suspected); retry with "
+                     "the new map");
 }
 
 // A blocking latch for the head operations.
@@ -778,9 +781,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
       auto held = std::make_shared<Result<ShardData>>(std::move(r));
       ConfirmMap(placed_at, [held, key, done = std::move(done)](bool current) mutable {
         if (current) return done(std::move(*held));
-        done(Unavailable(std::string(kStaleMapRefusal) + ": the cluster map changed while " + Ordinal(key) +
-                         " was read without every replica's version (one was late or failing); retry with the "
-                         "new map"));
+        done(MapMovedDuringRead(key));
       });
     };
     uint64_t best_version = 0;
@@ -1391,8 +1392,7 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
     l.unlock();  // late replies may land meanwhile
     stats_.map_confirmations++;
     if (view_->Refresh().ok() && view_->epoch() == placed_at) return OkStatus();
-    return Unavailable(std::string(kStaleMapRefusal) + ": the cluster map changed while " + Ordinal(key) +
-                       " was read without every copy's version; retry with the new map");
+    return MapMovedDuringRead(key);
   };
   ShardData* best = nullptr;
   Status first_error;

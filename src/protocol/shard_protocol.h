@@ -212,6 +212,12 @@ struct ListEntry {
   std::vector<std::byte> data;
 };
 
+// `key` with shard index `shard`.
+inline WireShardKey WithShard(WireShardKey key, uint32_t shard) {
+  key.shard = shard;
+  return key;
+}
+
 // Encodes a packed header struct as bytes.
 template <typename T>
 std::vector<std::byte> EncodeHeader(const T& h) {
