@@ -332,7 +332,8 @@ int RunStatus(const GlobalOptions& g) {
   const v1::RepairStatus& rs = st->repair();
   if (g.json) {
     json j = {{"mgmt", g.mgmt}, {"leader", st->leader_address()}, {"epoch", map->epoch()},
-              {"placement_epoch", map->placement_epoch()}, {"targets_up", up}, {"targets_down", down},
+              {"placement_epoch", map->placement_epoch()},
+              {"settled_placement_epoch", map->settled_placement_epoch()}, {"targets_up", up}, {"targets_down", down},
               {"targets_lost", lost}, {"containers", st->containers()}, {"targets", json::array()},
               {"repair", {{"state", rs.state()}, {"epoch", rs.epoch()}, {"stripes_checked", rs.stripes_checked()},
                           {"stripes_total", rs.stripes_total()}, {"shards_repaired", rs.shards_repaired()},
@@ -374,6 +375,12 @@ int RunStatus(const GlobalOptions& g) {
               static_cast<unsigned long long>(map->epoch()), static_cast<unsigned long long>(map->placement_epoch()), up, down,
               lost ? (", " + std::to_string(lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st->containers()));
+  if (map->settled_placement_epoch() < map->placement_epoch()) {
+    std::printf("data moves: repair has not yet moved every shard to the placement of epoch %llu (done up to "
+                "%llu); reads also look where earlier placements put shards\n",
+                static_cast<unsigned long long>(map->placement_epoch()),
+                static_cast<unsigned long long>(map->settled_placement_epoch()));
+  }
   if (!rs.state().empty()) {
     // The totals take in a pass when it ends well ("idle"); while one runs, or after one
     // failed, its own counts are not in them yet.

@@ -114,6 +114,12 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
     auto r = raw->state()->MarkRecovered(ids, containers, epoch, started);
     if (!r.ok()) PS_LOG_WARN("could not clear the recovering flag: {}", r.status().ToString());
   };
+  // A target that is up heartbeated within the timeout, so it learned the placement by then.
+  ro.settle_after = std::chrono::milliseconds(f.heartbeat_timeout_ms);
+  ro.on_placement_settled = [raw](uint64_t placement_epoch) {
+    auto r = raw->state()->MarkPlacementSettled(placement_epoch);
+    if (!r.ok()) PS_LOG_WARN("could not record that the data moves are done: {}", r.status().ToString());
+  };
   auto repair = Repairer::Start(ro);
   if (!repair.ok()) {
     raw->Shutdown();

@@ -30,6 +30,7 @@ constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
 // The orphan grace period (ClusterMap.orphan_grace_ms), fixed when the cluster is made: every
 // mgmt that leads it, and so every client, uses the same one.
 constexpr const char* kOrphanGraceKey = "mgmt/v1/orphan_grace_ms";
+constexpr const char* kSettledPlacementKey = "mgmt/v1/settled_placement_epoch";
 constexpr const char* kTargetPrefix = "mgmt/v1/target/";
 constexpr const char* kContainerPrefix = "mgmt/v1/container/";
 constexpr const char* kDeletedContainerPrefix = "mgmt/v1/deleted_container/";
@@ -119,6 +120,7 @@ Status ClusterState::LoadLocked() {
   PS_ASSIGN_OR_RETURN(uint64_t next_target, LoadCounter(store_, kNextTargetIdKey, 1));
   auto next_target_id = static_cast<uint32_t>(next_target);
   PS_ASSIGN_OR_RETURN(uint64_t next_container_id, LoadCounter(store_, kNextContainerIdKey, 1));
+  PS_ASSIGN_OR_RETURN(uint64_t settled_placement, LoadCounter(store_, kSettledPlacementKey, 0));
   const uint64_t wanted_grace =
       static_cast<uint64_t>(options_.orphan_grace_ms > 0 ? options_.orphan_grace_ms : kOrphanGrace.count());
   PS_ASSIGN_OR_RETURN(uint64_t orphan_grace, LoadCounter(store_, kOrphanGraceKey, 0));
@@ -188,6 +190,7 @@ Status ClusterState::LoadLocked() {
   next_target_id_ = next_target_id;
   next_container_id_ = next_container_id;
   orphan_grace_ms_ = orphan_grace;
+  settled_placement_epoch_ = settled_placement;
   targets_ = std::move(targets);
   target_by_uuid_ = std::move(target_by_uuid);
   containers_ = std::move(containers);
@@ -259,6 +262,7 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   const uint64_t epoch = changed ? epoch_ + 1 : epoch_;
   if (t.recovering() && !before.recovering()) t.set_recovering_since_epoch(epoch);
   if (is_new || before.fault_domain() != t.fault_domain()) t.set_placement_epoch(epoch);
+  if (is_new) t.set_joined_epoch(epoch);
   WriteBatch batch;
   batch.Put(TargetKey(t.id()), t.SerializeAsString());
   if (is_new) batch.Put(kNextTargetIdKey, std::to_string(next_target_id_ + 1));
@@ -498,8 +502,23 @@ v1::ClusterMap ClusterState::GetClusterMap() const {
   map.set_epoch(epoch_);
   map.set_placement_epoch(PlacementEpochLocked());
   map.set_orphan_grace_ms(orphan_grace_ms_);
+  map.set_settled_placement_epoch(settled_placement_epoch_);
   for (const auto& [id, t] : targets_) *map.add_targets() = t;
   return map;
+}
+
+Result<uint64_t> ClusterState::MarkPlacementSettled(uint64_t placement_epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  placement_epoch = std::min(placement_epoch, PlacementEpochLocked());
+  if (placement_epoch <= settled_placement_epoch_) return epoch_;
+  WriteBatch batch;
+  batch.Put(kSettledPlacementKey, std::to_string(placement_epoch));
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
+  settled_placement_epoch_ = placement_epoch;
+  PS_LOG_INFO("repair moved every shard to the slots of placement epoch {}: readers stop looking where "
+              "earlier placements put them (epoch {})", placement_epoch, epoch_);
+  return epoch_;
 }
 
 uint64_t ClusterState::placement_epoch() const {

@@ -113,6 +113,12 @@ class ClusterState {
   Result<uint64_t> MarkRecovered(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers,
                                  uint64_t checked_at_epoch, std::chrono::steady_clock::time_point pass_started);
 
+  // After a repair pass that started with placement epoch `placement_epoch` and found every
+  // stripe and head of every container on that placement's slots (copies moved there):
+  // ClusterMap.settled_placement_epoch becomes it (never goes back; epoch bump), and readers stop
+  // asking where earlier placements put shards. Returns the epoch.
+  Result<uint64_t> MarkPlacementSettled(uint64_t placement_epoch);
+
   // Declares target `id` lost for good (epoch bump): placement gives its slots to others and
   // repair rebuilds its shards there; it may not register again. Returns the new epoch.
   // Errors: kNotFound for an unknown id.
@@ -173,6 +179,7 @@ class ClusterState {
   uint32_t next_target_id_ = 1;                    // guarded by mu_
   uint64_t next_container_id_ = 1;                 // guarded by mu_
   uint64_t orphan_grace_ms_ = 0;                   // guarded by mu_
+  uint64_t settled_placement_epoch_ = 0;           // guarded by mu_; ClusterMap.settled_placement_epoch
   std::map<uint32_t, v1::Target> targets_;         // by id; guarded by mu_
   std::map<std::string, uint32_t> target_by_uuid_; // guarded by mu_
   // Last missed-write report per target (in memory: a new leader's passes all start after it).

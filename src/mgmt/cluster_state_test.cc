@@ -383,6 +383,31 @@ TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
   EXPECT_EQ(state_->GetClusterMap().placement_epoch(), lost);
 }
 
+// Joins are recorded (Target.joined_epoch); repair marks a placement settled once it moved the
+// data, which never goes back, never runs ahead of the placement, and survives a reload.
+TEST_F(ClusterStateTest, SettledPlacementFollowsRepairAndSurvivesReload) {
+  Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
+  Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
+  v1::ClusterMap m = state_->GetClusterMap();
+  EXPECT_EQ(m.settled_placement_epoch(), 0u);
+  EXPECT_EQ(TargetAt(m, 0).joined_epoch(), a.epoch);
+  EXPECT_EQ(TargetAt(m, 1).joined_epoch(), b.epoch);
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:6000")).ok());  // a restart is no join
+  EXPECT_EQ(TargetAt(state_->GetClusterMap(), 0).joined_epoch(), a.epoch);
+
+  const uint64_t before = state_->GetClusterMap().epoch();
+  const uint64_t e = *state_->MarkPlacementSettled(a.placement_epoch);
+  EXPECT_EQ(e, before + 1);  // clients learn it
+  EXPECT_EQ(state_->GetClusterMap().settled_placement_epoch(), a.placement_epoch);
+  EXPECT_EQ(*state_->MarkPlacementSettled(a.placement_epoch), e);  // no change, no bump
+  EXPECT_EQ(*state_->MarkPlacementSettled(0), e);                 // never back
+  ASSERT_TRUE(state_->MarkPlacementSettled(1000).ok());           // capped at the placement
+  EXPECT_EQ(state_->GetClusterMap().settled_placement_epoch(), state_->placement_epoch());
+  Reload();
+  EXPECT_EQ(state_->GetClusterMap().settled_placement_epoch(), b.placement_epoch);
+  EXPECT_EQ(TargetAt(state_->GetClusterMap(), 1).joined_epoch(), b.epoch);
+}
+
 TEST_F(ClusterStateTest, CapacityChangeInHeartbeatBumps) {
   Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
   v1::HeartbeatRequest h = Hb(a.target_id, "uuid-a");

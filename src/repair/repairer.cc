@@ -314,6 +314,10 @@ Status Repairer::RunPass() {
   }
   bool pass_clean = true;
   std::vector<uint64_t> clean_containers;
+  if (map.placement_epoch() != placement_seen_) {
+    placement_seen_ = map.placement_epoch();
+    placement_seen_at_ = started;
+  }
   const std::chrono::milliseconds grace =
       map.orphan_grace_ms() > 0 ? std::chrono::milliseconds(map.orphan_grace_ms()) : options_.orphan_grace;
   // Which containers the targets hold. Only those mgmt recorded as deleted are emptied: a
@@ -468,10 +472,6 @@ Status Repairer::RunPass() {
       ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
       tombstones_.erase(tombstones_.lower_bound({c.id(), 0, 0}), tombstones_.lower_bound({c.id() + 1, 0, 0}));
     }
-    if (!red->protected_()) {
-      clean_containers.push_back(c.id());  // nothing to repair
-      continue;
-    }
     uint64_t total = 0;
     for (const auto& [id, newest] : heads) {
       if (newest.data.empty()) continue;
@@ -514,7 +514,28 @@ Status Repairer::RunPass() {
           slots_whole = false;
           WireShardKey k = hkey;
           k.shard = i;
+          // Whether a copy this one was made from is still there (not deleted since listed).
+          auto source_held = [&](uint32_t written_to) {
+            auto cit = copies.find(id);
+            if (cit == copies.end()) return true;
+            const HeadCopies& hc = cit->second;
+            for (size_t n = 0; n < hc.copies.size(); ++n) {
+              if (hc.copies[n].first == written_to || hc.versions[n] != newest.shard_version) continue;
+              const TargetRef* from = FindTarget(listed, hc.copies[n].first);
+              if (from == nullptr) return true;  // cannot tell: kept
+              auto r = Await<Result<ShardData>>(
+                  [&](auto done) { dp_.shards->StartStatTo(*from, hc.copies[n].second, std::move(done)); });
+              if (r.ok() || r.status().code() != StatusCode::kNotFound) return true;
+            }
+            return false;
+          };
           Status s = dp_.shards->WriteTo(t, k, newest.data, newest.shard_version, true);
+          if (s.ok() && !red->protected_() && !source_held(t.id)) {
+            // An unprotected head has no tombstone: a delete that removed the copies listed
+            // while this one was written would have missed it. Gone with them (at its version).
+            dp_.shards->DeleteTo(t, k, newest.shard_version).IgnoreError();
+            continue;
+          }
           if (s.ok()) {
             Update([&](v1::RepairStatus& st) { st.set_shards_repaired(st.shards_repaired() + 1); });
             if (shards_metric) shards_metric->Inc();
@@ -623,7 +644,8 @@ Status Repairer::RunPass() {
           std::vector<uint32_t> rebuild;
           for (uint32_t i : fix) {
             std::vector<TargetRef> from;
-            if (auto si = shards.find(i); on_slots && si != shards.end()) {
+            // An unprotected stripe has no other copy: its one slot never holds it before.
+            if (auto si = shards.find(i); (on_slots || !red->protected_()) && si != shards.end()) {
               for (const Holder& x : si->second) {
                 if (x.version != version || x.target == (*slots)[i].id) continue;
                 const TargetRef* t = FindTarget(listed, x.target);
@@ -741,6 +763,10 @@ Status Repairer::RunPass() {
   if (all_up && any_recovering && options_.on_clean_pass) {
     if (!pass_clean) recovering.clear();
     options_.on_clean_pass(recovering, clean_containers, map.epoch(), started);
+  }
+  if (all_up && pass_clean && map.placement_epoch() > map.settled_placement_epoch() &&
+      started - placement_seen_at_ >= options_.settle_after && !deposed() && options_.on_placement_settled) {
+    options_.on_placement_settled(map.placement_epoch());
   }
   auto st = status();
   if (st.shards_repaired() > 0 || st.stripes_unrecoverable() > 0) {

@@ -32,6 +32,13 @@
 // deleted_container_ids; ids are never reused) are emptied once passes a grace period apart
 // (the orphan grace) found them still held. A container mgmt has no record of is never touched.
 //
+// Joins: a target that joins takes slots of some stripes (placement moves about width/N of
+// them; a join can also permute a stripe's slots). Repair copies each shard a slot lacks from
+// where the listing finds it at the stripe's version (unprotected stripes and heads too: they
+// have no other copy), then deletes the copies left behind. Until a pass has found everything on
+// the new slots, readers also ask where earlier placements put a shard they do not find
+// (ClusterMap.settled_placement_epoch, on_placement_settled).
+//
 // Passes run on the leader only: at start, whenever the map epoch changes, and every
 // `interval`; repair traffic is limited to `rate_bytes_per_s`. It talks to its own mgmt over
 // gRPC (the admin key when mgmt runs --auth) and to the targets over the data plane, like any
@@ -90,6 +97,14 @@ struct RepairOptions {
   std::function<void(const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers, uint64_t epoch,
                      std::chrono::steady_clock::time_point started)>
       on_clean_pass;
+  // After a pass that found every target up and every stripe and head of every container on
+  // the slots of the placement it started with (`placement_epoch`, ClusterMap.placement_epoch),
+  // the data moves after the joins up to it are done (mgmt: ClusterState::MarkPlacementSettled).
+  // Only for a pass that started `settle_after` or more after the first pass with that
+  // placement: a target learns a new placement epoch with its next heartbeat, and until then it
+  // may still take a write placed with the old map.
+  std::function<void(uint64_t placement_epoch)> on_placement_settled;
+  std::chrono::milliseconds settle_after{5000};
 };
 
 class Repairer {
@@ -141,6 +156,10 @@ class Repairer {
                                 std::chrono::milliseconds grace);
 
   std::mutex pass_mu_;  // one pass at a time
+  // Guarded by pass_mu_: the newest placement epoch a pass started with, and when the first
+  // pass with it started (see on_placement_settled).
+  uint64_t placement_seen_ = 0;
+  std::chrono::steady_clock::time_point placement_seen_at_{};
   // Guarded by pass_mu_: (container, data hi, data lo) -> when it was first found unnamed.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Orphan> orphans_;
   // A tombstone as first noted: when, and its version.
