@@ -15,6 +15,7 @@
 #include "client/data_path.h"
 #include "client/stripe_pipeline.h"
 #include "client/test_cluster.h"
+#include "mgmt/cluster_state.h"
 #include "mgmt/mgmt_client.h"
 
 namespace penstock {
@@ -166,6 +167,91 @@ DataPathOptions PathOptions(testing::InProcessCluster& cluster) {
   o.mgmt_address = cluster.mgmt_address();
   o.timeout = std::chrono::milliseconds(5000);
   return o;
+}
+
+// Waits until the client's map has mgmt's epoch.
+void WaitForClientMap(testing::InProcessCluster& cluster) {
+  const uint64_t want = cluster.mgmt().state()->GetClusterMap().epoch();
+  for (int i = 0; i < 500 && cluster.client().map_epoch() < want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(cluster.client().map_epoch(), want);
+}
+
+// A target joins and takes slots (and permutes some stripes' slots) before repair has moved
+// anything (no repair runs here): every object of every redundancy still reads back, a range
+// write keeps the rest of its stripe, a delete reaches the copies where the old placement put
+// them, and new puts land. Once mgmt records the move as done (as repair would), reads no
+// longer look at the old placement, and some objects no longer read: the fallback was needed.
+TEST(ClientJoinTest, ObjectsStayReadableUntilRepairHasMovedThem) {
+  testing::InProcessCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+  Client& client = cluster.client();
+  std::map<std::pair<std::string, std::string>, std::vector<std::byte>> model;
+  uint32_t seed = 1;
+  for (const std::string red : {"none", "rep:2", "ec:2+1"}) {
+    ContainerProps p;
+    p.redundancy = red;
+    p.stripe_unit = 64 * 1024;
+    ASSERT_TRUE(client.CreateContainer(red == "none" ? "n" : red == "rep:2" ? "r" : "e", p).ok());
+  }
+  for (const std::string c : {"n", "r", "e"}) {
+    for (int i = 0; i < 12; ++i) {
+      auto bytes = RandomBytes(200 * 1024 + 7, seed++);
+      const std::string name = "o" + std::to_string(i);
+      ASSERT_TRUE(client.Put(c, name, bytes).ok());
+      model[{c, name}] = std::move(bytes);
+    }
+  }
+  mgmt::ClusterState* state = cluster.mgmt().state();
+  ASSERT_TRUE(state->MarkPlacementSettled(state->placement_epoch()).ok());  // as repair would
+  ASSERT_TRUE(cluster.AddTarget());
+  WaitForClientMap(cluster);
+  ASSERT_LT(state->GetClusterMap().settled_placement_epoch(), state->placement_epoch());
+
+  auto check_all = [&](int* failed) {
+    for (const auto& [id, bytes] : model) {
+      auto got = client.Get(id.first, id.second);
+      if (failed != nullptr) {
+        *failed += !got.ok() || *got != bytes;
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << id.first << "/" << id.second << ": " << got.status().ToString();
+      EXPECT_TRUE(*got == bytes) << id.first << "/" << id.second;
+    }
+  };
+  check_all(nullptr);
+  // A range inside one stripe of each object: the rest of the stripe stays.
+  for (auto& [id, bytes] : model) {
+    auto o = client.Open(id.first, id.second, {});
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    auto patch = RandomBytes(1000, seed++);
+    const uint64_t at = 70 * 1024 + 3;
+    ASSERT_TRUE((*o)->Write(at, patch).ok());
+    std::copy(patch.begin(), patch.end(), bytes.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  check_all(nullptr);
+  // Deletes reach the old placement too (no copy there brings the object back), and new puts land.
+  for (const std::string c : {"n", "r", "e"}) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "o" + std::to_string(i);
+      Status d = client.Delete(c, name);
+      ASSERT_TRUE(d.ok()) << c << "/" << name << ": " << d.ToString();
+      model.erase({c, name});
+      EXPECT_EQ(client.Get(c, name).status().code(), StatusCode::kNotFound) << c << "/" << name;
+    }
+    auto bytes = RandomBytes(150 * 1024, seed++);
+    ASSERT_TRUE(client.Put(c, "new", bytes).ok());
+    model[{c, "new"}] = std::move(bytes);
+  }
+  check_all(nullptr);
+
+  // Settled (nothing moved here): old placements are no longer asked.
+  ASSERT_TRUE(state->MarkPlacementSettled(state->placement_epoch()).ok());
+  WaitForClientMap(cluster);
+  int failed = 0;
+  check_all(&failed);
+  EXPECT_GT(failed, 0) << "no object had moved: the test shows nothing";
 }
 
 // A client whose map predates a placement change (a target joined) has its requests refused

@@ -231,6 +231,19 @@ ErasureCoder& StripeIo::Coder(const Redundancy& red) {
 
 namespace {
 
+// Asks `from[next]`, then the others, until one answers other than kNotFound; `not_found`
+// when none does.
+void AskEarlier(std::shared_ptr<std::vector<TargetRef>> from, size_t next,
+                std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
+                Status not_found, std::function<void(Result<ShardData>)> done) {
+  if (next >= from->size()) return done(std::move(not_found));
+  const TargetRef t = (*from)[next];
+  ask(t, [from, next, ask, not_found = std::move(not_found), done = std::move(done)](Result<ShardData> r) mutable {
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
+    AskEarlier(std::move(from), next + 1, std::move(ask), std::move(not_found), std::move(done));
+  });
+}
+
 std::string Ordinal(const WireShardKey& key) {
   return key.stripe == UINT64_MAX ? std::string("the head") : "stripe " + std::to_string(key.stripe);
 }
@@ -417,8 +430,21 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
                               std::shared_ptr<const AlignedBuffer> data, uint64_t version,
                               std::function<void(Status)> done) {
   if (!g.red.protected_()) {
-    shards_->StartWriteRange(key, begin, data->span(), version,
-                             [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    auto patch = [this, key, begin, data, version](std::function<void(Status)> done) {
+      shards_->StartWriteRange(key, begin, data->span(), version,
+                               [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    };
+    if (!view_->has_earlier_placements()) return patch(std::move(done));
+    // A target joined: a stripe its target does not hold yet may be where an earlier placement
+    // put it, and a patch would hide the rest of it. Such a stripe is read and written whole.
+    auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
+    if (!at.ok()) return done(at.status());
+    shards_->StartStatTo(*at, key, [key, patch, done = std::move(done)](Result<ShardData> r) mutable {
+      if (r.ok()) return patch(std::move(done));
+      if (r.status().code() != StatusCode::kNotFound) return done(r.status());
+      done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
+                              ": its target does not hold it, and a target joined since it may have been written"));
+    });
     return;
   }
   if (g.red.kind == Redundancy::Kind::kErasure) return WriteEcRange(g, key, begin, data, version, std::move(done));
@@ -432,6 +458,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
     size_t pending = 0;
     bool decided = false;  // after_stats ran (all answered, or the straggler timer fired)
     uint64_t newest = 0;
+    bool some_missing = false;  // a copy answered kNotFound
     Status error;
     std::map<uint32_t, TargetRef> waiting;
   };
@@ -445,6 +472,13 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   for (auto& [i, t] : asks) v->waiting[i] = t;
   auto after_stats = [this, g, key, begin, data, requested_version = version, v, done = std::move(done)]() {
     if (!v->error.ok()) return done(v->error.WithContext("reading the versions of " + Ordinal(key)));
+    if (v->some_missing && view_->has_earlier_placements()) {
+      // A slot does not hold it, but a target joined since it may have been written: that copy
+      // may be where an earlier placement put it, and a patch would hide the rest of it (or be
+      // refused and count as missed). Read and written whole instead.
+      return done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
+                                     ": a slot does not hold it, and a target joined since it may have been written"));
+    }
     auto st = std::make_shared<WriteState>();
     st->data = data;
     st->done = done;
@@ -474,7 +508,9 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
       v->waiting.erase(i);
       if (r.ok()) {
         v->newest = std::max(v->newest, r->version);
-      } else if (r.status().code() != StatusCode::kNotFound && v->error.ok()) {
+      } else if (r.status().code() == StatusCode::kNotFound) {
+        v->some_missing = true;
+      } else if (v->error.ok()) {
         // Unknown version: the write cannot tell whether this copy is the newest. A target that
         // fails is suspected so the next attempt goes on without it (degraded).
         if (r.status().retryable()) Suspect(t);
@@ -497,6 +533,9 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
     return done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) + ": " + why));
   };
   if (data->empty() || (end - 1) / c != cell) return whole("the write spans several cells");
+  if (view_->has_earlier_placements()) {
+    return whole("a target joined and its cells may not have moved yet (the read of the unit finds them)");
+  }
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   for (const TargetRef& t : *slots) {
@@ -698,7 +737,21 @@ void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t b
 void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                         std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into) {
   switch (g.red.kind) {
-    case Redundancy::Kind::kNone: return shards_->StartReadRange(key, begin, length, std::move(done), std::move(into));
+    case Redundancy::Kind::kNone:
+      if (view_->has_earlier_placements()) {
+        // Where an earlier placement put it, when its target does not hold it (not moved yet).
+        return shards_->StartReadRange(key, begin, length, [this, key, begin, length, into, done = std::move(done)](
+                                                               Result<ShardData> r) mutable {
+          if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
+          auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
+          auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(1, at.ok() ? *at : TargetRef{}, key));
+          auto ask = [this, key, begin, length, into](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
+            shards_->StartReadTo(t, key, begin, length, std::move(cb), into);
+          };
+          AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+        }, into);
+      }
+      return shards_->StartReadRange(key, begin, length, std::move(done), std::move(into));
     case Redundancy::Kind::kReplicate: return ReadReplica(g, key, begin, length, std::move(done), std::move(into));
     case Redundancy::Kind::kErasure: return ReadEc(g, key, begin, length, std::move(done), std::move(into));
   }
@@ -757,7 +810,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     if (st->order[i].second.up) stat_idx.push_back(i);
   }
   st->pending = static_cast<uint32_t>(1 + stat_idx.size());
-  auto decide = [this, st, key, begin, length, placed_at](std::unique_lock<std::mutex>& lock, bool data_late) {
+  auto decide = [this, st, g, key, begin, length, placed_at](std::unique_lock<std::mutex>& lock, bool data_late) {
     if (st->decided) return;
     st->decided = true;
     // Whether the copies told their versions (or that they have none): every one this client
@@ -820,7 +873,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     const bool first_failed_for_good = st->data && !st->data->ok();
     if (!first_failed_for_good || data_late) chain.push_back(st->order[0]);
     lock.unlock();
-    ReadReplicaChain(key, begin, length, std::move(chain), std::move(corrupt), best_version,
+    ReadReplicaChain(g.red.width(), key, begin, length, std::move(chain), std::move(corrupt), best_version,
                      [finish, done = std::move(done)](Result<ShardData> r) mutable { finish(std::move(done), std::move(r)); });
   };
   timer_.After(straggler_, [this, st, decide] {
@@ -832,7 +885,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
     }
     decide(l, !st->data.has_value());
   });
-  shards_->StartReadTo(st->order[0].second, WithShard(key, st->order[0].first), begin, length,
+  ReadShardTo(g.red.width(), st->order[0].second, WithShard(key, st->order[0].first), begin, length,
                        [st, decide](Result<ShardData> r) {
                          std::unique_lock<std::mutex> l(st->mu);
                          st->data = std::move(r);
@@ -840,7 +893,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
                        },
                        std::move(into));
   for (size_t i : stat_idx) {
-    shards_->StartStatTo(st->order[i].second, WithShard(key, st->order[i].first), [st, i, decide](Result<ShardData> r) {
+    StatShardTo(g.red.width(), st->order[i].second, WithShard(key, st->order[i].first), [st, i, decide](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
       st->stats[i] = std::move(r);
       if (--st->pending == 0) decide(l, false);
@@ -848,7 +901,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
   }
 }
 
-void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
+void StripeIo::ReadReplicaChain(size_t width, const WireShardKey& key, uint64_t begin, uint64_t length,
                                 std::vector<std::pair<uint32_t, TargetRef>> order,
                                 std::vector<std::pair<uint32_t, TargetRef>> corrupt, uint64_t min_version,
                                 std::function<void(Result<ShardData>)> done) {
@@ -873,7 +926,7 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
   // Tries the next replica; a late one (straggler) makes the next start too, and the first
   // good answer wins.
   auto attempt = std::make_shared<std::function<void()>>();
-  *attempt = [this, st, key, begin, length, min_version, weak = std::weak_ptr<std::function<void()>>(attempt)] {
+  *attempt = [this, st, width, key, begin, length, min_version, weak = std::weak_ptr<std::function<void()>>(attempt)] {
     auto self = weak.lock();
     std::unique_lock<std::mutex> lock(st->mu);
     if (st->finished || st->next >= st->order.size()) return;
@@ -889,7 +942,7 @@ void StripeIo::ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_
       Suspect(target);
       (*self)();
     });
-    shards_->StartReadTo(target, WithShard(key, shard), begin, length,
+    ReadShardTo(width, target, WithShard(key, shard), begin, length,
                          [this, st, self, shard, target, key, begin, min_version, answered](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
       *answered = true;
@@ -1037,12 +1090,12 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   for (uint32_t j = j0; j <= j1; ++j) {
     const uint64_t cb = std::max(begin, j * g.cell) - j * g.cell;
     const uint64_t ce = std::min(end, (j + 1) * g.cell) - j * g.cell;
-    shards_->StartReadTo((*slots)[j], WithShard(key, j), cb, ce - cb,
+    ReadShardTo(g.red.width(), (*slots)[j], WithShard(key, j), cb, ce - cb,
                          [on_reply, j](Result<ShardData> r) { on_reply(j, std::move(r)); }, into,
                          j * g.cell + cb - begin);
   }
   for (uint32_t i : stat) {
-    shards_->StartStatTo((*slots)[i], WithShard(key, i), [on_reply, i](Result<ShardData> r) { on_reply(i, std::move(r)); });
+    StatShardTo(g.red.width(), (*slots)[i], WithShard(key, i), [on_reply, i](Result<ShardData> r) { on_reply(i, std::move(r)); });
   }
 }
 
@@ -1192,13 +1245,93 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
     decide(l, false, /*late=*/true);
   });
   for (uint32_t i : send) {
-    shards_->StartReadTo((*slots)[i], WithShard(key, i), lo, hi - lo, [st, i, decide](Result<ShardData> r) {
+    ReadShardTo(width, (*slots)[i], WithShard(key, i), lo, hi - lo, [st, i, decide](Result<ShardData> r) {
       std::unique_lock<std::mutex> l(st->mu);
       st->replies[i] = std::move(r);
       --st->pending;
       decide(l, st->pending == 0);
     });
   }
+}
+
+std::vector<TargetRef> StripeIo::EarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key) const {
+  std::vector<TargetRef> out;
+  for (const auto& slots : view_->EarlierSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe},
+                                               width)) {
+    if (key.shard >= slots.size()) continue;
+    const TargetRef& e = slots[key.shard];
+    if (e.id == 0 || e.lost || !e.up || e.id == t.id) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const TargetRef& o) { return o.id == e.id; })) continue;
+    out.push_back(e);
+  }
+  return out;
+}
+
+
+void StripeIo::ReadShardTo(size_t width, const TargetRef& t, const WireShardKey& key, uint64_t begin,
+                           uint64_t length, std::function<void(Result<ShardData>)> done,
+                           std::shared_ptr<StripeDestination> into, uint64_t into_at) {
+  auto ask = [this, key, begin, length, into, into_at](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
+    shards_->StartReadTo(at, key, begin, length, std::move(cb), into, into_at);
+  };
+  if (!view_->has_earlier_placements()) return ask(t, std::move(done));
+  ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
+    auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(width, t, key));
+    AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+  });
+}
+
+void StripeIo::StatShardTo(size_t width, const TargetRef& t, const WireShardKey& key,
+                           std::function<void(Result<ShardData>)> done) {
+  auto ask = [this, key](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
+    shards_->StartStatTo(at, key, std::move(cb));
+  };
+  if (!view_->has_earlier_placements()) return ask(t, std::move(done));
+  ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
+    auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(width, t, key));
+    AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+  });
+}
+
+std::vector<std::pair<uint32_t, TargetRef>> StripeIo::EarlierCopies(size_t width, const WireShardKey& key) const {
+  std::vector<std::pair<uint32_t, TargetRef>> out;
+  if (!view_->has_earlier_placements()) return out;
+  const auto placed = view_->EarlierSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
+  const auto now = view_->LocateSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe}, width);
+  std::vector<uint32_t> indexes;
+  if (width <= 1) {
+    indexes.push_back(key.shard);
+  } else {
+    for (uint32_t i = 0; i < width; ++i) indexes.push_back(i);
+  }
+  for (uint32_t index : indexes) {
+    const uint32_t slot = width <= 1 ? 0 : index;
+    std::vector<uint32_t> seen;
+    if (now.ok() && slot < now->size()) seen.push_back((*now)[slot].id);
+    for (const auto& slots : placed) {
+      if (slot >= slots.size()) continue;
+      const TargetRef& e = slots[slot];
+      if (e.id == 0 || e.lost || !e.up || std::find(seen.begin(), seen.end(), e.id) != seen.end()) continue;
+      seen.push_back(e.id);
+      out.emplace_back(index, e);
+    }
+  }
+  return out;
+}
+
+bool StripeIo::DeleteEarlier(size_t width, const WireShardKey& key) {
+  bool deleted = false;
+  for (const auto& [index, t] : EarlierCopies(width, key)) {
+    Status s = shards_->DeleteTo(t, WithShard(key, index));
+    deleted |= s.ok();
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key),
+                  t.id, s.ToString());
+    }
+  }
+  return deleted;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1215,6 +1348,7 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
                           std::function<void(Status)> done) {
   if (!g.red.protected_()) {
     Status s = shards_->Delete(key);
+    if (s.ok() || s.code() == StatusCode::kNotFound) DeleteEarlier(1, key);
     return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
   }
   // Best effort: shards on down or late targets stay behind as garbage (no head refers to them).
@@ -1241,8 +1375,11 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
                                   Ordinal(key) + " is down; the delete must reach every copy; retry when it is back"));
     }
   }
-  st->pending = static_cast<uint32_t>(send.size());
-  if (send.empty()) return st->done(OkStatus());
+  // Copies where earlier placements put them too (a join not settled yet), so that a read
+  // looking there cannot find them; best effort, as for down targets.
+  const auto earlier = EarlierCopies(g.red.width(), key);
+  st->pending = static_cast<uint32_t>(send.size() + earlier.size());
+  if (st->pending == 0) return st->done(OkStatus());
   auto finish = [st](std::unique_lock<std::mutex>& l) {
     if (st->finished) return;
     st->finished = true;
@@ -1262,6 +1399,12 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
       if (!s.ok() && s.code() != StatusCode::kNotFound && (st->first_error.ok() || IsStaleMap(s))) {
         st->first_error = s;  // a stale map's refusal wins: the delete runs again on the right slots
       }
+      if (--st->pending == 0) finish(l);
+    });
+  }
+  for (const auto& [i, t] : earlier) {
+    shards_->StartDeleteTo(t, WithShard(key, i), [st, finish](Status) {
+      std::unique_lock<std::mutex> l(st->mu);
       if (--st->pending == 0) finish(l);
     });
   }
@@ -1349,7 +1492,7 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
   if (send.empty()) return Unavailable("every target holding " + Ordinal(key) + " is down");
   st->pending = static_cast<uint32_t>(send.size());
   for (uint32_t i : send) {
-    shards_->StartReadTo(slots[i], WithShard(key, i), 0, UINT64_MAX, [st, i](Result<ShardData> r) {
+    ReadShardTo(copies, slots[i], WithShard(key, i), 0, UINT64_MAX, [st, i](Result<ShardData> r) {
       std::lock_guard<std::mutex> l(st->mu);
       if (r.ok()) ++st->ok;
       st->replies[i] = std::move(r);
@@ -1418,7 +1561,17 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
 
 Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& key) {
   if (!red.protected_()) {
-    PS_ASSIGN_OR_RETURN(AlignedBuffer data, shards_->Read(key));
+    auto got = shards_->Read(key);
+    if (!got.ok() && got.status().code() == StatusCode::kNotFound && view_->has_earlier_placements()) {
+      // Not moved to its target yet: where an earlier placement put it.
+      auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
+      for (const TargetRef& t : EarlierHolders(1, at.ok() ? *at : TargetRef{}, key)) {
+        auto r = Await<Result<ShardData>>([&](auto done) { shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(done)); });
+        if (r.ok()) return r;
+        if (r.status().code() != StatusCode::kNotFound) return r.status();
+      }
+    }
+    PS_ASSIGN_OR_RETURN(AlignedBuffer data, std::move(got));
     ShardData d;
     d.length = data.size();
     d.data = std::move(data);
@@ -1496,7 +1649,13 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
 }
 
 Status StripeIo::DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version) {
-  if (!red.protected_()) return shards_->Delete(key);
+  if (!red.protected_()) {
+    Status s = shards_->Delete(key);
+    if (s.ok() || s.code() == StatusCode::kNotFound) {
+      if (DeleteEarlier(1, key)) return OkStatus();  // not moved yet: deleted where it was
+    }
+    return s;
+  }
   return WriteHead(red, key, {}, version);  // tombstone
 }
 

@@ -267,7 +267,7 @@ class StripeIo {
   // Replicas in `order` one after the other (a late one starts the next), first success at
   // `min_version` or newer wins (an older one missed a write a replica told of);
   // `corrupt` replicas get the good bytes back.
-  void ReadReplicaChain(const WireShardKey& key, uint64_t begin, uint64_t length,
+  void ReadReplicaChain(size_t width, const WireShardKey& key, uint64_t begin, uint64_t length,
                         std::vector<std::pair<uint32_t, TargetRef>> order,
                         std::vector<std::pair<uint32_t, TargetRef>> corrupt, uint64_t min_version,
                         std::function<void(Result<ShardData>)> done);
@@ -276,6 +276,24 @@ class StripeIo {
                       std::function<void(Result<ShardData>)> done);
   // Replicated whole-record operations for heads: one attempt on every copy.
   Result<ShardData> ReadHeadOnce(const Redundancy& red, const WireShardKey& key);
+
+  // Shard reads of protected stripes and heads, and of unprotected ones (`width` 1): from `t`,
+  // the target of slot key.shard; when it holds nothing (kNotFound) and a join is not settled
+  // yet, from slot key.shard of each earlier placement in turn (ClusterView::EarlierSlots): the
+  // shard may not have been moved yet. Its versions are compared as any other copy's are.
+  void ReadShardTo(size_t width, const TargetRef& t, const WireShardKey& key, uint64_t begin, uint64_t length,
+                   std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into = nullptr,
+                   uint64_t into_at = 0);
+  void StatShardTo(size_t width, const TargetRef& t, const WireShardKey& key,
+                   std::function<void(Result<ShardData>)> done);
+  // Targets of earlier placements that may hold shard key.shard (up, not `t`), newest first.
+  std::vector<TargetRef> EarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key) const;
+  // Where earlier placements put the shards of `key` (`width` 1: shard key.shard; else every
+  // index), as (shard index, target), leaving out each slot's current target and targets not up.
+  std::vector<std::pair<uint32_t, TargetRef>> EarlierCopies(size_t width, const WireShardKey& key) const;
+  // Deletes them, so that a read falling back there cannot find what was deleted. Best
+  // effort, blocking (not on a transport or timer thread). Whether one was there.
+  bool DeleteEarlier(size_t width, const WireShardKey& key);
 
   // A target that let a request wait past `straggler` (stopped, overloaded: a gray failure) is
   // treated as down by this client for kSuspectFor, so later stripes do not wait for it too.

@@ -75,6 +75,7 @@ class InProcessCluster {
 
   bool ok() const { return client_ != nullptr; }
   std::string mgmt_address() const { return mgmt_->address(); }
+  MgmtServer& mgmt() { return *mgmt_; }
   Client& client() { return *client_; }
 
  private:

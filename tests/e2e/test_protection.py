@@ -584,16 +584,20 @@ def test_a_joining_target_leaves_every_object_readable_and_no_copies_behind(clus
     """A target joining moves shards and heads to new slots, and can permute the slots of a
     stripe so that no slot holds its own index any more: repair copies each shard from where
     it is to its slot (a decode could not: too few shards where the slots are), then deletes
-    the copies readers no longer ask for. Every object reads back; once deleted, every
-    tombstone (moved heads' too) is collected."""
+    the copies readers no longer ask for; unprotected stripes and heads are moved too. Every
+    object reads back, during the moves and after; once a pass finds everything in place, mgmt
+    records the join as settled; once deleted, every tombstone (moved heads' too) is collected."""
     c = cluster_factory(targets=3, capacity="256M", extra_args=(*FAST, "--orphan-grace-ms", "3000"))
+    c.cli("container", "create", "n", "--redundancy", "none")
     c.cli("container", "create", "r", "--redundancy", "rep:2")
     c.cli("container", "create", "e", "--redundancy", "ec:2+1")
     src = write_random(tmp_path / "s", 3 * MiB + 11)
     names = [f"o{i}" for i in range(8)]
-    for cont in ("r", "e"):
+    for cont in ("n", "r", "e"):
         for n in names:
             c.cli("put", str(src), n, "--container", cont)
+    wait_for(lambda: status(c)["settled_placement_epoch"] == status(c)["placement_epoch"],
+             "repair to settle the first placement")
     # A fourth target, as the others were started.
     argv = list(c.daemon(targets(c)[0])["argv"])
     for flag, value in (("--data-dir", str(c.data_dir / "target-4")), ("--port", "0"), ("--metrics-port", "0")):
@@ -602,13 +606,20 @@ def test_a_joining_target_leaves_every_object_readable_and_no_copies_behind(clus
     c._procs.append(subprocess.Popen(argv, env=c.env, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                      start_new_session=True))
     epoch = c.wait_targets_up(4)["epoch"]
-    # Reads look at the new slots only: wait for passes with the new map to have moved the data.
+    # Readable at once, while repair moves the data (where it is not yet, readers ask where the
+    # old placement put it).
+    for cont in ("n", "r", "e"):
+        for n in names[:3]:
+            get_ok(c, cont, n, sha(src), tmp_path / "out")
+    # Wait for passes with the new map to have moved the data.
     wait_for(lambda: status(c)["repair"]["epoch"] >= epoch and status(c)["repair"]["state"] == "idle"
              and status(c)["repair"]["total_shards_repaired"] > 0, "repair to move data to the new target")
-    start = status(c)["repair"]["passes"]
-    wait_for(lambda: status(c)["repair"]["passes"] >= start + 2, "two more repair passes")
+    # Then a later pass finds everything on the new slots: readers stop asking the old ones.
+    placement = status(c)["placement_epoch"]
+    wait_for(lambda: status(c)["settled_placement_epoch"] == placement, "repair to settle the join")
+    assert "data moves" not in c.cli("status").stdout
     assert status(c)["repair"]["stripes_unrecoverable"] == 0
-    for cont in ("r", "e"):
+    for cont in ("n", "r", "e"):
         for n in names:
             get_ok(c, cont, n, sha(src), tmp_path / "out")
             c.cli("rm", n, "--container", cont)
@@ -617,7 +628,7 @@ def test_a_joining_target_leaves_every_object_readable_and_no_copies_behind(clus
         rs = status(c)["repair"]
         return rs["total_tombstones_collected"] >= 2 * len(names) and rs["tombstones_pending"] == 0 and rs
     wait_for(collected, "repair to remove every tombstone, moved heads' too", timeout=120)
-    for cont in ("r", "e"):
+    for cont in ("n", "r", "e"):
         assert json.loads(c.cli("ls", "--container", cont, "--json").stdout) == []
         r = c.cli("get", "o0", str(tmp_path / "out"), "--container", cont, check=False)
         assert r.returncode != 0 and "does not exist" in r.stderr
