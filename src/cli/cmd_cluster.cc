@@ -375,9 +375,13 @@ int RunStatus(const GlobalOptions& g) {
               static_cast<unsigned long long>(map->epoch()), static_cast<unsigned long long>(map->placement_epoch()), up, down,
               lost ? (", " + std::to_string(lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st->containers()));
-  if (map->settled_placement_epoch() < map->placement_epoch()) {
+  bool unsettled_join = false;
+  for (const auto& t : map->targets()) {
+    unsettled_join |= t.state() != v1::TARGET_STATE_LOST && t.joined_epoch() > map->settled_placement_epoch();
+  }
+  if (unsettled_join) {
     std::printf("data moves: repair has not yet moved every shard to the placement of epoch %llu (done up to "
-                "%llu); reads also look where earlier placements put shards\n",
+                "%llu): a target joined; reads also look where earlier placements put shards\n",
                 static_cast<unsigned long long>(map->placement_epoch()),
                 static_cast<unsigned long long>(map->settled_placement_epoch()));
   }

@@ -313,6 +313,9 @@ Status Repairer::RunPass() {
     if (t.state() == v1::TARGET_STATE_LOST) ++lost_targets;
   }
   bool pass_clean = true;
+  // Whether everything is where the placement this pass started with puts it (settles joins):
+  // cleared by a shard left off its slots, or that may be (a listing failed, a copy failed).
+  std::atomic<bool> moves_done{all_up};
   std::vector<uint64_t> clean_containers;
   if (map.placement_epoch() != placement_seen_) {
     placement_seen_ = map.placement_epoch();
@@ -421,6 +424,7 @@ Status Repairer::RunPass() {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     hs.status().ToString());
         clean = false;
+        moves_done = false;
         continue;
       }
       listed.push_back(t);
@@ -449,6 +453,7 @@ Status Repairer::RunPass() {
         PS_LOG_WARN("repair: cannot list target {} ({}); its shards wait for the next pass", t.id,
                     all.status().ToString());
         clean = false;
+        moves_done = false;
         continue;
       }
       for (const ListEntry& e : *all) {
@@ -464,6 +469,19 @@ Status Repairer::RunPass() {
         index[{e.key.object_hi, e.key.object_lo, e.key.stripe}][e.key.shard].push_back({t.id, e.shard_version, e.length});
       }
     }
+    // A shard off its slots that no walk below moves (data no head names yet: a put placed
+    // with the old map whose head is still to come; stripes past a head's end) keeps the
+    // placement unsettled until it is named or collected.
+    auto off_slots = [&](uint32_t target, const WireShardKey& k) {
+      auto slots = dp_.io->Slots(k, red->width());
+      const uint32_t slot = red->width() <= 1 ? 0 : k.shard;
+      return !slots.ok() || slot >= slots->size() || (*slots)[slot].id != target;
+    };
+    for (const auto& [id, u] : unnamed) {
+      for (const auto& [t, k] : u.shards) {
+        if (moves_done && off_slots(t, k)) moves_done = false;
+      }
+    }
     if (find_orphans && clean && listed.size() == static_cast<size_t>(map.targets_size() - lost_targets)) {
       CollectOrphans(c.id(), listed, std::move(unnamed), heads_listed, Clock::now(), grace);
       // Tombstones whose copies are all gone need no repair.
@@ -472,6 +490,7 @@ Status Repairer::RunPass() {
       ForgetOrphans(c.id());  // not a complete listing: start their clocks again later
       tombstones_.erase(tombstones_.lower_bound({c.id(), 0, 0}), tombstones_.lower_bound({c.id() + 1, 0, 0}));
     }
+    std::map<std::pair<uint64_t, uint64_t>, uint64_t> walked;  // data id -> stripes the walk checks
     uint64_t total = 0;
     for (const auto& [id, newest] : heads) {
       if (newest.data.empty()) continue;
@@ -515,10 +534,12 @@ Status Repairer::RunPass() {
           WireShardKey k = hkey;
           k.shard = i;
           // Whether a copy this one was made from is still there (not deleted since listed).
+          // Kept unless every such copy was asked and is gone.
           auto source_held = [&](uint32_t written_to) {
             auto cit = copies.find(id);
             if (cit == copies.end()) return true;
             const HeadCopies& hc = cit->second;
+            bool asked = false;
             for (size_t n = 0; n < hc.copies.size(); ++n) {
               if (hc.copies[n].first == written_to || hc.versions[n] != newest.shard_version) continue;
               const TargetRef* from = FindTarget(listed, hc.copies[n].first);
@@ -526,8 +547,9 @@ Status Repairer::RunPass() {
               auto r = Await<Result<ShardData>>(
                   [&](auto done) { dp_.shards->StartStatTo(*from, hc.copies[n].second, std::move(done)); });
               if (r.ok() || r.status().code() != StatusCode::kNotFound) return true;
+              asked = true;
             }
-            return false;
+            return !asked;
           };
           Status s = dp_.shards->WriteTo(t, k, newest.data, newest.shard_version, true);
           if (s.ok() && !red->protected_() && !source_held(t.id)) {
@@ -542,6 +564,7 @@ Status Repairer::RunPass() {
           } else {
             PS_LOG_WARN("repair: head copy {} of an object in '{}': {}", i, c.name(), s.ToString());
             clean = false;
+            moves_done = false;
           }
         }
         // Copies not where readers look (on a target that is no longer a slot, or under another
@@ -566,6 +589,7 @@ Status Repairer::RunPass() {
         continue;
       }
       const StripeGeometry geo = StripeGeometry::For(*red, head->stripe_unit);
+      walked[{head->data_hi, head->data_lo}] = head->stripe_count();
       for (uint64_t s = 0; s < head->stripe_count(); ++s) {
         WireShardKey key{c.id(), head->data_hi, head->data_lo, s, 0, 0};
         auto it = index.find({head->data_hi, head->data_lo, s});
@@ -593,7 +617,7 @@ Status Repairer::RunPass() {
           // The listing may be behind a write or delete that raced with it: a read decides.
           auto r = dp_.io->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
           if (r.ok() || r.status().code() != StatusCode::kDataLoss) {
-            if (!r.ok() && r.status().code() != StatusCode::kNotFound) clean = false;
+            if (!r.ok() && r.status().code() != StatusCode::kNotFound) clean = moves_done = false;
             continue;
           }
           clean = false;
@@ -693,6 +717,7 @@ Status Repairer::RunPass() {
               PS_LOG_WARN("repair: stripe {} of object '{}' in '{}': {}", s, name, c.name(),
                           written.status().ToString());
               clean = false;
+              moves_done = false;
               written = bytes;  // the copies still count
             } else {
               copied += rest.size();
@@ -721,10 +746,24 @@ Status Repairer::RunPass() {
                 if (t.id != x.target || !t.up) continue;
                 WireShardKey k = key;
                 k.shard = i;
-                dp_.shards->DeleteTo(t, k).IgnoreError();
+                // At the listed version: a write that landed there since (a client still on the
+                // old map, before its target learned the new one) stays for the next pass.
+                dp_.shards->DeleteTo(t, k, x.version).IgnoreError();
               }
             }
           }
+        }
+      }
+    }
+    // Stripes no walk above checked (past a head's end, an older version's, data no head names
+    // while orphans are not looked for): one off its slots keeps the placement unsettled.
+    for (auto it = index.begin(); moves_done && it != index.end(); ++it) {
+      const auto& [hi, lo, stripe] = it->first;
+      auto w = walked.find({hi, lo});
+      if (w != walked.end() && stripe < w->second) continue;
+      for (const auto& [i, hs] : it->second) {
+        for (const Holder& x : hs) {
+          if (moves_done && off_slots(x.target, WireShardKey{c.id(), hi, lo, stripe, i, 0})) moves_done = false;
         }
       }
     }
@@ -764,7 +803,7 @@ Status Repairer::RunPass() {
     if (!pass_clean) recovering.clear();
     options_.on_clean_pass(recovering, clean_containers, map.epoch(), started);
   }
-  if (all_up && pass_clean && map.placement_epoch() > map.settled_placement_epoch() &&
+  if (moves_done && map.placement_epoch() > map.settled_placement_epoch() &&
       started - placement_seen_at_ >= options_.settle_after && !deposed() && options_.on_placement_settled) {
     options_.on_placement_settled(map.placement_epoch());
   }
