@@ -254,6 +254,39 @@ TEST(ClientJoinTest, ObjectsStayReadableUntilRepairHasMovedThem) {
   EXPECT_GT(failed, 0) << "no object had moved: the test shows nothing";
 }
 
+// While a join is unsettled, an object whose head has not moved to its new slot yet and whose
+// old holder is down is unavailable, not missing: it does not read as absent, and opening it
+// with create does not replace it with an empty object.
+TEST(ClientJoinTest, AnUnmovedObjectWhoseOldHolderIsDownIsUnavailableNotMissing) {
+  testing::InProcessCluster cluster(3);
+  ASSERT_TRUE(cluster.ok());
+  Client& client = cluster.client();
+  ASSERT_TRUE(client.CreateContainer("n", ContainerProps{}).ok());
+  constexpr int kObjects = 100;  // some of them have their head moved from target 0
+  const auto bytes = RandomBytes(1000, 5);
+  for (int i = 0; i < kObjects; ++i) ASSERT_TRUE(client.Put("n", "o" + std::to_string(i), bytes).ok());
+  mgmt::ClusterState* state = cluster.mgmt().state();
+  ASSERT_TRUE(state->MarkPlacementSettled(state->placement_epoch()).ok());
+  ASSERT_TRUE(cluster.AddTarget());
+  cluster.StopTarget(0);
+  for (int i = 0; i < 1000 && state->Summary().targets_down == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(state->Summary().targets_down, 0);
+  WaitForClientMap(cluster);
+  int unavailable = 0;
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string name = "o" + std::to_string(i);
+    auto st = client.Stat("n", name);
+    EXPECT_NE(st.status().code(), StatusCode::kNotFound) << name << ": " << st.status().ToString();
+    if (st.status().code() != StatusCode::kUnavailable) continue;
+    ++unavailable;
+    EXPECT_FALSE(client.Open("n", name, {.create = true}).ok()) << name;
+  }
+  EXPECT_GT(unavailable, 0);
+  ASSERT_TRUE(cluster.StartTarget(0));
+}
+
 // A client whose map predates a placement change (a target joined) has its requests refused
 // by targets that know; it refreshes the map and writes to the new slots, and a protected
 // write does not take the refusal for a missed shard.

@@ -550,7 +550,9 @@ Status ObjectImpl::Truncate(uint64_t new_size) {
           // of them racing the truncate (unprotected stripes take no lease) is never lost.
           auto zeros = std::make_shared<AlignedBuffer>(old->data.size() - cut);
           std::memset(zeros->data(), 0, zeros->size());
-          return Await<Status>([&](auto done) { io_->WriteRange(geo, key, cut, zeros, NextVersion(), std::move(done)); });
+          Status s =
+              Await<Status>([&](auto done) { io_->WriteRange(geo, key, cut, zeros, NextVersion(), std::move(done)); });
+          if (!NeedsWholeUnit(s)) return s;  // rep, a copy missing while a join is not settled: whole
         }
         auto kept = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(old->data.span().first(cut)));
         return io_->WriteSync(geo, key, kept, NextVersion());

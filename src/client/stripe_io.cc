@@ -436,14 +436,32 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
     };
     if (!view_->has_earlier_placements()) return patch(std::move(done));
     // A target joined: a stripe its target does not hold yet may be where an earlier placement
-    // put it, and a patch would hide the rest of it. Such a stripe is read and written whole.
+    // put it, and a patch would hide the rest of it. It is moved first (as repair would: copied
+    // at its version, unless the target has a newer one by then), then patched. Unprotected
+    // stripes take no lease: each writer's patch still applies on its own.
     auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
     if (!at.ok()) return done(at.status());
-    shards_->StartStatTo(*at, key, [key, patch, done = std::move(done)](Result<ShardData> r) mutable {
+    shards_->StartStatTo(*at, key, [this, key, at = *at, patch, done = std::move(done)](Result<ShardData> r) mutable {
       if (r.ok()) return patch(std::move(done));
       if (r.status().code() != StatusCode::kNotFound) return done(r.status());
-      done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
-                              ": its target does not hold it, and a target joined since it may have been written"));
+      AskEarlierHolders(
+          1, at, key, r.status(),
+          [this, key](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
+            shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(cb));
+          },
+          [this, key, at, patch, done = std::move(done)](Result<ShardData> old) mutable {
+            if (!old.ok()) {
+              if (old.status().code() == StatusCode::kNotFound) return patch(std::move(done));  // a new stripe
+              return done(old.status());
+            }
+            auto held = std::make_shared<ShardData>(std::move(*old));
+            shards_->StartWriteTo(at, key, held->data.span(), held->version, /*only_if_not_older=*/true,
+                                  [held, patch, done = std::move(done)](Status w) mutable {
+                                    // kAborted: the target holds a newer version already.
+                                    if (!w.ok() && w.code() != StatusCode::kAborted) return done(std::move(w));
+                                    patch(std::move(done));
+                                  });
+          });
     });
     return;
   }
@@ -533,9 +551,6 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
     return done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) + ": " + why));
   };
   if (data->empty() || (end - 1) / c != cell) return whole("the write spans several cells");
-  if (view_->has_earlier_placements()) {
-    return whole("a target joined and its cells may not have moved yet (the read of the unit finds them)");
-  }
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   for (const TargetRef& t : *slots) {
@@ -724,6 +739,22 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
 // ---------------------------------------------------------------------------------------------
 // Reads
 
+bool StripeIo::Checked(const TargetRef& t, const std::optional<Result<ShardData>>& reply) const {
+  if (t.id == 0 || t.lost) return true;    // no target: nothing there
+  if (!t.up) return !Suspected(t.id);      // down or recovering in the map; suspected: not asked
+  return reply && (reply->ok() || reply->status().code() == StatusCode::kNotFound);
+}
+
+void StripeIo::Answer(uint64_t placed_at, const WireShardKey& key, bool confirm,
+                      std::function<void(Result<ShardData>)> done, Result<ShardData> r) {
+  if (!confirm || !r.ok()) return done(std::move(r));
+  auto held = std::make_shared<Result<ShardData>>(std::move(r));
+  ConfirmMap(placed_at, [held, key, done = std::move(done)](bool current) mutable {
+    if (current) return done(std::move(*held));
+    done(MapMovedDuringRead(key));
+  });
+}
+
 void StripeIo::Read(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                     std::function<void(Result<ShardData>)> done, std::optional<RetryPolicy> retry,
                     std::shared_ptr<StripeDestination> into) {
@@ -744,11 +775,10 @@ void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64
                                                                Result<ShardData> r) mutable {
           if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
           auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
-          auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(1, at.ok() ? *at : TargetRef{}, key));
           auto ask = [this, key, begin, length, into](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
             shards_->StartReadTo(t, key, begin, length, std::move(cb), into);
           };
-          AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+          AskEarlierHolders(1, at.ok() ? *at : TargetRef{}, key, r.status(), std::move(ask), std::move(done));
         }, into);
       }
       return shards_->StartReadRange(key, begin, length, std::move(done), std::move(into));
@@ -830,12 +860,7 @@ void StripeIo::ReadReplica(const StripeGeometry& g, const WireShardKey& key, uin
       all_checked = r && (r->ok() || r->status().code() == StatusCode::kNotFound);
     }
     auto finish = [this, key, placed_at, all_checked](std::function<void(Result<ShardData>)> done, Result<ShardData> r) {
-      if (all_checked || !r.ok()) return done(std::move(r));
-      auto held = std::make_shared<Result<ShardData>>(std::move(r));
-      ConfirmMap(placed_at, [held, key, done = std::move(done)](bool current) mutable {
-        if (current) return done(std::move(*held));
-        done(MapMovedDuringRead(key));
-      });
+      Answer(placed_at, key, !all_checked, std::move(done), std::move(r));
     };
     uint64_t best_version = 0;
     size_t best = SIZE_MAX;
@@ -996,6 +1021,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   const uint64_t data_bytes = g.cell * g.red.k;
   length = begin >= data_bytes ? 0 : std::min(length, data_bytes - begin);
   if (length == 0) return done(ShardData{});
+  const uint64_t placed_at = view_->epoch();  // before the slots: a newer map only fails the check
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   const uint64_t end = begin + length;
@@ -1003,6 +1029,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   for (uint32_t j = j0; j <= j1; ++j) {
     if (j >= slots->size() || !(*slots)[j].up) return ReadEcDegraded(g, key, begin, length, std::move(done));
   }
+  auto placed_slots = std::make_shared<const std::vector<TargetRef>>(*slots);
   auto st = std::make_shared<ReadState>();
   st->done = std::move(done);
   const uint32_t cells = j1 - j0 + 1;
@@ -1022,7 +1049,15 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   // other shard holds a newer one (a cell that missed a degraded write is older).
   // A cell placed into `into` counts only when every cell was (the others' bytes would have
   // to be assembled around them).
-  auto decide = [st, g, j0, j1, begin, length, give_up, into](std::unique_lock<std::mutex>& lock) {
+  // As for replica reads: an answer without every cell's version (one late or failing, or
+  // suspected and not asked) stands only once mgmt confirms the map it was placed with (a cell
+  // that missed a write is marked there before the write is acknowledged).
+  auto decide = [this, st, g, key, j0, j1, begin, length, give_up, into, placed_at,
+                 placed_slots](std::unique_lock<std::mutex>& lock) {
+    bool all_checked = true;
+    for (uint32_t i = 0; i < placed_slots->size() && i < st->replies.size(); ++i) {
+      all_checked &= Checked((*placed_slots)[i], st->replies[i]);
+    }
     uint64_t version = 0;
     uint32_t placed = 0;
     for (uint32_t j = j0; j <= j1; ++j) {
@@ -1057,7 +1092,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
       out.placed = length;
       auto done = std::move(st->done);
       lock.unlock();
-      return done(std::move(out));
+      return Answer(placed_at, key, !all_checked, std::move(done), std::move(out));
     }
     out.data = AlignedBuffer(length);
     std::memset(out.data.data(), 0, length);
@@ -1068,7 +1103,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     }
     auto done = std::move(st->done);
     lock.unlock();
-    done(std::move(out));
+    Answer(placed_at, key, !all_checked, std::move(done), std::move(out));
   };
   timer_.After(straggler_, [this, st, j0, j1, give_up, decide, slots = *slots] {
     std::unique_lock<std::mutex> l(st->mu);
@@ -1102,6 +1137,7 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
 void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                               std::function<void(Result<ShardData>)> done) {
   stats_.degraded_reads++;
+  const uint64_t placed_at = view_->epoch();  // before the slots: a newer map only fails the check
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   const uint64_t end = begin + length;
@@ -1126,7 +1162,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
 
   // Decides with the replies at hand; `final` when no more will come, `late` when the straggler
   // timer ran out.
-  auto decide = [this, st, g, key, begin, length, lo, hi, j0, j1, width, slots_copy](
+  auto decide = [this, st, g, key, begin, length, lo, hi, j0, j1, width, slots_copy, placed_at](
                     std::unique_lock<std::mutex>& lock, bool final, bool late = false) {
     if (st->finished) return;
     std::map<uint64_t, uint32_t> by_version;
@@ -1172,6 +1208,13 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
       return done(any_unavailable ? Unavailable(msg) : DataLoss(msg));
     }
     st->finished = true;
+    // Decided without every cell's version (late, failing, suspected): as in ReadEc, the answer
+    // waits for mgmt to confirm the map (with M >= K, the cells that missed an acknowledged
+    // write can be K and answer first).
+    bool all_checked = true;
+    for (uint32_t i = 0; i < slots_copy->size() && i < width; ++i) {
+      all_checked &= Checked((*slots_copy)[i], st->replies[i]);
+    }
     // Cells of the chosen version, padded to the range; rebuild the touched data cells missing.
     const uint64_t span = hi - lo;
     std::vector<AlignedBuffer> padded(width);
@@ -1231,7 +1274,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
       const uint64_t ce = std::min(begin + length, (c + 1) * g.cell) - c * g.cell;
       std::memcpy(out.data.data() + (c * g.cell + cb - begin), cell_data(c) + (cb - lo), ce - cb);
     }
-    done(std::move(out));
+    Answer(placed_at, key, !all_checked, std::move(done), std::move(out));
   };
   if (send.empty()) {
     std::unique_lock<std::mutex> l(st->mu);
@@ -1254,19 +1297,27 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
   }
 }
 
-std::vector<TargetRef> StripeIo::EarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key) const {
-  std::vector<TargetRef> out;
+void StripeIo::AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
+                                 std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
+                                 std::function<void(Result<ShardData>)> done) const {
+  auto from = std::make_shared<std::vector<TargetRef>>();
   for (const auto& slots : view_->EarlierSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe},
                                                width)) {
-    if (key.shard >= slots.size()) continue;
-    const TargetRef& e = slots[key.shard];
-    if (e.id == 0 || e.lost || !e.up || e.id == t.id) continue;
-    if (std::any_of(out.begin(), out.end(), [&](const TargetRef& o) { return o.id == e.id; })) continue;
-    out.push_back(e);
+    const uint32_t slot = width <= 1 ? 0 : key.shard;
+    if (slot >= slots.size()) continue;
+    const TargetRef& e = slots[slot];
+    if (e.id == 0 || e.lost || e.id == t.id) continue;
+    if (std::any_of(from->begin(), from->end(), [&](const TargetRef& o) { return o.id == e.id; })) continue;
+    if (!e.up && not_found.code() == StatusCode::kNotFound) {
+      // It may be there: not found is not an answer while it cannot be asked.
+      not_found = Unavailable("target " + std::to_string(e.id) + ", where placement put shard " +
+                              std::to_string(key.shard) + " of " + Ordinal(key) +
+                              " before a target joined (repair has not moved it yet), is down");
+    }
+    if (e.up) from->push_back(e);
   }
-  return out;
+  AskEarlier(std::move(from), 0, std::move(ask), std::move(not_found), std::move(done));
 }
-
 
 void StripeIo::ReadShardTo(size_t width, const TargetRef& t, const WireShardKey& key, uint64_t begin,
                            uint64_t length, std::function<void(Result<ShardData>)> done,
@@ -1277,8 +1328,7 @@ void StripeIo::ReadShardTo(size_t width, const TargetRef& t, const WireShardKey&
   if (!view_->has_earlier_placements()) return ask(t, std::move(done));
   ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
     if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
-    auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(width, t, key));
-    AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+    AskEarlierHolders(width, t, key, r.status(), std::move(ask), std::move(done));
   });
 }
 
@@ -1290,8 +1340,7 @@ void StripeIo::StatShardTo(size_t width, const TargetRef& t, const WireShardKey&
   if (!view_->has_earlier_placements()) return ask(t, std::move(done));
   ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
     if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
-    auto from = std::make_shared<std::vector<TargetRef>>(EarlierHolders(width, t, key));
-    AskEarlier(std::move(from), 0, std::move(ask), r.status(), std::move(done));
+    AskEarlierHolders(width, t, key, r.status(), std::move(ask), std::move(done));
   });
 }
 
@@ -1313,7 +1362,7 @@ std::vector<std::pair<uint32_t, TargetRef>> StripeIo::EarlierCopies(size_t width
     for (const auto& slots : placed) {
       if (slot >= slots.size()) continue;
       const TargetRef& e = slots[slot];
-      if (e.id == 0 || e.lost || !e.up || std::find(seen.begin(), seen.end(), e.id) != seen.end()) continue;
+      if (e.id == 0 || e.lost || std::find(seen.begin(), seen.end(), e.id) != seen.end()) continue;
       seen.push_back(e.id);
       out.emplace_back(index, e);
     }
@@ -1321,15 +1370,21 @@ std::vector<std::pair<uint32_t, TargetRef>> StripeIo::EarlierCopies(size_t width
   return out;
 }
 
-bool StripeIo::DeleteEarlier(size_t width, const WireShardKey& key) {
+Result<bool> StripeIo::DeleteEarlier(size_t width, const WireShardKey& key, bool everywhere) {
   bool deleted = false;
+  Status first;
   for (const auto& [index, t] : EarlierCopies(width, key)) {
-    Status s = shards_->DeleteTo(t, WithShard(key, index));
+    Status s = !t.up ? Unavailable("target " + std::to_string(t.id) + " is down")
+                     : shards_->DeleteTo(t, WithShard(key, index));
     deleted |= s.ok();
-    if (!s.ok() && s.code() != StatusCode::kNotFound) {
-      PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key),
-                  t.id, s.ToString());
-    }
+    if (s.ok() || s.code() == StatusCode::kNotFound) continue;
+    PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key), t.id,
+                s.ToString());
+    if (first.ok()) first = s;
+  }
+  if (everywhere && !first.ok()) {
+    return Unavailable("shard of " + Ordinal(key) + " where placement put it before a target joined (not moved yet) " +
+                       "could not be deleted: " + first.ToString() + "; the delete must reach every copy; retry");
   }
   return deleted;
 }
@@ -1347,8 +1402,11 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
 void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere,
                           std::function<void(Status)> done) {
   if (!g.red.protected_()) {
+    // Where an earlier placement put it first: a repair copying it from there to its target
+    // meanwhile finds its source gone and deletes its copy (see Repairer).
+    auto earlier = DeleteEarlier(1, key, everywhere);
+    if (!earlier.ok()) return done(earlier.status());
     Status s = shards_->Delete(key);
-    if (s.ok() || s.code() == StatusCode::kNotFound) DeleteEarlier(1, key);
     return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
   }
   // Best effort: shards on down or late targets stay behind as garbage (no head refers to them).
@@ -1376,8 +1434,21 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
     }
   }
   // Copies where earlier placements put them too (a join not settled yet), so that a read
-  // looking there cannot find them; best effort, as for down targets.
-  const auto earlier = EarlierCopies(g.red.width(), key);
+  // looking there cannot find them: best effort, as for down targets, unless `everywhere`.
+  std::vector<std::pair<uint32_t, TargetRef>> earlier;
+  for (auto& [i, t] : EarlierCopies(g.red.width(), key)) {
+    if (t.up) {
+      earlier.emplace_back(i, std::move(t));
+    } else if (everywhere) {
+      return st->done(Unavailable("target " + std::to_string(t.id) + ", where placement put shard " + std::to_string(i) +
+                                  " of " + Ordinal(key) + " before a target joined (not moved yet), is down; the " +
+                                  "delete must reach every copy; retry when it is back"));
+    }
+  }
+  if (!everywhere) {
+    for (const auto& [i, t] : earlier) shards_->StartDeleteTo(t, WithShard(key, i), [](Status) {});
+    earlier.clear();
+  }
   st->pending = static_cast<uint32_t>(send.size() + earlier.size());
   if (st->pending == 0) return st->done(OkStatus());
   auto finish = [st](std::unique_lock<std::mutex>& l) {
@@ -1402,9 +1473,10 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
       if (--st->pending == 0) finish(l);
     });
   }
-  for (const auto& [i, t] : earlier) {
-    shards_->StartDeleteTo(t, WithShard(key, i), [st, finish](Status) {
+  for (const auto& [i, t] : earlier) {  // `everywhere`: as the slots'
+    shards_->StartDeleteTo(t, WithShard(key, i), [st, finish](Status s) {
       std::unique_lock<std::mutex> l(st->mu);
+      if (!s.ok() && s.code() != StatusCode::kNotFound && st->first_error.ok()) st->first_error = s;
       if (--st->pending == 0) finish(l);
     });
   }
@@ -1565,11 +1637,14 @@ Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& 
     if (!got.ok() && got.status().code() == StatusCode::kNotFound && view_->has_earlier_placements()) {
       // Not moved to its target yet: where an earlier placement put it.
       auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
-      for (const TargetRef& t : EarlierHolders(1, at.ok() ? *at : TargetRef{}, key)) {
-        auto r = Await<Result<ShardData>>([&](auto done) { shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(done)); });
-        if (r.ok()) return r;
-        if (r.status().code() != StatusCode::kNotFound) return r.status();
-      }
+      auto r = Await<Result<ShardData>>([&](auto done) {
+        AskEarlierHolders(1, at.ok() ? *at : TargetRef{}, key, got.status(),
+                          [this, key](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
+                            shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(cb));
+                          },
+                          std::move(done));
+      });
+      if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
     }
     PS_ASSIGN_OR_RETURN(AlignedBuffer data, std::move(got));
     ShardData d;
@@ -1650,10 +1725,11 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
 
 Status StripeIo::DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version) {
   if (!red.protected_()) {
+    // Where an earlier placement put it first (as DeleteOnce): every copy must go, or a read
+    // would find it there.
+    PS_ASSIGN_OR_RETURN(bool was_earlier, DeleteEarlier(1, key, /*everywhere=*/true));
     Status s = shards_->Delete(key);
-    if (s.ok() || s.code() == StatusCode::kNotFound) {
-      if (DeleteEarlier(1, key)) return OkStatus();  // not moved yet: deleted where it was
-    }
+    if (s.code() == StatusCode::kNotFound && was_earlier) return OkStatus();  // not moved yet
     return s;
   }
   return WriteHead(red, key, {}, version);  // tombstone

@@ -286,20 +286,32 @@ class StripeIo {
                    uint64_t into_at = 0);
   void StatShardTo(size_t width, const TargetRef& t, const WireShardKey& key,
                    std::function<void(Result<ShardData>)> done);
-  // Targets of earlier placements that may hold shard key.shard (up, not `t`), newest first.
-  std::vector<TargetRef> EarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key) const;
+  // Asks (`ask`) slot key.shard's target of each earlier placement (not `t`), newest first,
+  // until one answers other than kNotFound; `not_found` when none does, or kUnavailable when
+  // one of them is down (the shard may be there).
+  void AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
+                         std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
+                         std::function<void(Result<ShardData>)> done) const;
   // Where earlier placements put the shards of `key` (`width` 1: shard key.shard; else every
-  // index), as (shard index, target), leaving out each slot's current target and targets not up.
+  // index), as (shard index, target), leaving out each slot's current target (down ones included).
   std::vector<std::pair<uint32_t, TargetRef>> EarlierCopies(size_t width, const WireShardKey& key) const;
-  // Deletes them, so that a read falling back there cannot find what was deleted. Best
-  // effort, blocking (not on a transport or timer thread). Whether one was there.
-  bool DeleteEarlier(size_t width, const WireShardKey& key);
+  // Deletes them, so that a read falling back there cannot find what was deleted; blocking.
+  // Whether one was there. Best effort, unless `everywhere`: then a down target or a failed
+  // delete is kUnavailable (retry).
+  Result<bool> DeleteEarlier(size_t width, const WireShardKey& key, bool everywhere);
 
   // A target that let a request wait past `straggler` (stopped, overloaded: a gray failure) is
   // treated as down by this client for kSuspectFor, so later stripes do not wait for it too.
   static constexpr std::chrono::seconds kSuspectFor{10};
   void Suspect(const TargetRef& t);
   bool Suspected(uint32_t id) const;  // within kSuspectFor of a Suspect
+  // Whether a read knows the version of the copy on slot target `t` (it answered, or has none;
+  // a target the map shows down or recovering is not asked, unless this client only suspects it).
+  bool Checked(const TargetRef& t, const std::optional<Result<ShardData>>& reply) const;
+  // done(r); when `confirm` (not every copy's version known) and r is ok, only once ConfirmMap
+  // says the map is still at `placed_at` (otherwise a stale-map refusal, MapMovedDuringRead).
+  void Answer(uint64_t placed_at, const WireShardKey& key, bool confirm, std::function<void(Result<ShardData>)> done,
+              Result<ShardData> r);
   // Read repair: writes `bytes` back to shard `key` on `t` in the background.
   void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
 
