@@ -515,7 +515,7 @@ Status Repairer::RunPass() {
         for (uint32_t i = 0; i < hslots->size(); ++i) {
           const TargetRef& t = (*hslots)[i];
           if (!t.up) {
-            if (t.id != 0) clean = false;  // down, or suspect to this client: not checked
+            if (t.id != 0) clean = moves_done = false;  // down, or suspect to this client: not checked
             slots_whole = false;
             continue;
           }
@@ -614,6 +614,12 @@ Status Repairer::RunPass() {
           }
         }
         if (version == 0) {
+          // Not moved by this walk: a shard of it off its slots keeps the placement unsettled.
+          for (const auto& [i, hs] : shards) {
+            for (const Holder& x : hs) {
+              if (moves_done && off_slots(x.target, WithShard(key, i))) moves_done = false;
+            }
+          }
           // The listing may be behind a write or delete that raced with it: a read decides.
           auto r = dp_.io->ReadSync(geo, key, 0, red->kind == Redundancy::Kind::kErasure ? geo.cell : UINT64_MAX);
           if (r.ok() || r.status().code() != StatusCode::kDataLoss) {
@@ -641,7 +647,7 @@ Status Repairer::RunPass() {
         for (uint32_t i = 0; i < slots->size(); ++i) {
           const TargetRef& t = (*slots)[i];
           if (!t.up) {
-            if (t.id != 0) clean = false;
+            if (t.id != 0) clean = moves_done = false;  // down, or suspect to this client: not checked
             continue;
           }
           bool ok = false;
@@ -689,6 +695,7 @@ Status Repairer::RunPass() {
             for (const auto& [i, from] : copy_from) {
               const WireShardKey k = WithShard(key, i);
               Status w;
+              bool gone = false;
               for (const TargetRef& t : from) {  // each holder in turn; none: rebuilt
                 auto got = Await<Result<ShardData>>(
                     [&](auto done) { dp_.shards->StartReadTo(t, k, 0, UINT64_MAX, std::move(done)); });
@@ -696,6 +703,15 @@ Status Repairer::RunPass() {
                                                         : got.status();
                 if (w.ok()) w = dp_.shards->WriteTo(slots[i], k, got->data.span(), version, /*only_if_not_older=*/true);
                 if (w.ok()) {
+                  // A delete (a truncate) that removed the source after it was read missed this
+                  // copy: then it goes too, at its version.
+                  auto src = Await<Result<ShardData>>([&](auto done) { dp_.shards->StartStatTo(t, k, std::move(done)); });
+                  if (!src.ok() && src.status().code() == StatusCode::kNotFound) {
+                    dp_.shards->DeleteTo(slots[i], k, version).IgnoreError();
+                    w = Aborted("the copy's source was deleted meanwhile");
+                    gone = true;
+                    break;
+                  }
                   bytes += got->data.size();
                   break;
                 }
@@ -704,6 +720,8 @@ Status Repairer::RunPass() {
               }
               if (w.ok()) {
                 ++copied;
+              } else if (gone) {
+                clean = moves_done = false;  // deleted meanwhile: the next pass sees what is left
               } else {
                 rest.push_back(i);
               }
