@@ -739,6 +739,21 @@ TEST_F(ObjectImplTest, AnEcReadWithoutEveryVersionWaitsForTheMapToBeConfirmed) {
   EXPECT_GE(io_.stats().map_confirmations.load(), 1u);
 }
 
+// A stripe never written reads as absent (sparse) while one of its targets is down: the others'
+// answers leave fewer places than K for it to be.
+TEST_F(ObjectImplTest, AnEcStripeNeverWrittenReadsAsAbsentWithATargetDown) {
+  red_ = *ParseRedundancy("ec:2+1");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 563, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 3);
+  ASSERT_TRUE(slots.ok());
+  fake_.Kill((*slots)[0].address, Unavailable("fake: down"));
+  auto r = io_.ReadSync(g, key, 0, kStripe);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  fake_.Revive((*slots)[0].address);
+  fake_.Drain();
+}
+
 // With every copy's version in, nothing is confirmed: healthy reads never ask mgmt.
 TEST_F(ObjectImplTest, AReplicaReadWithEveryVersionInAsksNoConfirmation) {
   red_ = *ParseRedundancy("rep:3");

@@ -292,14 +292,16 @@ void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void
     const Status s = StatusOf(r);
     if (s.ok()) return done(std::move(r));
     std::chrono::milliseconds delay{0};
-    const bool stale = IsStaleMap(s) && st.stale_left > 0;
+    // Under a policy, no stale-map retry starts after its `until` either (a head write must
+    // not start after its put's commit window, see WriteHead).
+    const bool stale = IsStaleMap(s) && st.stale_left > 0 && !(st.policy && Clock::now() >= st.policy->until);
     if (stale) {
       --st.stale_left;
       stats_.stale_map_retries++;
     } else if (st.policy && s.retryable() && s.code() != StatusCode::kAborted &&
                s.code() != StatusCode::kResourceExhausted && !(st.hopeless && st.hopeless())) {
       delay = std::chrono::milliseconds(std::min(500, 20 << std::min(st.attempt, 5)));
-      if (Clock::now() + delay >= st.policy->until || (st.policy->wanted && !st.policy->wanted())) {
+      if ((st.policy->wanted && !st.policy->wanted()) || Clock::now() >= st.policy->until - delay) {
         return done(std::move(r));
       }
       stats_.transient_retries++;
@@ -437,30 +439,47 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
     if (!view_->has_earlier_placements()) return patch(std::move(done));
     // A target joined: a stripe its target does not hold yet may be where an earlier placement
     // put it, and a patch would hide the rest of it. It is moved first (as repair would: copied
-    // at its version, unless the target has a newer one by then), then patched. Unprotected
-    // stripes take no lease: each writer's patch still applies on its own.
+    // at its version, unless the target has a newer one by then), then patched on that same
+    // target. Unprotected stripes take no lease: each writer's patch still applies on its own.
     auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
     if (!at.ok()) return done(at.status());
-    shards_->StartStatTo(*at, key, [this, key, at = *at, patch, done = std::move(done)](Result<ShardData> r) mutable {
-      if (r.ok()) return patch(std::move(done));
+    auto patch_at = [this, key, begin, data, version, at = *at](std::function<void(Status)> done) {
+      shards_->StartWriteRangeTo(at, key, begin, data->span(), version, std::nullopt,
+                                 [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    };
+    shards_->StartStatTo(*at, key, [this, key, at = *at, patch_at, done = std::move(done)](Result<ShardData> r) mutable {
+      if (r.ok()) return patch_at(std::move(done));
       if (r.status().code() != StatusCode::kNotFound) return done(r.status());
+      auto source = std::make_shared<TargetRef>();  // the earlier holder that answered
       AskEarlierHolders(
           1, at, key, r.status(),
-          [this, key](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
-            shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(cb));
+          [this, key, source](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
+            shards_->StartReadTo(t, key, 0, UINT64_MAX, [t, source, cb = std::move(cb)](Result<ShardData> got) {
+              if (got.ok()) *source = t;
+              cb(std::move(got));
+            });
           },
-          [this, key, at, patch, done = std::move(done)](Result<ShardData> old) mutable {
+          [this, key, at, source, patch_at, done = std::move(done)](Result<ShardData> old) mutable {
             if (!old.ok()) {
-              if (old.status().code() == StatusCode::kNotFound) return patch(std::move(done));  // a new stripe
+              if (old.status().code() == StatusCode::kNotFound) return patch_at(std::move(done));  // a new stripe
               return done(old.status());
             }
             auto held = std::make_shared<ShardData>(std::move(*old));
             shards_->StartWriteTo(at, key, held->data.span(), held->version, /*only_if_not_older=*/true,
-                                  [held, patch, done = std::move(done)](Status w) mutable {
-                                    // kAborted: the target holds a newer version already.
-                                    if (!w.ok() && w.code() != StatusCode::kAborted) return done(std::move(w));
-                                    patch(std::move(done));
-                                  });
+                                  [this, key, at, source, held, patch_at, done = std::move(done)](Status w) mutable {
+              // kAborted: the target holds a newer version already.
+              if (!w.ok() && w.code() != StatusCode::kAborted) return done(std::move(w));
+              if (!w.ok()) return patch_at(std::move(done));
+              // A delete (a truncate) that removed the source after it was read would miss
+              // this copy: then it goes too (at its version), and the patch lands on nothing.
+              shards_->StartStatTo(*source, key, [this, key, at, held, patch_at, done = std::move(done)](
+                                                     Result<ShardData> src) mutable {
+                if (src.ok() || src.status().code() != StatusCode::kNotFound) return patch_at(std::move(done));
+                shards_->StartDeleteTo(at, key, [patch_at, done = std::move(done)](Status) mutable {
+                  patch_at(std::move(done));
+                }, held->version);
+              });
+            });
           });
     });
     return;
@@ -1054,10 +1073,13 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   // that missed a write is marked there before the write is acknowledged).
   auto decide = [this, st, g, key, j0, j1, begin, length, give_up, into, placed_at,
                  placed_slots](std::unique_lock<std::mutex>& lock) {
-    bool all_checked = true;
+    // Only cells of unknown version enough to hold a newer version (K) need it: fewer could not
+    // have made a write acknowledged without a known cell showing it.
+    uint32_t unknown = 0;
     for (uint32_t i = 0; i < placed_slots->size() && i < st->replies.size(); ++i) {
-      all_checked &= Checked((*placed_slots)[i], st->replies[i]);
+      unknown += !Checked((*placed_slots)[i], st->replies[i]);
     }
+    const bool all_checked = unknown < g.red.k;
     uint64_t version = 0;
     uint32_t placed = 0;
     for (uint32_t j = j0; j <= j1; ++j) {
@@ -1105,11 +1127,11 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     lock.unlock();
     Answer(placed_at, key, !all_checked, std::move(done), std::move(out));
   };
-  timer_.After(straggler_, [this, st, j0, j1, give_up, decide, slots = *slots] {
+  timer_.After(straggler_, [this, st, j0, j1, give_up, decide, placed_slots] {
     std::unique_lock<std::mutex> l(st->mu);
     if (st->finished || st->degraded) return;
-    for (uint32_t i = 0; i < st->replies.size() && i < slots.size(); ++i) {
-      if (!st->replies[i] && slots[i].up) Suspect(slots[i]);
+    for (uint32_t i = 0; i < st->replies.size() && i < placed_slots->size(); ++i) {
+      if (!st->replies[i] && (*placed_slots)[i].up) Suspect((*placed_slots)[i]);
     }
     for (uint32_t j = j0; j <= j1; ++j) {
       if (!st->replies[j]) return give_up(l);  // a data cell is late
@@ -1167,6 +1189,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
     if (st->finished) return;
     std::map<uint64_t, uint32_t> by_version;
     bool all_not_found = true, any_unavailable = false;
+    uint32_t absent = 0;  // shards their slots (and earlier placements) do not hold
     Status first_error;
     for (auto& r : st->replies) {
       if (!r) continue;
@@ -1174,6 +1197,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
         by_version[(*r)->version]++;
         all_not_found = false;
       } else {
+        if (r->status().code() == StatusCode::kNotFound) ++absent;
         if (r->status().code() != StatusCode::kNotFound) all_not_found = false;
         if (r->status().code() == StatusCode::kUnavailable || r->status().code() == StatusCode::kDeadlineExceeded) {
           any_unavailable = true;
@@ -1199,7 +1223,11 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
       st->finished = true;
       auto done = std::move(st->done);
       lock.unlock();
-      if (all_not_found) return done(NotFound(Ordinal(key) + " has no shards"));
+      // No shard anywhere, or none readable and more than M known absent: fewer than K could
+      // exist, so no write of it was acknowledged (a sparse stripe, read while a target is down).
+      if (all_not_found || (by_version.empty() && absent > width - g.red.k)) {
+        return done(NotFound(Ordinal(key) + " has no shards"));
+      }
       uint32_t ok = 0;
       for (auto& [v, n] : by_version) ok = std::max(ok, n);
       std::string msg = "only " + std::to_string(ok) + " of the " + std::to_string(width) + " shards of " +
@@ -1211,10 +1239,11 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
     // Decided without every cell's version (late, failing, suspected): as in ReadEc, the answer
     // waits for mgmt to confirm the map (with M >= K, the cells that missed an acknowledged
     // write can be K and answer first).
-    bool all_checked = true;
+    uint32_t unknown = 0;
     for (uint32_t i = 0; i < slots_copy->size() && i < width; ++i) {
-      all_checked &= Checked((*slots_copy)[i], st->replies[i]);
+      unknown += !Checked((*slots_copy)[i], st->replies[i]);
     }
+    const bool all_checked = newer + unknown < g.red.k;  // no newer version K cells could hold
     // Cells of the chosen version, padded to the range; rebuild the touched data cells missing.
     const uint64_t span = hi - lo;
     std::vector<AlignedBuffer> padded(width);
@@ -1260,7 +1289,8 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
       }
       return nullptr;
     };
-    for (uint32_t i : repair) {
+    // (Not before the map is confirmed: the version may turn out stale; repair rewrites it.)
+    for (uint32_t i : all_checked ? repair : std::vector<uint32_t>{}) {
       auto bytes = std::make_shared<AlignedBuffer>(AlignedBuffer::CopyOf({cell_data(i), shard_len}));
       PS_LOG_WARN("read repair: rewriting corrupt shard {} of {} on target {}", i, Ordinal(key), (*slots_copy)[i].id);
       WriteBack((*slots_copy)[i], WithShard(key, i), bytes, version);
@@ -1708,8 +1738,13 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
   // One attempt at a time (the unprotected head too), so that none starts after `give_up_at`.
   for (int attempt = 0;; ++attempt) {
     if (attempt > 0 && Clock::now() > give_up_at) return late();
+    // The protected write's own stale-map retries stop at `give_up_at` too (the policy retries
+    // nothing transient: `wanted` is false, this loop backs off).
     Status s = red.protected_()
-                   ? WriteSync(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version)
+                   ? Await<Status>([&](auto done) {
+                       Write(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version, std::move(done),
+                             RetryPolicy{give_up_at, [] { return false; }});
+                     })
                    : Await<Status>([&](auto done) { shards_->StartWrite(key, data->span(), version, std::move(done)); });
     if (s.ok()) return s;
     if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {

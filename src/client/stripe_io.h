@@ -23,7 +23,8 @@
 // another version than the newest, or is late by `straggler` turns the read degraded: the same range is read from every slot and the missing cells are
 // decoded from any K of one version (the newest with K). A shard that failed its checksum and
 // was read whole is written back at once (read repair). kNotFound only when no slot has the
-// stripe (sparse); kDataLoss when fewer than K shards of one version remain.
+// stripe, or none is readable and more than M slots hold none (sparse, a target down);
+// kDataLoss when fewer than K shards of one version remain.
 //
 // Heads (object records) are replicated on head_copies() slots; reads return the newest copy
 // (highest version), deletes of protected heads write an empty tombstone with a newer version
