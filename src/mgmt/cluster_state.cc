@@ -262,7 +262,8 @@ Result<Registration> ClusterState::RegisterTarget(const v1::RegisterTargetReques
   const uint64_t epoch = changed ? epoch_ + 1 : epoch_;
   if (t.recovering() && !before.recovering()) t.set_recovering_since_epoch(epoch);
   if (is_new || before.fault_domain() != t.fault_domain()) t.set_placement_epoch(epoch);
-  if (is_new) t.set_joined_epoch(epoch);
+  // A target that joins before any container exists moves no data: nothing to settle.
+  if (is_new) t.set_joined_epoch(containers_.empty() ? 0 : epoch);
   WriteBatch batch;
   batch.Put(TargetKey(t.id()), t.SerializeAsString());
   if (is_new) batch.Put(kNextTargetIdKey, std::to_string(next_target_id_ + 1));
