@@ -1329,7 +1329,7 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
 
 void StripeIo::AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
                                  std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
-                                 std::function<void(Result<ShardData>)> done) const {
+                                 std::function<void(Result<ShardData>)> done) {
   auto from = std::make_shared<std::vector<TargetRef>>();
   for (const auto& slots : view_->EarlierSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe},
                                                width)) {
@@ -1346,7 +1346,48 @@ void StripeIo::AskEarlierHolders(size_t width, const TargetRef& t, const WireSha
     }
     if (e.up) from->push_back(e);
   }
-  AskEarlier(std::move(from), 0, std::move(ask), std::move(not_found), std::move(done));
+  if (from->empty()) return done(std::move(not_found));
+  // The slot answered (not found) in time; the earlier holders get half the straggler delay
+  // between them. One that is late is suspected and the shard counts as unavailable, so the
+  // caller's straggler timer does not blame the slot's own target for the wait.
+  struct Once {
+    std::mutex mu;
+    bool fired = false;
+    std::optional<TargetRef> asking;
+    std::function<void(Result<ShardData>)> done;
+  };
+  auto once = std::make_shared<Once>();
+  once->done = std::move(done);
+  auto finish = [once](Result<ShardData> r) {
+    std::function<void(Result<ShardData>)> d;
+    {
+      std::lock_guard<std::mutex> l(once->mu);
+      if (once->fired) return;
+      once->fired = true;
+      d = std::move(once->done);
+    }
+    d(std::move(r));
+  };
+  auto tracked = [once, ask = std::move(ask)](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
+    {
+      std::lock_guard<std::mutex> l(once->mu);
+      once->asking = at;
+    }
+    ask(at, std::move(cb));
+  };
+  timer_.After(straggler_ / 2, [this, once, finish, key] {
+    std::optional<TargetRef> late;
+    {
+      std::lock_guard<std::mutex> l(once->mu);
+      if (once->fired) return;
+      late = once->asking;
+    }
+    if (late) Suspect(*late);
+    finish(Unavailable("target " + std::to_string(late ? late->id : 0) + ", where placement put shard " +
+                       std::to_string(key.shard) + " of " + Ordinal(key) + " before a target joined, did not answer " +
+                       "within " + std::to_string((straggler_ / 2).count()) + " ms"));
+  });
+  AskEarlier(std::move(from), 0, std::move(tracked), std::move(not_found), std::move(finish));
 }
 
 void StripeIo::ReadShardTo(size_t width, const TargetRef& t, const WireShardKey& key, uint64_t begin,

@@ -289,10 +289,10 @@ class StripeIo {
                    std::function<void(Result<ShardData>)> done);
   // Asks (`ask`) slot key.shard's target of each earlier placement (not `t`), newest first,
   // until one answers other than kNotFound; `not_found` when none does, or kUnavailable when
-  // one of them is down (the shard may be there).
+  // one of them is down (the shard may be there) or late (half the straggler delay; suspected).
   void AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
                          std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
-                         std::function<void(Result<ShardData>)> done) const;
+                         std::function<void(Result<ShardData>)> done);
   // Where earlier placements put the shards of `key` (`width` 1: shard key.shard; else every
   // index), as (shard index, target), leaving out each slot's current target (down ones included).
   std::vector<std::pair<uint32_t, TargetRef>> EarlierCopies(size_t width, const WireShardKey& key) const;
