@@ -509,7 +509,7 @@ Status Repairer::RunPass() {
       WireShardKey hkey = newest.key;
       hkey.shard = 0;
       auto hslots = dp_.io->Slots(hkey, head_red.width());
-      if (!hslots.ok()) clean = false;
+      if (!hslots.ok()) clean = moves_done = false;
       if (hslots.ok()) {
         bool slots_whole = hslots->size() == head_red.width();  // every slot up and newest already
         for (uint32_t i = 0; i < hslots->size(); ++i) {
@@ -640,7 +640,7 @@ Status Repairer::RunPass() {
         }
         auto slots = dp_.io->Slots(key, red->width());
         if (!slots.ok()) {
-          clean = false;
+          clean = moves_done = false;
           continue;
         }
         std::vector<uint32_t> fix;
