@@ -77,6 +77,25 @@ class ObjectImplTest : public ::testing::Test {
     view_.Set(view_.epoch() + 1, marked);
   }
 
+  // Reads the stripe `key` while `good` stalls (its answer comes after the straggler delay):
+  // once the read is placed and the `stale` copies answered, mgmt's next map marks them as
+  // having missed a write; `good` resumes 600 ms later. The read's result.
+  Result<ShardData> ReadWhileTheMapMoves(const StripeGeometry& g, const WireShardKey& key, const TargetRef& good,
+                                         const std::vector<TargetRef>& stale) {
+    fake_.Stall(good.address);
+    std::promise<Result<ShardData>> got;
+    io_.Read(g, key, 0, kStripe, [&](Result<ShardData> r) { got.set_value(std::move(r)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // placed; the stale copies answered
+    MarkMissedWrite(stale);
+    std::thread resume([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      fake_.Unstall(good.address);
+    });
+    auto r = got.get_future().get();
+    resume.join();
+    return r;
+  }
+
   // A read that ran while the good copy stalled and the map changed: it may fail (retryably)
   // within this test's short retry budget (the good copy is suspected after its late answer);
   // if it answers, it answers `want`, never what a stale copy holds.
@@ -653,18 +672,7 @@ TEST_F(ObjectImplTest, AReplicaReadWithoutTheOtherVersionsWaitsForTheMapToBeConf
   auto slots = io_.Slots(key, 2);
   ASSERT_TRUE(slots.ok());
   WriteMissing(g, key, 0, v1, v2);  // slot 0 (read first) keeps v1; this view has no mark of it
-  const TargetRef stale = (*slots)[0], good = (*slots)[1];
-  fake_.Stall(good.address);  // its version comes after the straggler delay
-  std::promise<Result<ShardData>> got;
-  io_.Read(g, key, 0, kStripe, [&](Result<ShardData> r) { got.set_value(std::move(r)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // placed; the stale copy answered
-  MarkMissedWrite({stale});
-  std::thread resume([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    fake_.Unstall(good.address);
-  });
-  auto r = got.get_future().get();
-  resume.join();
+  auto r = ReadWhileTheMapMoves(g, key, (*slots)[1], {(*slots)[0]});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_NE(std::memcmp(r->data.data(), v1->data(), kStripe), 0) << "answered with the bytes of a copy that missed a write";
   EXPECT_EQ(std::memcmp(r->data.data(), v2->data(), kStripe), 0);
@@ -718,17 +726,7 @@ TEST_F(ObjectImplTest, AnEcReadWithoutEveryVersionWaitsForTheMapToBeConfirmed) {
   fake_.Revive(stale0.address);
   fake_.Revive(stale1.address);
   fake_.Drain();
-  fake_.Stall(good.address);
-  std::promise<Result<ShardData>> got;
-  io_.Read(g, key, 0, kStripe, [&](Result<ShardData> r) { got.set_value(std::move(r)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // placed; the stale cells answered
-  MarkMissedWrite({stale0, stale1});
-  std::thread resume([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    fake_.Unstall(good.address);
-  });
-  auto r = got.get_future().get();
-  resume.join();
+  auto r = ReadWhileTheMapMoves(g, key, good, {stale0, stale1});
   ExpectNewBytesOrRetryable(r, v2->span());
   EXPECT_GE(io_.stats().map_confirmations.load(), 1u);
 }
