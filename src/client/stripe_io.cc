@@ -452,7 +452,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
       if (r.status().code() != StatusCode::kNotFound) return done(r.status());
       auto source = std::make_shared<TargetRef>();  // the earlier holder that answered
       AskEarlierHolders(
-          1, at, key, r.status(),
+          1, key, r.status(),
           [this, key, source](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
             shards_->StartReadTo(t, key, 0, UINT64_MAX, [t, source, cb = std::move(cb)](Result<ShardData> got) {
               if (got.ok()) *source = t;
@@ -793,11 +793,10 @@ void StripeIo::ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64
         return shards_->StartReadRange(key, begin, length, [this, key, begin, length, into, done = std::move(done)](
                                                                Result<ShardData> r) mutable {
           if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
-          auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
           auto ask = [this, key, begin, length, into](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
             shards_->StartReadTo(t, key, begin, length, std::move(cb), into);
           };
-          AskEarlierHolders(1, at.ok() ? *at : TargetRef{}, key, r.status(), std::move(ask), std::move(done));
+          AskEarlierHolders(1, key, r.status(), std::move(ask), std::move(done));
         }, into);
       }
       return shards_->StartReadRange(key, begin, length, std::move(done), std::move(into));
@@ -1327,17 +1326,11 @@ void StripeIo::ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, 
   }
 }
 
-void StripeIo::AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
-                                 std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
+void StripeIo::AskEarlierHolders(size_t width, const WireShardKey& key, Status not_found, ShardAsk ask,
                                  std::function<void(Result<ShardData>)> done) {
   auto from = std::make_shared<std::vector<TargetRef>>();
-  for (const auto& slots : view_->EarlierSlots(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe},
-                                               width)) {
-    const uint32_t slot = width <= 1 ? 0 : key.shard;
-    if (slot >= slots.size()) continue;
-    const TargetRef& e = slots[slot];
-    if (e.id == 0 || e.lost || e.id == t.id) continue;
-    if (std::any_of(from->begin(), from->end(), [&](const TargetRef& o) { return o.id == e.id; })) continue;
+  for (const auto& [index, e] : EarlierCopies(width, key)) {
+    if (index != key.shard) continue;
     if (!e.up && not_found.code() == StatusCode::kNotFound) {
       // It may be there: not found is not an answer while it cannot be asked.
       not_found = Unavailable("target " + std::to_string(e.id) + ", where placement put shard " +
@@ -1390,29 +1383,32 @@ void StripeIo::AskEarlierHolders(size_t width, const TargetRef& t, const WireSha
   AskEarlier(std::move(from), 0, std::move(tracked), std::move(not_found), std::move(finish));
 }
 
+void StripeIo::AskWithFallback(size_t width, const TargetRef& t, const WireShardKey& key, ShardAsk ask,
+                               std::function<void(Result<ShardData>)> done) {
+  if (!view_->has_earlier_placements()) return ask(t, std::move(done));
+  ask(t, [this, width, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
+    AskEarlierHolders(width, key, r.status(), std::move(ask), std::move(done));
+  });
+}
+
 void StripeIo::ReadShardTo(size_t width, const TargetRef& t, const WireShardKey& key, uint64_t begin,
                            uint64_t length, std::function<void(Result<ShardData>)> done,
                            std::shared_ptr<StripeDestination> into, uint64_t into_at) {
-  auto ask = [this, key, begin, length, into, into_at](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
-    shards_->StartReadTo(at, key, begin, length, std::move(cb), into, into_at);
-  };
-  if (!view_->has_earlier_placements()) return ask(t, std::move(done));
-  ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
-    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
-    AskEarlierHolders(width, t, key, r.status(), std::move(ask), std::move(done));
-  });
+  AskWithFallback(width, t, key,
+                  [this, key, begin, length, into, into_at](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
+                    shards_->StartReadTo(at, key, begin, length, std::move(cb), into, into_at);
+                  },
+                  std::move(done));
 }
 
 void StripeIo::StatShardTo(size_t width, const TargetRef& t, const WireShardKey& key,
                            std::function<void(Result<ShardData>)> done) {
-  auto ask = [this, key](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
-    shards_->StartStatTo(at, key, std::move(cb));
-  };
-  if (!view_->has_earlier_placements()) return ask(t, std::move(done));
-  ask(t, [this, width, t, key, ask, done = std::move(done)](Result<ShardData> r) mutable {
-    if (r.ok() || r.status().code() != StatusCode::kNotFound) return done(std::move(r));
-    AskEarlierHolders(width, t, key, r.status(), std::move(ask), std::move(done));
-  });
+  AskWithFallback(width, t, key,
+                  [this, key](const TargetRef& at, std::function<void(Result<ShardData>)> cb) {
+                    shards_->StartStatTo(at, key, std::move(cb));
+                  },
+                  std::move(done));
 }
 
 std::vector<std::pair<uint32_t, TargetRef>> StripeIo::EarlierCopies(size_t width, const WireShardKey& key) const {
@@ -1707,9 +1703,8 @@ Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& 
     auto got = shards_->Read(key);
     if (!got.ok() && got.status().code() == StatusCode::kNotFound && view_->has_earlier_placements()) {
       // Not moved to its target yet: where an earlier placement put it.
-      auto at = view_->Locate(PlacementKey{key.container, key.object_hi, key.object_lo, key.stripe});
       auto r = Await<Result<ShardData>>([&](auto done) {
-        AskEarlierHolders(1, at.ok() ? *at : TargetRef{}, key, got.status(),
+        AskEarlierHolders(1, key, got.status(),
                           [this, key](const TargetRef& t, std::function<void(Result<ShardData>)> cb) {
                             shards_->StartReadTo(t, key, 0, UINT64_MAX, std::move(cb));
                           },

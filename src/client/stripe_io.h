@@ -287,11 +287,16 @@ class StripeIo {
                    uint64_t into_at = 0);
   void StatShardTo(size_t width, const TargetRef& t, const WireShardKey& key,
                    std::function<void(Result<ShardData>)> done);
-  // Asks (`ask`) slot key.shard's target of each earlier placement (not `t`), newest first,
+  // Sends one shard request (read or stat) to a target.
+  using ShardAsk = std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)>;
+  // `ask` of `t`, the target of slot key.shard; when it holds nothing (kNotFound) and a join is
+  // not settled, AskEarlierHolders.
+  void AskWithFallback(size_t width, const TargetRef& t, const WireShardKey& key, ShardAsk ask,
+                       std::function<void(Result<ShardData>)> done);
+  // Asks (`ask`) where each earlier placement put shard key.shard (EarlierCopies), newest first,
   // until one answers other than kNotFound; `not_found` when none does, or kUnavailable when
   // one of them is down (the shard may be there) or late (half the straggler delay; suspected).
-  void AskEarlierHolders(size_t width, const TargetRef& t, const WireShardKey& key, Status not_found,
-                         std::function<void(const TargetRef&, std::function<void(Result<ShardData>)>)> ask,
+  void AskEarlierHolders(size_t width, const WireShardKey& key, Status not_found, ShardAsk ask,
                          std::function<void(Result<ShardData>)> done);
   // Where earlier placements put the shards of `key` (`width` 1: shard key.shard; else every
   // index), as (shard index, target), leaving out each slot's current target (down ones included).
