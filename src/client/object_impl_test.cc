@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <thread>
 
@@ -743,6 +744,72 @@ TEST_F(ObjectImplTest, AnEcStripeNeverWrittenReadsAsAbsentWithATargetDown) {
   auto r = io_.ReadSync(g, key, 0, kStripe);
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
   fake_.Revive((*slots)[0].address);
+  fake_.Drain();
+}
+
+// An unprotected stripe's delete never blocks its caller (its retries run on the timer thread,
+// where a blocking call would hold up every straggler timer): with its target stalled, Delete
+// returns before the reply comes; the delete completes when it does.
+TEST_F(ObjectImplTest, AnUnprotectedDeleteNeverBlocksItsCaller) {
+  red_ = *ParseRedundancy("none");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 564, 1, 0, 0, 0};
+  ASSERT_TRUE(io_.WriteSync(g, key, Unit(93), NewVersion()).ok());
+  auto slots = io_.Slots(key, 1);
+  ASSERT_TRUE(slots.ok());
+  fake_.Stall((*slots)[0].address);
+  std::atomic<bool> unstalled{false};
+  std::thread resume([&] {  // so that a blocking Delete returns too (and the test fails, not hangs)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    unstalled = true;
+    fake_.Unstall((*slots)[0].address);
+  });
+  std::promise<Status> deleted;
+  io_.Delete(g, key, [&](Status s) { deleted.set_value(std::move(s)); }, /*everywhere=*/true);
+  EXPECT_FALSE(unstalled.load()) << "Delete waited for the target's reply";
+  Status s = deleted.get_future().get();
+  resume.join();
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(fake_.Has(1, 564, 1, 0, 0));
+}
+
+// Its transient failures are waited out (within the client's retry budget), not returned.
+TEST_F(ObjectImplTest, AnUnprotectedDeleteWaitsOutTransientFailures) {
+  red_ = *ParseRedundancy("none");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 565, 1, 0, 0, 0};
+  ASSERT_TRUE(io_.WriteSync(g, key, Unit(94), NewVersion()).ok());
+  ShardClient shards(&fake_, &view_, std::chrono::milliseconds(2000));
+  StripeIo io(&shards, &view_, std::chrono::milliseconds(200));
+  fake_.FailNext(ShardOp::kDelete, Unavailable("fake: busy"), 2);
+  Status s = io.DeleteSync(g, key, /*everywhere=*/true);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(fake_.Has(1, 565, 1, 0, 0));
+}
+
+// A delete that must reach every copy (truncate) fails when a target does not confirm within
+// the straggler delay, naming it, and suspects it: the retry fails at once instead of waiting
+// for it again.
+TEST_F(ObjectImplTest, ADeleteThatMustReachEveryCopySuspectsALateTarget) {
+  red_ = *ParseRedundancy("rep:2");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 566, 1, 0, 0, 0};
+  ASSERT_TRUE(io_.WriteSync(g, key, Unit(95), NewVersion()).ok());
+  auto slots = io_.Slots(key, 2);
+  ASSERT_TRUE(slots.ok());
+  const TargetRef late = (*slots)[1];
+  fake_.Stall(late.address);
+  Status s = io_.DeleteSync(g, key, /*everywhere=*/true);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("target(s) " + std::to_string(late.id) + " (shard 1)"), std::string::npos)
+      << s.ToString();
+  auto now = io_.Slots(key, 2);
+  ASSERT_TRUE(now.ok());
+  EXPECT_FALSE((*now)[1].up) << "the late target is not suspected";
+  Status again = io_.DeleteSync(g, key, /*everywhere=*/true);  // refused before anything is sent
+  EXPECT_EQ(again.code(), StatusCode::kUnavailable) << again.ToString();
+  EXPECT_NE(again.message().find("is down"), std::string::npos) << "the retry waited again: " << again.ToString();
+  fake_.Unstall(late.address);
   fake_.Drain();
 }
 

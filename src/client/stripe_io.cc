@@ -1463,36 +1463,41 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
                       bool everywhere) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
       [this, g, key, everywhere](std::function<void(Status)> cb) { DeleteOnce(g, key, everywhere, std::move(cb)); });
-  WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::nullopt));
+  Retries retries = RetriesFor(g, key, std::nullopt);
+  if (!g.red.protected_()) {
+    // The one copy's transient failures are waited out within the client's retry budget, on
+    // the timer thread (as the blocking ShardClient calls did), unless its target, or a target
+    // still holding an earlier placement's copy, is down for mgmt: nothing to wait for.
+    retries = RetriesFor(g, key, RetryPolicy{Clock::now() + shards_->retry_budget(), {}});
+    retries.hopeless = [this, key, slot_down = std::move(retries.hopeless)] {
+      if (slot_down()) return true;
+      const auto earlier = EarlierCopies(1, key);
+      return std::any_of(earlier.begin(), earlier.end(), [](const auto& e) { return !e.second.up; });
+    };
+  }
+  WithRetries<Status>(std::move(attempt), std::move(done), std::move(retries));
 }
 
 void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere,
                           std::function<void(Status)> done) {
-  if (!g.red.protected_()) {
-    // Where an earlier placement put it first: a repair copying it from there to its target
-    // meanwhile finds its source gone and deletes its copy (see Repairer).
-    auto earlier = DeleteEarlier(1, key, everywhere);
-    if (!earlier.ok()) return done(earlier.status());
-    Status s = shards_->Delete(key);
-    return done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
-  }
+  if (!g.red.protected_()) return DeleteUnprotected(key, everywhere, std::move(done));
   // Best effort: shards on down or late targets stay behind as garbage (no head refers to them).
   auto slots = Slots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   struct State {
     std::mutex mu;
-    uint32_t pending = 0;
     bool finished = false;
     Status first_error;
+    std::map<uint32_t, std::pair<uint32_t, TargetRef>> waiting;  // by request: (shard, target)
     std::function<void(Status)> done;
   };
   auto st = std::make_shared<State>();
   st->done = std::move(done);
-  std::vector<uint32_t> send;
+  std::vector<std::pair<uint32_t, TargetRef>> send;  // (shard, target): the slots', then earlier placements'
   for (uint32_t i = 0; i < slots->size(); ++i) {
     const TargetRef& t = (*slots)[i];
     if (t.up) {
-      send.push_back(i);
+      send.emplace_back(i, t);
     } else if (everywhere && t.id != 0 && !t.lost) {
       // Its copy would outlive the delete, and a head still names the stripe: a read would
       // find the old bytes where there should be none.
@@ -1500,24 +1505,21 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
                                   Ordinal(key) + " is down; the delete must reach every copy; retry when it is back"));
     }
   }
+  const size_t slot_requests = send.size();
   // Copies where earlier placements put them too (a join not settled yet), so that a read
   // looking there cannot find them: best effort, as for down targets, unless `everywhere`.
-  std::vector<std::pair<uint32_t, TargetRef>> earlier;
   for (auto& [i, t] : EarlierCopies(g.red.width(), key)) {
     if (t.up) {
-      earlier.emplace_back(i, std::move(t));
+      if (everywhere) send.emplace_back(i, std::move(t));
+      else shards_->StartDeleteTo(t, WithShard(key, i), [](Status) {});
     } else if (everywhere) {
       return st->done(Unavailable("target " + std::to_string(t.id) + ", where placement put shard " + std::to_string(i) +
                                   " of " + Ordinal(key) + " before a target joined (not moved yet), is down; the " +
                                   "delete must reach every copy; retry when it is back"));
     }
   }
-  if (!everywhere) {
-    for (const auto& [i, t] : earlier) shards_->StartDeleteTo(t, WithShard(key, i), [](Status) {});
-    earlier.clear();
-  }
-  st->pending = static_cast<uint32_t>(send.size() + earlier.size());
-  if (st->pending == 0) return st->done(OkStatus());
+  if (send.empty()) return st->done(OkStatus());
+  for (uint32_t r = 0; r < send.size(); ++r) st->waiting.emplace(r, send[r]);
   auto finish = [st](std::unique_lock<std::mutex>& l) {
     if (st->finished) return;
     st->finished = true;
@@ -1526,27 +1528,103 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
     l.unlock();
     done(e);
   };
-  timer_.After(straggler_, [st, finish] {
+  timer_.After(straggler_, [this, st, finish, key, everywhere] {
     std::unique_lock<std::mutex> l(st->mu);
-    if (st->first_error.ok()) st->first_error = DeadlineExceeded("a target did not confirm a delete in time");
+    if (st->finished || st->waiting.empty()) return;
+    // Late targets are named. Where every copy must go they are suspected too (a gray failure,
+    // as the other paths treat it), so the retry and the next stripes fail at once instead of
+    // each waiting for them again.
+    std::string late;
+    for (const auto& [r, at] : st->waiting) {
+      late += (late.empty() ? "" : ", ") + std::to_string(at.second.id) + " (shard " + std::to_string(at.first) + ")";
+      if (everywhere) Suspect(at.second);
+    }
+    if (st->first_error.ok()) {
+      st->first_error = everywhere ? Unavailable("target(s) " + late + " did not confirm the delete of " +
+                                                 Ordinal(key) + " within " + std::to_string(straggler_.count()) +
+                                                 " ms; the delete must reach every copy; retry")
+                                   : DeadlineExceeded("target(s) " + late + " did not confirm the delete of " +
+                                                      Ordinal(key) + " in time");
+    }
     finish(l);
   });
-  for (uint32_t i : send) {
-    shards_->StartDeleteTo((*slots)[i], WithShard(key, i), [st, finish](Status s) {
+  for (uint32_t r = 0; r < send.size(); ++r) {
+    const bool slot = r < slot_requests;
+    shards_->StartDeleteTo(send[r].second, WithShard(key, send[r].first), [st, finish, r, slot](Status s) {
       std::unique_lock<std::mutex> l(st->mu);
-      if (!s.ok() && s.code() != StatusCode::kNotFound && (st->first_error.ok() || IsStaleMap(s))) {
-        st->first_error = s;  // a stale map's refusal wins: the delete runs again on the right slots
+      // A stale map's refusal wins: the delete runs again on the right slots.
+      if (!s.ok() && s.code() != StatusCode::kNotFound && (st->first_error.ok() || (slot && IsStaleMap(s)))) {
+        st->first_error = s;
       }
-      if (--st->pending == 0) finish(l);
+      st->waiting.erase(r);
+      if (st->waiting.empty()) finish(l);
     });
   }
-  for (const auto& [i, t] : earlier) {  // `everywhere`: as the slots'
-    shards_->StartDeleteTo(t, WithShard(key, i), [st, finish](Status s) {
-      std::unique_lock<std::mutex> l(st->mu);
-      if (!s.ok() && s.code() != StatusCode::kNotFound && st->first_error.ok()) st->first_error = s;
-      if (--st->pending == 0) finish(l);
-    });
+}
+
+void StripeIo::DeleteUnprotected(const WireShardKey& key, bool everywhere, std::function<void(Status)> done) {
+  // Where an earlier placement put it first (a join not settled yet), then its target: a
+  // repair copying it from there to its target meanwhile finds its source gone and deletes its
+  // copy (see Repairer). Nothing here blocks: this runs on the timer thread when retried.
+  std::vector<std::pair<uint32_t, TargetRef>> earlier;
+  for (auto& [i, t] : EarlierCopies(1, key)) {
+    if (t.up) {
+      earlier.emplace_back(i, std::move(t));
+    } else if (everywhere) {
+      return done(Unavailable("target " + std::to_string(t.id) + ", where placement put " + Ordinal(key) +
+                              " before a target joined (not moved yet), is down; the delete must reach every " +
+                              "copy; retry when it is back"));
+    }
   }
+  auto then_slot = [this, key](std::function<void(Status)> done) {
+    auto slots = Slots(key, 1);
+    if (!slots.ok()) return done(slots.status());
+    if (slots->empty()) return done(Unavailable("no target holds " + Ordinal(key)));
+    if (!slots->front().up) {
+      return done(Unavailable("target " + std::to_string(slots->front().id) + " holding " + Ordinal(key) +
+                              " is down; retry when it is back"));
+    }
+    DeleteFrom(slots->front(), key, /*refetched=*/false, std::move(done));
+  };
+  if (earlier.empty()) return then_slot(std::move(done));
+  struct State {
+    std::mutex mu;
+    size_t pending = 0;
+    Status first_error;
+  };
+  auto st = std::make_shared<State>();
+  st->pending = earlier.size();
+  auto one_done = [this, st, key, everywhere, then_slot, done = std::move(done)](uint32_t index, uint32_t id,
+                                                                                   Status s) {
+    std::unique_lock<std::mutex> l(st->mu);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key), id,
+                  s.ToString());
+      if (st->first_error.ok()) st->first_error = s;
+    }
+    if (--st->pending > 0) return;
+    const Status failed = st->first_error;
+    l.unlock();
+    if (everywhere && !failed.ok()) {
+      return done(Unavailable(Ordinal(key) + " where placement put it before a target joined (not moved yet) could " +
+                              "not be deleted: " + failed.ToString() + "; the delete must reach every copy; retry"));
+    }
+    then_slot(done);
+  };
+  auto shared_done = std::make_shared<decltype(one_done)>(std::move(one_done));
+  for (const auto& [i, t] : earlier) {
+    shards_->StartDeleteTo(t, WithShard(key, i), [shared_done, i = i, id = t.id](Status s) { (*shared_done)(i, id, s); });
+  }
+}
+
+void StripeIo::DeleteFrom(const TargetRef& t, const WireShardKey& key, bool refetched, std::function<void(Status)> done) {
+  shards_->StartDeleteTo(t, key, [this, t, key, refetched, done = std::move(done)](Status s) mutable {
+    // A refused capability token is fetched again once (as ShardClient's blocking calls do).
+    if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {
+      return DeleteFrom(t, key, /*refetched=*/true, std::move(done));
+    }
+    done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -169,7 +169,10 @@ class StripeIo {
 
   // Removes every shard of the stripe (OK when none existed); best effort on slots that are
   // down (their shards stay, as garbage no head names) unless `everywhere`: then a slot down
-  // or suspected fails it (kUnavailable), for stripes a head still names (truncate).
+  // or suspected fails it (kUnavailable), for stripes a head still names (truncate), and so
+  // does one that has not confirmed within `straggler` (named in the error, and suspected).
+  // An unprotected stripe's transient failures are retried within the client's retry budget.
+  // Never blocks.
   void Delete(const StripeGeometry& g, const WireShardKey& key, std::function<void(Status)> done,
               bool everywhere = false);
 
@@ -256,6 +259,11 @@ class StripeIo {
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                 std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
+  // DeleteOnce of an unprotected stripe: earlier placements' copies, then the slot's (as
+  // DeleteFrom). Never blocks (retries run it on the timer thread).
+  void DeleteUnprotected(const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
+  // Deletes `key` on `t`, fetching a refused capability token again once; kNotFound is OK.
+  void DeleteFrom(const TargetRef& t, const WireShardKey& key, bool refetched, std::function<void(Status)> done);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
   // cells). Both must outlive the shard requests. Used by Write and RepairShards.
