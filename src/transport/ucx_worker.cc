@@ -89,6 +89,14 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") ||
         std::strstr(tls, "sm") || std::strstr(tls, "all")) {
       setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
+      //  - MM_FIFO_SIZE=256 (UCX's default is 64): a process's shared-memory receive FIFO holds
+      //    256 messages. With 64, a client keeping 64 protected writes in flight (each a lease,
+      //    a version query, a patch per copy and a release) kept its peers' FIFOs full, and
+      //    ucp_worker_arm answered UCS_ERR_BUSY with nothing to progress: transport threads spun
+      //    instead of sleeping (~37k fruitless passes a second per target; ~7k with 256), taking
+      //    the CPU from the threads that would drain them. rep:2 random 4 KiB writes ran ~1.5x
+      //    as fast with 256 (docs/performance.md), for ~1 MiB more shared memory per worker.
+      setenv("UCX_MM_FIFO_SIZE", "256", /*overwrite=*/0);
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
