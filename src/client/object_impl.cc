@@ -311,11 +311,12 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
   // A protected stripe's write lease first: writers in other clients (other Objects) take
   // turns, so the versions and bytes a write reads are the stripe's latest, every copy or cell
   // applies the writes in one order, and no update is lost.
-  io_->LockStripe(geo, key, owner_, RetryFor({op}),
-                  [self, op, geo, key, stripe, begin, data, finish](Result<TargetRef> holder) {
+  const uint64_t token = NextLeaseToken();
+  io_->LockStripe(geo, key, token, RetryFor({op}),
+                  [self, op, geo, key, stripe, begin, data, finish, token](Result<TargetRef> holder) {
                     if (!holder.ok()) return finish(holder.status());
-                    self->WriteLeasedStripe(op, geo, key, begin, data, [self, key, holder = *holder, finish](Status s) {
-                      self->io_->UnlockStripe(holder, key, self->owner_);
+                    self->WriteLeasedStripe(op, geo, key, begin, data, [self, key, holder = *holder, finish, token](Status s) {
+                      self->io_->UnlockStripe(holder, key, token);
                       finish(std::move(s));
                     });
                   });
@@ -466,11 +467,12 @@ void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
 
 Status ObjectImpl::WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn) {
   const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
+  const uint64_t token = NextLeaseToken();
   PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
-                        io_->LockStripe(g, key, owner_, retry, std::move(done));
+                        io_->LockStripe(g, key, token, retry, std::move(done));
                       }));
   Status s = fn();
-  io_->UnlockStripe(holder, key, owner_);
+  io_->UnlockStripe(holder, key, token);
   return s;
 }
 

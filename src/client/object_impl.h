@@ -15,6 +15,7 @@
 // (StripeIo RetryPolicy). Completions run on transport threads. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -115,7 +116,15 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   const Redundancy red_;
   const WireShardKey head_key_;
   const std::string name_;
-  const uint64_t owner_;  // this Object's token for stripe write leases
+  // Stripe write leases: each acquisition takes its own token (NextLeaseToken), so two of this
+  // Object's holdings of one stripe (a write and a truncate; a write and the release of the one
+  // before it, which may arrive late over another worker's connection) exclude each other as
+  // two clients' do: a lease is never re-entrant, and a late release never ends a newer holding.
+  uint64_t NextLeaseToken() {
+    return owner_ + lease_seq_.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull;
+  }
+  const uint64_t owner_;  // random: the base of this Object's lease tokens
+  std::atomic<uint64_t> lease_seq_{1};
 
   mutable std::mutex mu_;
   ObjectHead head_;            // head_.size: the committed size

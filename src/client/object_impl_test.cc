@@ -226,6 +226,50 @@ TEST_P(ObjectImplRedundancyTest, ReadsArePlacedIntoTheCallersBuffers) {
   EXPECT_EQ(0, std::memcmp(out.data(), data.data() + 5 * kStripe - 1000, 1100));
 }
 
+// One Object's two holdings of a stripe's write lease exclude each other, as two clients' do: a
+// truncate that cuts a stripe waits for a write of it that holds the lease (its replies held
+// here) instead of sharing the lease, then goes on once the write has released it.
+TEST_F(ObjectImplTest, ATruncateAndAWriteOfOneStripeTakeTurnsAtItsLease) {
+  ShardClient shards(&fake_, &view_, std::chrono::milliseconds(5000));
+  StripeIo io(&shards, &view_, std::chrono::milliseconds(2000));
+  ObjectHead h;
+  h.name = "turns";
+  h.stripe_unit = kStripe;
+  h.data_hi = ++next_id_;
+  h.data_lo = 7;
+  const WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
+  red_ = *ParseRedundancy("rep:2");
+  ASSERT_TRUE(io.WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());
+  std::shared_ptr<Object> obj = std::make_shared<ObjectImpl>(&io, &tracker_, 1, red_, head_key, h);
+  const auto data = Bytes(2 * kStripe, 96);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.Drain();
+  const int conflicts = fake_.lease_conflicts();
+  fake_.Hold();  // requests are served at once (the write's lease is granted), replies wait
+  CompletionQueue cq;
+  auto piece = Bytes(100, 97);
+  obj->WriteAsync(kStripe + 500, {{piece.data(), piece.size()}}, cq, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::promise<Status> truncated;
+  std::thread truncate([&] { truncated.set_value(obj->Truncate(kStripe + 200)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_GT(fake_.lease_conflicts(), conflicts) << "the truncate shared the write's lease";
+  fake_.Release();
+  auto c = cq.Wait(1, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_TRUE(c[0].status.ok()) << c[0].status.ToString();
+  Status t = truncated.get_future().get();
+  truncate.join();
+  ASSERT_TRUE(t.ok()) << t.ToString();
+  // The write went first (it held the lease), then the cut: the first kStripe + 200 bytes.
+  std::vector<std::byte> out(2 * kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, kStripe + 200);
+  EXPECT_EQ(0, std::memcmp(out.data(), data.data(), *n));
+  fake_.Drain();
+}
+
 // A cancelled read whose reply is being received into its buffer completes only once that
 // transfer has ended: the caller gets its memory back exactly with the completion.
 TEST_F(ObjectImplTest, CancelWaitsForATransferIntoTheBuffer) {
