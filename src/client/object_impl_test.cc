@@ -31,7 +31,10 @@ class ObjectImplTest : public ::testing::Test {
     view_.Set(1, {{1, "uuid-1", "fake:1", true}, {2, "uuid-2", "fake:2", true}, {3, "uuid-3", "fake:3", true}});
   }
 
-  std::shared_ptr<Object> NewObject(const std::string& name, const std::string& redundancy = "none") {
+  // A new object `name` (data id next_id_ after the call), through `io` (default: io_).
+  std::shared_ptr<Object> NewObject(const std::string& name, const std::string& redundancy = "none",
+                                    StripeIo* io = nullptr) {
+    if (io == nullptr) io = &io_;
     ObjectHead h;
     h.name = name;
     h.stripe_unit = kStripe;
@@ -39,8 +42,8 @@ class ObjectImplTest : public ::testing::Test {
     h.data_lo = 7;
     WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
     red_ = *ParseRedundancy(redundancy);
-    EXPECT_TRUE(io_.WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());  // as Open(create) does
-    return std::make_shared<ObjectImpl>(&io_, &tracker_, 1, red_, head_key, h);
+    EXPECT_TRUE(io->WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());  // as Open(create) does
+    return std::make_shared<ObjectImpl>(io, &tracker_, 1, red_, head_key, h);
   }
 
   // Another open of the object NewObject made last (as a second client would have).
@@ -232,15 +235,7 @@ TEST_P(ObjectImplRedundancyTest, ReadsArePlacedIntoTheCallersBuffers) {
 TEST_F(ObjectImplTest, ATruncateAndAWriteOfOneStripeTakeTurnsAtItsLease) {
   ShardClient shards(&fake_, &view_, std::chrono::milliseconds(5000));
   StripeIo io(&shards, &view_, std::chrono::milliseconds(2000));
-  ObjectHead h;
-  h.name = "turns";
-  h.stripe_unit = kStripe;
-  h.data_hi = ++next_id_;
-  h.data_lo = 7;
-  const WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
-  red_ = *ParseRedundancy("rep:2");
-  ASSERT_TRUE(io.WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());
-  std::shared_ptr<Object> obj = std::make_shared<ObjectImpl>(&io, &tracker_, 1, red_, head_key, h);
+  auto obj = NewObject("turns", "rep:2", &io);
   const auto data = Bytes(2 * kStripe, 96);
   ASSERT_TRUE(obj->Write(0, data).ok());
   fake_.Drain();
@@ -586,15 +581,7 @@ TEST_P(ObjectImplRedundancyTest, RangeWritesGoOnWithoutAStalledTarget) {
     // StripeIo, so no target is suspected yet.
     ShardClient shards(&fake_, &view_, std::chrono::milliseconds(2000));
     StripeIo io(&shards, &view_, std::chrono::milliseconds(200));
-    ObjectHead h;
-    h.name = "stalled";
-    h.stripe_unit = kStripe;
-    h.data_hi = ++next_id_;
-    h.data_lo = 7;
-    const WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
-    red_ = *ParseRedundancy(GetParam());
-    ASSERT_TRUE(io.WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());
-    auto obj = std::make_shared<ObjectImpl>(&io, &tracker_, 1, red_, head_key, h);
+    auto obj = NewObject("stalled", GetParam(), &io);
     std::vector<std::byte> model = Bytes(2 * kStripe, 81);
     ASSERT_TRUE(obj->Write(0, model).ok());
     fake_.Drain();
