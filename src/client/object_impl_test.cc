@@ -229,6 +229,30 @@ TEST_P(ObjectImplRedundancyTest, ReadsArePlacedIntoTheCallersBuffers) {
   EXPECT_EQ(0, std::memcmp(out.data(), data.data() + 5 * kStripe - 1000, 1100));
 }
 
+// A protected stripe's write lease is never asked of a target that is not up (down in the map,
+// or suspected: asked again over the same token, its late first grant's release would end the
+// second): with every slot so, the lease waits for that to change within its policy, then fails.
+TEST_F(ObjectImplTest, AStripeLeaseIsNeverAskedOfATargetThatIsNotUp) {
+  red_ = *ParseRedundancy("rep:2");
+  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const WireShardKey key{1, 567, 1, 0, 0, 0};
+  auto slots = io_.Slots(key, 2);
+  ASSERT_TRUE(slots.ok());
+  std::vector<TargetRef> down = view_.targets();
+  for (TargetRef& t : down) {
+    if (t.id == (*slots)[0].id || t.id == (*slots)[1].id) t.up = false;
+  }
+  view_.Set(view_.epoch() + 1, down);
+  const int locks = fake_.calls(ShardOp::kLockStripe);
+  auto r = Await<Result<TargetRef>>([&](auto done) {
+    io_.LockStripe(g, key, 42, RetryPolicy{std::chrono::steady_clock::now() + std::chrono::milliseconds(100), {}},
+                   std::move(done));
+  });
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("is up to grant its write lease"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(fake_.calls(ShardOp::kLockStripe), locks) << "a lease was asked of a target that is not up";
+}
+
 // One Object's two holdings of a stripe's write lease exclude each other, as two clients' do: a
 // truncate that cuts a stripe waits for a write of it that holds the lease (its replies held
 // here) instead of sharing the lease, then goes on once the write has released it.

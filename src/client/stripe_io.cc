@@ -198,11 +198,15 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint3
     }
     done(OkStatus());
   };
+  RunBlocking(std::move(report));
+}
+
+void StripeIo::RunBlocking(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(reports_mu_);
-    if (reports_ != nullptr) return reports_->Submit(std::move(report));
+    if (reports_ != nullptr) return reports_->Submit(std::move(fn));
   }
-  report();  // tearing down: nothing else is left to wait on
+  fn();  // no pool (none set up, or tearing down): nothing else is left to wait on
 }
 
 bool StripeIo::Suspected(uint32_t id) const {
@@ -325,13 +329,25 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
   auto slots = Slots(k, g.red.width());
   if (!slots.ok()) return done(slots.status());
   if (slots->empty()) return done(Unavailable("no target holds " + Ordinal(key)));
-  TargetRef holder = slots->front();
-  for (const TargetRef& t : *slots) {
-    if (t.up) {
-      holder = t;
-      break;
-    }
+  auto up = std::find_if(slots->begin(), slots->end(), [](const TargetRef& t) { return t.up; });
+  if (up == slots->end() && !g.red.protected_()) {  // its one target is down: nothing to wait for
+    return done(Unavailable("target " + std::to_string(slots->front().id) + " holding " + Ordinal(key) +
+                            " is down; its write lease cannot be taken"));
   }
+  if (up == slots->end()) {
+    // Every slot down or suspected (late: a lease asked of it again could be granted twice
+    // over one token, the first grant's release then ending the second): wait for the map
+    // or the suspicion to change, within the policy, as for a transient failure.
+    const auto delay = std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 5)));
+    if (Clock::now() + delay >= retry.until || (retry.wanted && !retry.wanted())) {
+      return done(Unavailable("no target of " + Ordinal(key) + " is up to grant its write lease"));
+    }
+    timer_.After(delay, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt]() mutable {
+      LockStripe(g, key, owner, std::move(retry), std::move(done), attempt + 1);
+    });
+    return;
+  }
+  TargetRef holder = *up;
   // A protected stripe's lease target that does not answer within `straggler` (a stopped
   // target) is suspected and the lease asked of the next up slot; a grant arriving after that
   // is released.
@@ -1450,6 +1466,7 @@ Result<bool> StripeIo::DeleteEarlier(size_t width, const WireShardKey& key, bool
     if (first.ok()) first = s;
   }
   if (everywhere && !first.ok()) {
+    if (!first.retryable()) return first.WithContext("deleting " + Ordinal(key) + " where an earlier placement put it");
     return Unavailable("shard of " + Ordinal(key) + " where placement put it before a target joined (not moved yet) " +
                        "could not be deleted: " + first.ToString() + "; the delete must reach every copy; retry");
   }
@@ -1469,8 +1486,9 @@ void StripeIo::Delete(const StripeGeometry& g, const WireShardKey& key, std::fun
     // the timer thread (as the blocking ShardClient calls did), unless its target, or a target
     // still holding an earlier placement's copy, is down for mgmt: nothing to wait for.
     retries = RetriesFor(g, key, RetryPolicy{Clock::now() + shards_->retry_budget(), {}});
-    retries.hopeless = [this, key, slot_down = std::move(retries.hopeless)] {
+    retries.hopeless = [this, key, everywhere, slot_down = std::move(retries.hopeless)] {
       if (slot_down()) return true;
+      if (!everywhere) return false;  // a best-effort delete leaves a down earlier holder be
       const auto earlier = EarlierCopies(1, key);
       return std::any_of(earlier.begin(), earlier.end(), [](const auto& e) { return !e.second.up; });
     };
@@ -1509,6 +1527,7 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
   // Copies where earlier placements put them too (a join not settled yet), so that a read
   // looking there cannot find them: best effort, as for down targets, unless `everywhere`.
   for (auto& [i, t] : EarlierCopies(g.red.width(), key)) {
+    if (t.up && Suspected(t.id)) t.up = false;  // late before: as the slots show it (Slots)
     if (t.up) {
       if (everywhere) send.emplace_back(i, std::move(t));
       else shards_->StartDeleteTo(t, WithShard(key, i), [](Status) {});
@@ -1606,6 +1625,7 @@ void StripeIo::DeleteUnprotected(const WireShardKey& key, bool everywhere, std::
     const Status failed = st->first_error;
     l.unlock();
     if (everywhere && !failed.ok()) {
+      if (!failed.retryable()) return done(failed.WithContext("deleting " + Ordinal(key) + " where an earlier placement put it"));
       return done(Unavailable(Ordinal(key) + " where placement put it before a target joined (not moved yet) could " +
                               "not be deleted: " + failed.ToString() + "; the delete must reach every copy; retry"));
     }
@@ -1619,9 +1639,12 @@ void StripeIo::DeleteUnprotected(const WireShardKey& key, bool everywhere, std::
 
 void StripeIo::DeleteFrom(const TargetRef& t, const WireShardKey& key, bool refetched, std::function<void(Status)> done) {
   shards_->StartDeleteTo(t, key, [this, t, key, refetched, done = std::move(done)](Status s) mutable {
-    // A refused capability token is fetched again once (as ShardClient's blocking calls do).
+    // A refused capability token is fetched again once (as ShardClient's blocking calls do):
+    // a call to mgmt, so not on this transport thread.
     if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {
-      return DeleteFrom(t, key, /*refetched=*/true, std::move(done));
+      return RunBlocking([this, t, key, done = std::move(done)]() mutable {
+        DeleteFrom(t, key, /*refetched=*/true, std::move(done));
+      });
     }
     done(s.code() == StatusCode::kNotFound ? OkStatus() : s);
   });

@@ -336,6 +336,8 @@ class StripeIo {
   // reported).
   void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
                         const std::vector<bool>& written, std::function<void(Status)> done);
+  // Runs `fn`, which may block (a call to mgmt), on reports_ (inline when there is none).
+  void RunBlocking(std::function<void()> fn);
 
   // Calls `done(true)` once a map fetched from mgmt after this call still has epoch `epoch`
   // (false: the map changed, or mgmt could not be asked). For a read answered without the
