@@ -5,7 +5,7 @@
 # and 64. Prints one line per redundancy and concurrency (IOPS, p50/p99 in µs), then the
 # medians over the runs. UCX_TLS is left as it is (unset: UCX's choice, shared memory on one
 # host); set it to compare transports. Any UCX_* variable set here reaches the daemons too,
-# which is how an A/B of a transport setting is run (e.g. UCX_MM_FIFO_SIZE=64).
+# which is how an A/B of a transport setting is run (e.g. UCX_TLS=tcp against unset).
 # Usage: bench/protected_writes.sh [RUNS] [SECONDS] [REDUNDANCY...]   (default 3 6 none rep:2 ec:2+1)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -89,14 +90,6 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") ||
         std::strstr(tls, "sm") || std::strstr(tls, "all")) {
       setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
-      //  - MM_FIFO_SIZE=256 (UCX's default is 64): a process's shared-memory receive FIFO holds
-      //    256 messages. With 64, a client keeping 64 protected writes in flight (each a lease,
-      //    a version query, a patch per copy and a release) kept its peers' FIFOs full, and
-      //    ucp_worker_arm answered UCS_ERR_BUSY with nothing to progress: transport threads spun
-      //    instead of sleeping (~37k fruitless passes a second per target; ~7k with 256), taking
-      //    the CPU from the threads that would drain them. rep:2 random 4 KiB writes ran ~1.5x
-      //    as fast with 256 (docs/performance.md), for ~1 MiB more shared memory per worker.
-      setenv("UCX_MM_FIFO_SIZE", "256", /*overwrite=*/0);
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
@@ -270,6 +263,7 @@ void UcxWorker::Loop() {
   thread_id_.store(std::this_thread::get_id());
   epoll_event events[8];
   auto last_active = std::chrono::steady_clock::now();
+  int fruitless_busy = 0;  // passes in a row that progressed nothing while UCX would not arm
   while (!stop_requested_.load()) {
     // What each stage sends (the calls or replies its tasks make, the calls the callbacks of
     // the replies just received make, ...) goes when the stage ends, together for each peer.
@@ -296,7 +290,21 @@ void UcxWorker::Loop() {
       continue;
     }
     ucs_status_t st = ucp_worker_arm(worker_);
-    if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
+    if (st == UCS_ERR_BUSY) {  // events arrived meanwhile: progress again
+      if (active) {
+        fruitless_busy = 0;
+      } else if (++fruitless_busy > kBusySpinsBeforePause) {
+        pollfd pfd{wake_fd_, POLLIN, 0};
+        const timespec pause{0, kBusyPauseNs};
+        if (ppoll(&pfd, 1, &pause, nullptr) > 0) {  // a task was posted: drained, run next pass
+          uint64_t v;
+          ssize_t r = read(wake_fd_, &v, sizeof v);
+          (void)r;
+        }
+      }
+      continue;
+    }
+    fruitless_busy = 0;
     // Sleep at most 1 s even without timers: a safety net should some transport miss a wakeup.
     int timeout_ms = static_cast<int>(std::clamp<int64_t>(sleep.count(), 0, 1000));
     int n = epoll_wait(epoll_fd_, events, 8, timeout_ms);

@@ -116,6 +116,12 @@ class UcxWorker {
 
   static constexpr std::chrono::microseconds kPollAfterActivity{100};
   static constexpr int kPollMinCpus = 4;
+  // ucp_worker_arm can answer UCS_ERR_BUSY pass after pass while progress finds nothing to do
+  // (a peer's shared-memory FIFO full, its thread waiting for a core): after this many such
+  // passes in a row the loop pauses kBusyPauseNs (or until a task is posted) instead of spinning
+  // on, so the threads that would drain it get the CPU.
+  static constexpr int kBusySpinsBeforePause = 64;
+  static constexpr long kBusyPauseNs = 50'000;
   // PENSTOCK_POLL_US when set; else kPollAfterActivity when this process may run on at least
   // kPollMinCpus CPUs, and no polling with fewer.
   static std::chrono::microseconds PollAfterActivity();
