@@ -87,8 +87,8 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* tls = std::getenv("UCX_TLS");  // only where shared memory may load (no warning)
-    if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") ||
-        std::strstr(tls, "sm") || std::strstr(tls, "all")) {
+    if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") || std::strstr(tls, "sm") ||
+        std::strstr(tls, "shm") || std::strstr(tls, "all")) {
       setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
@@ -111,7 +111,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
         std::strstr(tls, "rc") == nullptr && std::strstr(tls, "dc") == nullptr &&
         std::strstr(tls, "ud") == nullptr &&
         (std::strstr(tls, "posix") || std::strstr(tls, "sysv") || std::strstr(tls, "cma") ||
-         std::strstr(tls, "sm"))) {
+         std::strstr(tls, "sm") || std::strstr(tls, "shm"))) {
       std::string with_cm = std::string(tls) + ",tcp";
       setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
       setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
