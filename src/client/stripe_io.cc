@@ -252,6 +252,31 @@ std::string Ordinal(const WireShardKey& key) {
   return key.stripe == UINT64_MAX ? std::string("the head") : "stripe " + std::to_string(key.stripe);
 }
 
+// Deleting shard `index` of `key` where an earlier placement put it (on target `id`) answered
+// `s`: a failure is logged and kept in `first` (the first one); kNotFound is none.
+void NoteEarlierDelete(uint32_t index, const WireShardKey& key, uint32_t id, const Status& s, Status& first) {
+  if (s.ok() || s.code() == StatusCode::kNotFound) return;
+  PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key), id,
+              s.ToString());
+  if (first.ok()) first = s;
+}
+
+// What a delete that must reach every copy answers when one where an earlier placement put it
+// failed with `first`: its code when that is not retryable, else kUnavailable (retry).
+Status EarlierDeleteFailed(const WireShardKey& key, const Status& first) {
+  if (!first.retryable()) return first.WithContext("deleting " + Ordinal(key) + " where an earlier placement put it");
+  return Unavailable("shard of " + Ordinal(key) + " where placement put it before a target joined (not moved yet) " +
+                     "could not be deleted: " + first.ToString() + "; the delete must reach every copy; retry");
+}
+
+// What a delete that must reach every copy answers when target `t`, where an earlier placement
+// put shard `shard` of `key`, is down.
+Status EarlierHolderDown(const TargetRef& t, uint32_t shard, const WireShardKey& key) {
+  return Unavailable("target " + std::to_string(t.id) + ", where placement put shard " + std::to_string(shard) +
+                     " of " + Ordinal(key) + " before a target joined (not moved yet), is down; the delete must " +
+                     "reach every copy; retry when it is back");
+}
+
 // The answer to a read whose map confirmation failed (StripeIo::ConfirmMap): a stale-map
 // refusal, so the read is placed again with the new map.
 Status MapMovedDuringRead(const WireShardKey& key) {
@@ -329,6 +354,7 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
   auto slots = Slots(k, g.red.width());
   if (!slots.ok()) return done(slots.status());
   if (slots->empty()) return done(Unavailable("no target holds " + Ordinal(key)));
+  const auto backoff = std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 5)));  // before a retry
   auto up = std::find_if(slots->begin(), slots->end(), [](const TargetRef& t) { return t.up; });
   if (up == slots->end() && !g.red.protected_()) {  // its one target is down: nothing to wait for
     return done(Unavailable("target " + std::to_string(slots->front().id) + " holding " + Ordinal(key) +
@@ -338,11 +364,10 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
     // Every slot down or suspected (late: a lease asked of it again could be granted twice
     // over one token, the first grant's release then ending the second): wait for the map
     // or the suspicion to change, within the policy, as for a transient failure.
-    const auto delay = std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 5)));
-    if (Clock::now() + delay >= retry.until || (retry.wanted && !retry.wanted())) {
+    if (Clock::now() + backoff >= retry.until || (retry.wanted && !retry.wanted())) {
       return done(Unavailable("no target of " + Ordinal(key) + " is up to grant its write lease"));
     }
-    timer_.After(delay, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt]() mutable {
+    timer_.After(backoff, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt]() mutable {
       LockStripe(g, key, owner, std::move(retry), std::move(done), attempt + 1);
     });
     return;
@@ -365,7 +390,7 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
     });
   }
   shards_->StartLockTo(holder, k, owner, kStripeLeaseTtl,
-                       [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt,
+                       [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt, backoff,
                         holder, decided, k](Status s) mutable {
     if (decided->exchange(true)) {  // the straggler timer went on without this target
       if (s.ok()) shards_->StartUnlockTo(holder, k, owner, [](Status) {});
@@ -375,16 +400,14 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
     const bool held = s.code() == StatusCode::kAborted;
     const bool stale = IsStaleMap(s);
     const bool transient = s.retryable() && !held && s.code() != StatusCode::kResourceExhausted;
-    const auto delay = std::chrono::milliseconds(std::min(100, 5 << std::min(attempt, 5)));
-    const bool hopeless = transient && !stale && !g.red.protected_() && !holder.up;
-    if (!(held || stale || transient) || hopeless || Clock::now() + delay >= retry.until ||
-        (retry.wanted && !retry.wanted())) {
+    // (The holder was up when asked: an unprotected stripe's down target failed at once above.)
+    if (!(held || stale || transient) || Clock::now() + backoff >= retry.until || (retry.wanted && !retry.wanted())) {
       return done(held ? s : s.WithContext("taking the write lease of " + Ordinal(key)));
     }
     // A protected stripe's lease moves on to the next up slot when its target fails: writes go
     // on, degraded, while a target is down (this client suspects it for a while).
     if (transient && !stale && g.red.protected_()) Suspect(holder);
-    timer_.After(delay, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt, stale]() mutable {
+    timer_.After(backoff, [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt, stale]() mutable {
       if (stale) view_->Refresh().IgnoreError();
       LockStripe(g, key, owner, std::move(retry), std::move(done), attempt + 1);
     });
@@ -1460,16 +1483,9 @@ Result<bool> StripeIo::DeleteEarlier(size_t width, const WireShardKey& key, bool
     Status s = !t.up ? Unavailable("target " + std::to_string(t.id) + " is down")
                      : shards_->DeleteTo(t, WithShard(key, index));
     deleted |= s.ok();
-    if (s.ok() || s.code() == StatusCode::kNotFound) continue;
-    PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key), t.id,
-                s.ToString());
-    if (first.ok()) first = s;
+    NoteEarlierDelete(index, key, t.id, s, first);
   }
-  if (everywhere && !first.ok()) {
-    if (!first.retryable()) return first.WithContext("deleting " + Ordinal(key) + " where an earlier placement put it");
-    return Unavailable("shard of " + Ordinal(key) + " where placement put it before a target joined (not moved yet) " +
-                       "could not be deleted: " + first.ToString() + "; the delete must reach every copy; retry");
-  }
+  if (everywhere && !first.ok()) return EarlierDeleteFailed(key, first);
   return deleted;
 }
 
@@ -1532,9 +1548,7 @@ void StripeIo::DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool
       if (everywhere) send.emplace_back(i, std::move(t));
       else shards_->StartDeleteTo(t, WithShard(key, i), [](Status) {});
     } else if (everywhere) {
-      return st->done(Unavailable("target " + std::to_string(t.id) + ", where placement put shard " + std::to_string(i) +
-                                  " of " + Ordinal(key) + " before a target joined (not moved yet), is down; the " +
-                                  "delete must reach every copy; retry when it is back"));
+      return st->done(EarlierHolderDown(t, i, key));
     }
   }
   if (send.empty()) return st->done(OkStatus());
@@ -1590,9 +1604,7 @@ void StripeIo::DeleteUnprotected(const WireShardKey& key, bool everywhere, std::
     if (t.up) {
       earlier.emplace_back(i, std::move(t));
     } else if (everywhere) {
-      return done(Unavailable("target " + std::to_string(t.id) + ", where placement put " + Ordinal(key) +
-                              " before a target joined (not moved yet), is down; the delete must reach every " +
-                              "copy; retry when it is back"));
+      return done(EarlierHolderDown(t, i, key));
     }
   }
   auto then_slot = [this, key](std::function<void(Status)> done) {
@@ -1613,22 +1625,14 @@ void StripeIo::DeleteUnprotected(const WireShardKey& key, bool everywhere, std::
   };
   auto st = std::make_shared<State>();
   st->pending = earlier.size();
-  auto one_done = [this, st, key, everywhere, then_slot, done = std::move(done)](uint32_t index, uint32_t id,
+  auto one_done = [st, key, everywhere, then_slot, done = std::move(done)](uint32_t index, uint32_t id,
                                                                                    Status s) {
     std::unique_lock<std::mutex> l(st->mu);
-    if (!s.ok() && s.code() != StatusCode::kNotFound) {
-      PS_LOG_WARN("deleting shard {} of {} where an earlier placement put it (target {}): {}", index, Ordinal(key), id,
-                  s.ToString());
-      if (st->first_error.ok()) st->first_error = s;
-    }
+    NoteEarlierDelete(index, key, id, s, st->first_error);
     if (--st->pending > 0) return;
     const Status failed = st->first_error;
     l.unlock();
-    if (everywhere && !failed.ok()) {
-      if (!failed.retryable()) return done(failed.WithContext("deleting " + Ordinal(key) + " where an earlier placement put it"));
-      return done(Unavailable(Ordinal(key) + " where placement put it before a target joined (not moved yet) could " +
-                              "not be deleted: " + failed.ToString() + "; the delete must reach every copy; retry"));
-    }
+    if (everywhere && !failed.ok()) return done(EarlierDeleteFailed(key, failed));
     then_slot(done);
   };
   auto shared_done = std::make_shared<decltype(one_done)>(std::move(one_done));
