@@ -46,6 +46,12 @@ class ObjectImplTest : public ::testing::Test {
     return std::make_shared<ObjectImpl>(io, &tracker_, 1, red_, head_key, h);
   }
 
+  // Stripes of `redundancy` (also red_ from now on) with this fixture's stripe unit.
+  StripeGeometry Scheme(const std::string& redundancy) {
+    red_ = *ParseRedundancy(redundancy);
+    return StripeGeometry::For(red_, kStripe);
+  }
+
   // Another open of the object NewObject made last (as a second client would have).
   std::shared_ptr<Object> SecondHandle() {
     ObjectHead h;
@@ -233,8 +239,7 @@ TEST_P(ObjectImplRedundancyTest, ReadsArePlacedIntoTheCallersBuffers) {
 // or suspected: asked again over the same token, its late first grant's release would end the
 // second): with every slot so, the lease waits for that to change within its policy, then fails.
 TEST_F(ObjectImplTest, AStripeLeaseIsNeverAskedOfATargetThatIsNotUp) {
-  red_ = *ParseRedundancy("rep:2");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:2");
   const WireShardKey key{1, 567, 1, 0, 0, 0};
   auto slots = io_.Slots(key, 2);
   ASSERT_TRUE(slots.ok());
@@ -666,8 +671,7 @@ TEST_F(ObjectImplTest, StaleReplicaIsNeverPatched) {
 // repair) would take its stale bytes.
 TEST_F(ObjectImplTest, ARangeWriteFromASlowClockGoesAboveTheStoredVersion) {
   for (const char* scheme : {"rep:2", "ec:2+1"}) {
-    red_ = *ParseRedundancy(scheme);
-    const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+    const StripeGeometry g = Scheme(scheme);
     const WireShardKey key{1, 555, static_cast<uint64_t>(scheme[0]), 0, 0, 0};
     std::vector<std::byte> model = Bytes(kStripe, 50);
     const uint64_t ahead = NewVersion() + 3'600'000'000ull;  // written by a clock an hour ahead
@@ -694,8 +698,7 @@ TEST_F(ObjectImplTest, ARangeWriteFromASlowClockGoesAboveTheStoredVersion) {
 // version, even when the newer ones fail their reads: the read fails (retryably) rather than
 // return the old bytes.
 TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
-  red_ = *ParseRedundancy("rep:3");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:3");
   const WireShardKey key{1, 556, 1, 0, 0, 0};
   auto v1 = Unit(60);
   auto v2 = Unit(61);
@@ -720,8 +723,7 @@ TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
 // had the mark yet. The read is placed again with the new map, which skips that copy, and
 // waits for the good one.
 TEST_F(ObjectImplTest, AReplicaReadWithoutTheOtherVersionsWaitsForTheMapToBeConfirmed) {
-  red_ = *ParseRedundancy("rep:2");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:2");
   const WireShardKey key{1, 559, 1, 0, 0, 0};
   auto v1 = Unit(90);
   auto v2 = Unit(91);
@@ -767,8 +769,7 @@ TEST_F(ObjectImplTest, AHeadReadWithoutTheOtherVersionWaitsForTheMapToBeConfirme
 // answer first. A read that decides on their version while the other cells' versions are late
 // does not answer when the map changed meanwhile; placed again, it skips them.
 TEST_F(ObjectImplTest, AnEcReadWithoutEveryVersionWaitsForTheMapToBeConfirmed) {
-  red_ = *ParseRedundancy("ec:1+2");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("ec:1+2");
   const WireShardKey key{1, 562, 1, 0, 0, 0};
   auto v1 = Unit(93);
   auto v2 = Unit(94);
@@ -790,8 +791,7 @@ TEST_F(ObjectImplTest, AnEcReadWithoutEveryVersionWaitsForTheMapToBeConfirmed) {
 // A stripe never written reads as absent (sparse) while one of its targets is down: the others'
 // answers leave fewer places than K for it to be.
 TEST_F(ObjectImplTest, AnEcStripeNeverWrittenReadsAsAbsentWithATargetDown) {
-  red_ = *ParseRedundancy("ec:2+1");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("ec:2+1");
   const WireShardKey key{1, 563, 1, 0, 0, 0};
   auto slots = io_.Slots(key, 3);
   ASSERT_TRUE(slots.ok());
@@ -806,8 +806,7 @@ TEST_F(ObjectImplTest, AnEcStripeNeverWrittenReadsAsAbsentWithATargetDown) {
 // where a blocking call would hold up every straggler timer): with its target stalled, Delete
 // returns before the reply comes; the delete completes when it does.
 TEST_F(ObjectImplTest, AnUnprotectedDeleteNeverBlocksItsCaller) {
-  red_ = *ParseRedundancy("none");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("none");
   const WireShardKey key{1, 564, 1, 0, 0, 0};
   ASSERT_TRUE(io_.WriteSync(g, key, Unit(93), NewVersion()).ok());
   auto slots = io_.Slots(key, 1);
@@ -830,8 +829,7 @@ TEST_F(ObjectImplTest, AnUnprotectedDeleteNeverBlocksItsCaller) {
 
 // Its transient failures are waited out (within the client's retry budget), not returned.
 TEST_F(ObjectImplTest, AnUnprotectedDeleteWaitsOutTransientFailures) {
-  red_ = *ParseRedundancy("none");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("none");
   const WireShardKey key{1, 565, 1, 0, 0, 0};
   ASSERT_TRUE(io_.WriteSync(g, key, Unit(94), NewVersion()).ok());
   ShardClient shards(&fake_, &view_, std::chrono::milliseconds(2000));
@@ -846,8 +844,7 @@ TEST_F(ObjectImplTest, AnUnprotectedDeleteWaitsOutTransientFailures) {
 // the straggler delay, naming it, and suspects it: the retry fails at once instead of waiting
 // for it again.
 TEST_F(ObjectImplTest, ADeleteThatMustReachEveryCopySuspectsALateTarget) {
-  red_ = *ParseRedundancy("rep:2");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:2");
   const WireShardKey key{1, 566, 1, 0, 0, 0};
   ASSERT_TRUE(io_.WriteSync(g, key, Unit(95), NewVersion()).ok());
   auto slots = io_.Slots(key, 2);
@@ -870,8 +867,7 @@ TEST_F(ObjectImplTest, ADeleteThatMustReachEveryCopySuspectsALateTarget) {
 
 // With every copy's version in, nothing is confirmed: healthy reads never ask mgmt.
 TEST_F(ObjectImplTest, AReplicaReadWithEveryVersionInAsksNoConfirmation) {
-  red_ = *ParseRedundancy("rep:3");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:3");
   const WireShardKey key{1, 560, 1, 0, 0, 0};
   auto v = Unit(92);
   ASSERT_TRUE(io_.WriteSync(g, key, v, NewVersion()).ok());
@@ -886,8 +882,7 @@ TEST_F(ObjectImplTest, AReplicaReadWithEveryVersionInAsksNoConfirmation) {
 // A read of an ec stripe past its data cells ends there (short), as replica and unprotected
 // reads end at the shard's end: it never reads a parity cell as data.
 TEST_F(ObjectImplTest, AnEcReadPastTheStripeEndsAtItsData) {
-  red_ = *ParseRedundancy("ec:2+1");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("ec:2+1");
   const WireShardKey key{1, 558, 1, 0, 0, 0};
   auto v = Unit(80);
   ASSERT_TRUE(io_.WriteSync(g, key, v, NewVersion()).ok());
@@ -907,8 +902,7 @@ TEST_F(ObjectImplTest, AnEcReadPastTheStripeEndsAtItsData) {
 // With M >= K the cells that missed a write can be K themselves: a degraded read must not
 // decode their old version while the replies to come could still give the newer one K.
 TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
-  red_ = *ParseRedundancy("ec:1+1");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("ec:1+1");
   const WireShardKey key{1, 557, 1, 0, 0, 0};
   auto v1 = Unit(70);
   auto v2 = Unit(71);
@@ -923,8 +917,7 @@ TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
 // The targets a degraded write went without are left alone by this client's reads of that
 // container as soon as mgmt has recorded them, not only once its map shows it.
 TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
-  red_ = *ParseRedundancy("rep:3");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("rep:3");
   const WireShardKey key{1, 558, 1, 0, 0, 0};
   auto slots = io_.Slots(key, 3);
   ASSERT_TRUE(slots.ok());
@@ -991,8 +984,7 @@ TEST_F(ObjectImplTest, TruncateReachesEveryCopyOrFails) {
 // A write that failed part way (never acknowledged) left its version on fewer than K cells: the
 // fast path does not return those bytes (a later read of more cells would decode the old ones).
 TEST_F(ObjectImplTest, AnEcVersionFewerThanKCellsHoldIsNotRead) {
-  red_ = *ParseRedundancy("ec:2+1");
-  const StripeGeometry g = StripeGeometry::For(red_, kStripe);
+  const StripeGeometry g = Scheme("ec:2+1");
   const WireShardKey key{1, 559, 1, 0, 0, 0};
   auto slots = io_.Slots(key, 3);
   ASSERT_TRUE(slots.ok());
