@@ -123,7 +123,7 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
     }
     std::shared_ptr<Object> obj;
     uint64_t offset;
-    if (o.mode == BenchMode::kSeq) {
+    if (o.mode == BenchMode::kSeq || o.sequential) {
       obj = objects[seq_object % objects.size()];
       offset = seq_offset;
       seq_offset += o.size;

@@ -7,7 +7,8 @@
 // Modes: write (each operation writes a whole object of `size` bytes, objects bench-0,
 // bench-1, ..., cycling over `objects` when set), seq (reads the bench-* objects a previous
 // write left, in order, `size` bytes at a time), rand (random `size`-aligned ranges of random
-// objects), mixed (rand with 30% writes of the same shape). Not thread-safe; one run at a time.
+// objects), mixed (rand with 30% writes of the same shape; with `sequential`, in seq's order).
+// Not thread-safe; one run at a time.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct BenchOptions {
   double seconds = 10;
   uint64_t objects = 0;          // write: cycle over this many objects (0: a new one each op)
   int mixed_write_percent = 30;
+  bool sequential = false;       // mixed: seq's order instead of random ranges
 };
 
 struct BenchResult {

@@ -27,6 +27,7 @@ struct BenchFlags {
   int write_percent = 30;
   bool no_cleanup = false;
   bool progress = false;
+  bool sequential = false;
 };
 
 int RunBenchCommand(BenchFlags& f) {
@@ -45,6 +46,12 @@ int RunBenchCommand(BenchFlags& f) {
   o.seconds = f.seconds;
   o.objects = f.objects;
   o.mixed_write_percent = f.write_percent;
+  if (f.sequential && o.mode != BenchMode::kMixed) {
+    return ReportError(InvalidArgument("--sequential applies to mixed only (seq reads in order already; rand is "
+                                       "random by name)"),
+                       f.g.json);
+  }
+  o.sequential = f.sequential;
   if (f.container.empty() && f.redundancy.empty()) {
     return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
   }
@@ -90,7 +97,7 @@ int RunBenchCommand(BenchFlags& f) {
   const BenchResult& r = *result;
   if (f.g.json) {
     nlohmann::json j = {{"mode", r.mode}, {"container", f.container}, {"size", o.size},
-                        {"concurrency", o.concurrency}, {"ops", r.ops}, {"errors", r.errors},
+                        {"concurrency", o.concurrency}, {"sequential", o.sequential}, {"ops", r.ops}, {"errors", r.errors},
                         {"bytes", r.bytes}, {"seconds", r.seconds}, {"mb_per_s", r.mb_per_s},
                         {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
                         {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
@@ -128,6 +135,8 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*b, "write-percent", &f->write_percent, "mixed: share of operations that write")
       ->check(CLI::Range(0, 100));
   AddSetting(*b, "redundancy", &f->redundancy, "bench a throw-away container with this redundancy");
+  b->add_flag("--sequential", f->sequential,
+              "mixed: walk the objects in order, --size bytes at a time (as seq does), instead of random ranges");
   b->add_flag("--no-cleanup", f->no_cleanup, "keep what write created (for seq/rand/mixed runs)");
   b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
   AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");

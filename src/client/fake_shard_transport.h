@@ -39,11 +39,18 @@ class FakeShardTransport : public RpcCaller {
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
             std::shared_ptr<ReplyDestination> into = nullptr) override {
     RpcReply reply;
+    std::function<void()> before;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto dead = dead_.find(address);
       if (dead != dead_.end()) reply.status = dead->second;
+      auto b = before_.find(opcode);
+      if (b != before_.end() && --b->second.first == 0) {
+        before = std::move(b->second.second);
+        before_.erase(b);
+      }
     }
+    if (before) before();
     if (reply.status.ok()) reply = Serve(opcode, header, payload);  // applied at once, in order
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -126,6 +133,23 @@ class FakeShardTransport : public RpcCaller {
   void Revive(const std::string& address) {
     std::lock_guard<std::mutex> lock(mu_);
     dead_.erase(address);
+  }
+  // Runs `fn` once, on the calling thread with no lock held, before the `nth` next call of `op`
+  // is served (to change the store between two steps of an operation).
+  void BeforeCall(ShardOp op, int nth, std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    before_[static_cast<uint16_t>(op)] = {nth, std::move(fn)};
+  }
+  // Forgets every stripe lease, as a target restart does.
+  void DropLeases() {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    leases_.clear();
+  }
+  // Stores a shard as another client's write would.
+  void Put(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard, std::vector<std::byte> bytes,
+           uint64_t version) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    shards_[{container, hi, lo, stripe, shard}] = {std::move(bytes), version, false};
   }
   // Reads of the shard (container, object, stripe, shard) fail their checksum until rewritten.
   void Corrupt(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
@@ -290,6 +314,10 @@ class FakeShardTransport : public RpcCaller {
           r.status = Aborted("fake: stripe leased by another writer");
           ++lease_conflicts_;
         } else {
+          LockReplyHeader rh{};
+          rh.version = kShardProtocolVersion;
+          rh.flags = it != leases_.end() ? kLeaseRenewed : 0;
+          r.header = EncodeHeader(rh);
           leases_[stripe] = lh->owner;
         }
         break;
@@ -367,6 +395,7 @@ class FakeShardTransport : public RpcCaller {
   std::map<uint16_t, std::pair<Status, int>> failures_;
   std::map<std::string, Status> dead_;
   std::map<uint16_t, int> calls_;
+  std::map<uint16_t, std::pair<int, std::function<void()>>> before_;  // see BeforeCall
   std::thread thread_;
 };
 

@@ -288,46 +288,91 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
   const uint64_t su = layout.stripe_unit;
   const uint64_t stop = begin + data->size();
   auto self = shared_from_this();
-  auto finish = [self, op, stripe, su, stop, lent](Status s) {
+  auto finish = [self, op, stripe, su, stop, lent](Status s, std::shared_ptr<HeldLease> lease) {
     if (lent) AsyncOp::Unlend(op);  // the write (and its sends) ended: the caller's memory is free
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->written_end_ = std::max(self->written_end_, stripe * su + stop);
     }
-    self->ReleaseStripe(stripe);
+    if (!s.ok() && lease) {  // after a failure the next write takes the lease anew
+      self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
+      lease.reset();
+    }
+    self->ReleaseStripe(stripe, std::move(lease));
     AsyncOp::SubDone(op, s, 0);
   };
+  std::shared_ptr<HeldLease> handed;  // by the write of this stripe before this one
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = handed_.find(stripe); it != handed_.end()) {
+      handed = std::move(it->second);
+      handed_.erase(it);
+    }
+  }
   bool skip;
   {
     std::lock_guard<std::mutex> lock(op->mu);
     skip = op->finished;  // cancelled or expired before this stripe's turn
   }
-  if (skip) return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"));
+  if (skip) {  // the lease, if one was handed, is released
+    return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"), handed);
+  }
   const StripeGeometry geo = layout.geometry();
   const WireShardKey key = layout.key(stripe);
   // An unprotected stripe is one shard and each write of it one atomic shard operation (whole
   // or range), which reads nothing another writer could change: no lease.
-  if (!geo.red.protected_()) return WriteLeasedStripe(op, geo, key, begin, data, finish);
+  if (!geo.red.protected_()) {
+    return WriteLeasedStripe(op, geo, key, begin, data, nullptr, [finish](Status s) { finish(std::move(s), nullptr); });
+  }
   // A protected stripe's write lease first: writers in other clients (other Objects) take
   // turns, so the versions and bytes a write reads are the stripe's latest, every copy or cell
   // applies the writes in one order, and no update is lost.
-  const uint64_t token = NextLeaseToken();
-  io_->LockStripe(geo, key, token, RetryFor({op}),
-                  [self, op, geo, key, stripe, begin, data, finish, token](Result<TargetRef> holder) {
-                    if (!holder.ok()) return finish(holder.status());
-                    self->WriteLeasedStripe(op, geo, key, begin, data, [self, key, holder = *holder, finish, token](Status s) {
-                      self->io_->UnlockStripe(holder, key, token);
-                      finish(std::move(s));
-                    });
+  TakeLease(geo, key, std::move(handed), RetryFor({op}),
+            [self, op, geo, key, begin, data, finish](Result<std::shared_ptr<HeldLease>> lease) {
+              if (!lease.ok()) return finish(lease.status(), nullptr);
+              auto held = *lease;
+              self->WriteLeasedStripe(op, geo, key, begin, data, held->known,
+                                      [finish, held](Status s) { finish(std::move(s), held); });
+            });
+}
+
+void ObjectImpl::TakeLease(const StripeGeometry& geo, const WireShardKey& key, std::shared_ptr<HeldLease> handed,
+                           RetryPolicy retry, std::function<void(Result<std::shared_ptr<HeldLease>>)> done) {
+  auto lease = handed;
+  if (!lease) {
+    lease = std::make_shared<HeldLease>();
+    lease->key = key;
+    lease->token = NextLeaseToken();
+  }
+  auto self = shared_from_this();
+  io_->LockStripe(geo, key, lease->token, std::move(retry),
+                  [self, lease, renewing = handed != nullptr, done = std::move(done)](Result<StripeLease> got) {
+                    if (!got.ok()) {
+                      if (renewing) self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
+                      return done(got.status());
+                    }
+                    const bool continued = renewing && got->renewed && got->holder.id == lease->holder.id;
+                    if (!continued) {
+                      // A new grant: another writer may have held the lease and written since.
+                      if (renewing && got->holder.id != lease->holder.id) {
+                        self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
+                      }
+                      *lease->known = {};
+                      lease->granted = std::chrono::steady_clock::now();
+                      lease->writes = 0;
+                    }
+                    lease->holder = got->holder;
+                    ++lease->writes;
+                    done(lease);
                   });
 }
 
 void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo,
                                    const WireShardKey& key, uint64_t begin, std::shared_ptr<AlignedBuffer> data,
-                                   std::function<void(Status)> done) {
+                                   std::shared_ptr<StripeKnowledge> known, std::function<void(Status)> done) {
   const uint64_t stop = begin + data->size();
   if (begin == 0 && stop == geo.stripe_unit) {  // replaces all the stripe can hold: no read
-    io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}));
+    io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}), std::move(known));
     return;
   }
   // Part of the unit: patched in place (range writes: only these bytes, and for ec the same
@@ -335,15 +380,16 @@ void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const Str
   // read-modify-write of the unit (below).
   auto self = shared_from_this();
   io_->WriteRange(geo, key, begin, data, NextVersion(),
-                  [self, op, geo, key, begin, data, done](Status s) {
+                  [self, op, geo, key, begin, data, known, done](Status s) {
                     if (!NeedsWholeUnit(s)) return done(std::move(s));
-                    self->RewriteUnit(op, geo, key, begin, data, done);
+                    self->RewriteUnit(op, geo, key, begin, data, known, done);
                   },
-                  RetryFor({op}));
+                  RetryFor({op}), known);
 }
 
 void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
-                             uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done) {
+                             uint64_t begin, std::shared_ptr<AlignedBuffer> data,
+                             std::shared_ptr<StripeKnowledge> known, std::function<void(Status)> done) {
   const uint64_t stop = begin + data->size();
   // Read-modify-write of what the stripe holds now (another client may have written it since
   // this Object learned the size): the whole unit (ec comes back zero-padded); trailing zeros
@@ -357,7 +403,7 @@ void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeo
   }
   const bool past_end = key.stripe * geo.stripe_unit >= known_end;
   auto self = shared_from_this();
-  auto merge = [self, op, geo, key, begin, stop, data, done, past_end](Result<ShardData> old) {
+  auto merge = [self, op, geo, key, begin, stop, data, known, done, past_end](Result<ShardData> old) {
     if (!old.ok() && old.status().code() != StatusCode::kNotFound && !(past_end && old.status().retryable())) {
       return done(old.status());
     }
@@ -369,7 +415,7 @@ void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeo
     std::memcpy(merged->data() + begin, data->data(), data->size());
     // Above what it read, whatever this client's clock says (NewerThan).
     const uint64_t version = NewerThan(NextVersion(), old.ok() ? old->version : 0);
-    self->io_->Write(geo, key, merged, version, done, self->RetryFor({op}));
+    self->io_->Write(geo, key, merged, version, done, self->RetryFor({op}), known);
   };
   io_->Read(geo, key, 0, HeldBytesToRead(geo), std::move(merge), RetryFor({op}));
 }
@@ -407,19 +453,23 @@ void ObjectImpl::WithStripe(uint64_t stripe, std::function<void()> fn) {
   fn();
 }
 
-void ObjectImpl::ReleaseStripe(uint64_t stripe) {
+void ObjectImpl::ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease) {
   std::function<void()> next;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = stripe_queue_.find(stripe);
     if (it->second.empty()) {
       stripe_queue_.erase(it);
-      return;
+    } else {
+      next = std::move(it->second.front());
+      it->second.pop_front();
+      if (lease && lease->writes < kLeaseWrites && std::chrono::steady_clock::now() - lease->granted < kLeaseHold) {
+        handed_[stripe] = std::move(lease);
+      }
     }
-    next = std::move(it->second.front());
-    it->second.pop_front();
   }
-  next();
+  if (lease) io_->UnlockStripe(lease->holder, lease->key, lease->token);
+  if (next) next();
 }
 
 void ObjectImpl::ExtendSize(uint64_t end, std::function<void(Status)> done) {
@@ -468,11 +518,11 @@ void ObjectImpl::StartHeadWrite(std::unique_lock<std::mutex>& lock) {
 Status ObjectImpl::WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn) {
   const RetryPolicy retry{std::chrono::steady_clock::now() + io_->shards().retry_budget(), {}};
   const uint64_t token = NextLeaseToken();
-  PS_ASSIGN_OR_RETURN(TargetRef holder, Await<Result<TargetRef>>([&](auto done) {
+  PS_ASSIGN_OR_RETURN(StripeLease lease, Await<Result<StripeLease>>([&](auto done) {
                         io_->LockStripe(g, key, token, retry, std::move(done));
                       }));
   Status s = fn();
-  io_->UnlockStripe(holder, key, token);
+  io_->UnlockStripe(lease.holder, key, token);
   return s;
 }
 

@@ -8,6 +8,9 @@
 // lent until the write ended); other writes copy the caller's bytes. A write that covers only
 // part of what a stripe holds reads the stripe, patches it and writes it whole (read-modify-
 // write); writes to one stripe through this Object run one at a time, in submission order (a per-stripe queue).
+// A protected stripe's write lease is handed from one queued write of it to the next (see
+// HeldLease): the next renews it rather than releasing and taking it again, and a rep range
+// write patches over the version the write before it left on every copy without asking them.
 // When an operation's data is durable and it ended past the object's size, the head record is
 // rewritten with the larger size (coalesced: one head write in flight at a time) before the
 // operation completes. Transient failures (a target restarting, unreachable for a moment, a
@@ -83,15 +86,40 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // of the op's buffers when `lent` (returned with AsyncOp::Unlend when the write ended).
   void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
                    uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
-  // The part of WriteStripe that runs holding the stripe's write lease (protected stripes).
+  // A protected stripe's write lease while this Object's writes of the stripe hand it on: the
+  // next queued write renews it (one kLockStripe with the same token) instead of the release and
+  // a new lease, and knows the version the write before it left (StripeKnowledge). It is
+  // released when no write of the stripe is queued, after a failed write, or after kLeaseWrites
+  // writes or kLeaseHold since it was granted, so that other writers get their turn.
+  struct HeldLease {
+    WireShardKey key;
+    TargetRef holder;
+    uint64_t token = 0;
+    std::chrono::steady_clock::time_point granted;
+    int writes = 0;  // under this grant
+    std::shared_ptr<StripeKnowledge> known = std::make_shared<StripeKnowledge>();
+  };
+  static constexpr int kLeaseWrites = 64;
+  static constexpr std::chrono::milliseconds kLeaseHold{1000};
+  // Takes the lease of `key`'s stripe, or renews `handed` (the one the write before passed on):
+  // when that renewal was no renewal (it had lapsed, or another slot's target grants it now),
+  // what it knew is forgotten.
+  void TakeLease(const StripeGeometry& geo, const WireShardKey& key, std::shared_ptr<HeldLease> handed,
+                 RetryPolicy retry, std::function<void(Result<std::shared_ptr<HeldLease>>)> done);
+  // The part of WriteStripe that runs holding the stripe's write lease (protected stripes;
+  // `known` is the lease's, null for unprotected ones).
   void WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
-                         uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
+                         uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::shared_ptr<StripeKnowledge> known,
+                         std::function<void(Status)> done);
   // Read-modify-write of the whole unit (an ec range StripeIo::WriteRange cannot patch).
   void RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
-                   uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::function<void(Status)> done);
+                   uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::shared_ptr<StripeKnowledge> known,
+                   std::function<void(Status)> done);
   // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
   void WithStripe(uint64_t stripe, std::function<void()> fn);
-  void ReleaseStripe(uint64_t stripe);
+  // Ends a write's turn at `stripe`: runs the next queued write, handing it `lease` when it may
+  // go on (see HeldLease); otherwise the lease (if any) is released.
+  void ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease);
   // Grows the committed size to at least `end` (head rewrite), then calls done.
   void ExtendSize(uint64_t end, std::function<void(Status)> done);
   void StartHeadWrite(std::unique_lock<std::mutex>& lock);
@@ -131,6 +159,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   uint64_t written_end_ = 0;   // end of the furthest stripe write that completed
   uint64_t reserved_end_ = 0;  // for Append
   std::map<uint64_t, std::deque<std::function<void()>>> stripe_queue_;  // busy stripes
+  std::map<uint64_t, std::shared_ptr<HeldLease>> handed_;  // leases passed to a stripe's next write
   bool head_write_in_flight_ = false;
   uint64_t wanted_size_ = 0;
   std::vector<std::pair<uint64_t, std::function<void(Status)>>> size_waiters_;

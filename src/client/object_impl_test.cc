@@ -249,7 +249,7 @@ TEST_F(ObjectImplTest, AStripeLeaseIsNeverAskedOfATargetThatIsNotUp) {
   }
   view_.Set(view_.epoch() + 1, down);
   const int locks = fake_.calls(ShardOp::kLockStripe);
-  auto r = Await<Result<TargetRef>>([&](auto done) {
+  auto r = Await<Result<StripeLease>>([&](auto done) {
     io_.LockStripe(g, key, 42, RetryPolicy{std::chrono::steady_clock::now() + std::chrono::milliseconds(100), {}},
                    std::move(done));
   });
@@ -291,6 +291,80 @@ TEST_F(ObjectImplTest, ATruncateAndAWriteOfOneStripeTakeTurnsAtItsLease) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   ASSERT_EQ(*n, kStripe + 200);
   EXPECT_EQ(0, std::memcmp(out.data(), data.data(), *n));
+  fake_.Drain();
+}
+
+// Writes of one protected stripe queued behind each other hand its write lease on: each next
+// one renews it instead of a release and a new lease, and (rep) patches over the version the
+// one before left on every copy instead of asking the copies (kStat) again. After kLeaseWrites
+// (64) writes the lease is released and taken anew, so other writers get their turn.
+TEST_F(ObjectImplTest, QueuedWritesOfAStripeHandItsLeaseOn) {
+  auto obj = NewObject("chain", "rep:2");
+  auto data = Bytes(kStripe, 40);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.Drain();
+  const int locks = fake_.calls(ShardOp::kLockStripe), unlocks = fake_.calls(ShardOp::kUnlockStripe);
+  const int stats = fake_.calls(ShardOp::kStat);
+  const uint64_t known = io_.stats().known_version_patches;
+  constexpr int kWrites = 70;
+  std::vector<std::vector<std::byte>> pieces;
+  pieces.reserve(kWrites);
+  CompletionQueue cq;
+  fake_.Hold();  // the first write's lease reply waits: the others queue behind it
+  for (int i = 0; i < kWrites; ++i) {
+    pieces.push_back(Bytes(20, 41 + i));
+    obj->WriteAsync(i * 50, {{pieces.back().data(), pieces.back().size()}}, cq, i);
+    std::copy(pieces.back().begin(), pieces.back().end(), data.begin() + i * 50);
+  }
+  fake_.Release();
+  auto c = cq.Wait(kWrites, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), static_cast<size_t>(kWrites));
+  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+  fake_.Drain();
+  const int grants = fake_.calls(ShardOp::kUnlockStripe) - unlocks;  // each grant is released once
+  EXPECT_GE(grants, 2) << "the lease was never given up for other writers";
+  EXPECT_LT(grants, 10) << "the lease was released and taken again between queued writes";
+  EXPECT_EQ(fake_.calls(ShardOp::kLockStripe) - locks, kWrites);  // grants and renewals
+  EXPECT_EQ(fake_.calls(ShardOp::kStat) - stats, 2 * grants);    // both copies, once a grant
+  EXPECT_EQ(io_.stats().known_version_patches - known, static_cast<uint64_t>(kWrites - grants));
+  std::vector<std::byte> out(kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, kStripe);
+  EXPECT_EQ(out, data);
+}
+
+// A handed lease that lapsed meanwhile (here its target restarted and forgot it) is granted
+// anew, not renewed: another writer may have written the stripe in between, so the next write
+// asks the copies for their versions instead of patching over the version it knew (which the
+// copies would refuse).
+TEST_F(ObjectImplTest, AHandedLeaseThatLapsedForgetsWhatItKnew) {
+  auto obj = NewObject("lapse", "rep:2");
+  ASSERT_TRUE(obj->Write(0, Bytes(kStripe, 50)).ok());
+  fake_.Drain();
+  auto expected = Bytes(kStripe, 51);  // another client's write of the whole stripe
+  const uint64_t id = next_id_;
+  fake_.BeforeCall(ShardOp::kLockStripe, 2, [&] {  // as the second write renews the lease
+    fake_.DropLeases();
+    const uint64_t v = fake_.Version(1, id, 7, 0, 0) + 1000;
+    for (uint32_t shard : {0u, 1u}) fake_.Put(1, id, 7, 0, shard, expected, v);
+  });
+  const uint64_t degraded = io_.stats().degraded_writes;
+  auto a = Bytes(100, 52), b = Bytes(100, 53);
+  CompletionQueue cq;
+  fake_.Hold();
+  obj->WriteAsync(0, {{a.data(), a.size()}}, cq, 1);
+  obj->WriteAsync(2000, {{b.data(), b.size()}}, cq, 2);
+  fake_.Release();
+  auto c = cq.Wait(2, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 2u);
+  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+  std::copy(b.begin(), b.end(), expected.begin() + 2000);
+  std::vector<std::byte> out(kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, expected);
+  EXPECT_EQ(io_.stats().degraded_writes, degraded);
   fake_.Drain();
 }
 

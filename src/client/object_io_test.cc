@@ -275,23 +275,39 @@ TEST_F(ObjectIoTest, ReadsArriveInTheCallersBuffersWithoutACopy) {
 // Two clients write disjoint small ranges that share stripes of one object, each from two
 // threads: the stripe write leases (taken from the targets) make their read-modify-writes take
 // turns and the head's size only grows, so every range ends with its writer's last bytes.
+// Two clients, two threads each, writing disjoint ranges that share stripes: unprotected, and
+// protected, where each client's writes of a stripe queue behind each other, hand its write
+// lease on (renewals on real targets), and take turns at it with the other client's.
 TEST_F(ObjectIoTest, TwoClientsWritingOneObjectLoseNoUpdate) {
   ClientOptions co;
   co.mgmt_address = cluster_->mgmt_address();
   co.timeout = std::chrono::milliseconds(5000);
   auto other = Client::Connect(co);
   ASSERT_TRUE(other.ok()) << other.status().ToString();
-  auto a = Open("two-clients");
-  auto b = (*other)->Open("io", "two-clients");
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  const uint64_t kPiece = 1000;
-  auto w = testing::WriteDisjointPieces(*a, **b, kPiece, 2 * kStripe / kPiece, 4, 40);
-  EXPECT_EQ(w.failures, 0);
-  auto fresh = Open("two-clients");
-  EXPECT_EQ(fresh->size(), w.furthest);
-  std::vector<std::byte> out(w.furthest);
-  ASSERT_TRUE(fresh->Read(0, out).ok());
-  EXPECT_EQ(testing::LostPieces(w, out, kPiece), 0u) << "ranges whose last write was lost";
+  for (const char* red : {"none", "rep:2", "ec:2+1"}) {
+    SCOPED_TRACE(red);
+    std::string container = "io";
+    if (std::string(red) != "none") {
+      container = std::string("two-") + (red[0] == 'r' ? "rep" : "ec");
+      ContainerProps p;
+      p.stripe_unit = kStripe;
+      p.redundancy = red;
+      ASSERT_TRUE(cluster_->client().CreateContainer(container, p).ok());
+    }
+    auto a = cluster_->client().Open(container, "two-clients", {.create = true});
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    auto b = (*other)->Open(container, "two-clients");
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const uint64_t kPiece = 1000;
+    auto w = testing::WriteDisjointPieces(**a, **b, kPiece, 2 * kStripe / kPiece, 4, 40);
+    EXPECT_EQ(w.failures, 0);
+    auto fresh = cluster_->client().Open(container, "two-clients");
+    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+    EXPECT_EQ((*fresh)->size(), w.furthest);
+    std::vector<std::byte> out(w.furthest);
+    ASSERT_TRUE((*fresh)->Read(0, out).ok());
+    EXPECT_EQ(testing::LostPieces(w, out, kPiece), 0u) << "ranges whose last write was lost";
+  }
 }
 
 TEST_F(ObjectIoTest, CancellationAndDeadlines) {

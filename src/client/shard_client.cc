@@ -323,13 +323,17 @@ Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key, s
 }
 
 void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
-                              std::chrono::milliseconds ttl, std::function<void(Status)> done) {
+                              std::chrono::milliseconds ttl, std::function<void(Result<bool>)> done) {
   std::vector<std::byte> header = LockHeader(key, owner, static_cast<uint32_t>(ttl.count()));
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kLockStripe), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
                TokenRefused(r.status, c);
-               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
+               if (!r.status.ok()) return done(r.status.WithContext(name));
+               if (r.header.empty()) return done(false);  // a target from before LockReplyHeader
+               auto rh = DecodeHeader<LockReplyHeader>(r.header, "lock reply");
+               if (!rh.ok()) return done(rh.status().WithContext(name));
+               done((rh->flags & kLeaseRenewed) != 0);
              });
 }
 

@@ -103,9 +103,10 @@ class ShardClient {
                  uint64_t version, bool only_if_not_older);
   Status DeleteTo(const TargetRef& target, const WireShardKey& key, std::optional<uint64_t> if_version = std::nullopt);
   // Stripe write leases (shard_protocol.h, kLockStripe): takes or renews the lease of `key`'s
-  // stripe for `owner` on `target` (kAborted while another owner holds it); releases it.
+  // stripe for `owner` on `target` (kAborted while another owner holds it), answering whether
+  // it was a renewal (kLeaseRenewed); releases it.
   void StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner, std::chrono::milliseconds ttl,
-                   std::function<void(Status)> done);
+                   std::function<void(Result<bool>)> done);
   void StartUnlockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner, std::function<void(Status)> done);
   // The shard's version and length (ShardData without bytes).
   void StartStatTo(const TargetRef& target, const WireShardKey& key, std::function<void(Result<ShardData>)> done);

@@ -307,6 +307,9 @@ struct StripeIo::WriteState {
   std::map<uint32_t, TargetRef> waiting;  // by shard: sent, not answered
   std::vector<bool> written;              // by shard
   std::vector<uint32_t> targets;          // by shard: the slot's target (0: none, or lost)
+  uint64_t version = 0;                   // the version every shard is written with
+  std::shared_ptr<StripeKnowledge> known; // updated when the write is decided
+  uint64_t epoch = 0;                     // of the map the slots were taken from
 };
 
 namespace {
@@ -349,7 +352,7 @@ void StripeIo::WithRetries(std::shared_ptr<std::function<void(std::function<void
 }
 
 void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint64_t owner, RetryPolicy retry,
-                          std::function<void(Result<TargetRef>)> done, int attempt) {
+                          std::function<void(Result<StripeLease>)> done, int attempt) {
   const WireShardKey k = WithShard(key, 0);
   auto slots = Slots(k, g.red.width());
   if (!slots.ok()) return done(slots.status());
@@ -391,12 +394,13 @@ void StripeIo::LockStripe(const StripeGeometry& g, const WireShardKey& key, uint
   }
   shards_->StartLockTo(holder, k, owner, kStripeLeaseTtl,
                        [this, g, key, owner, retry = std::move(retry), done = std::move(done), attempt, backoff,
-                        holder, decided, k](Status s) mutable {
+                        holder, decided, k](Result<bool> granted) mutable {
     if (decided->exchange(true)) {  // the straggler timer went on without this target
-      if (s.ok()) shards_->StartUnlockTo(holder, k, owner, [](Status) {});
+      if (granted.ok()) shards_->StartUnlockTo(holder, k, owner, [](Status) {});
       return;
     }
-    if (s.ok()) return done(holder);
+    if (granted.ok()) return done(StripeLease{holder, *granted});
+    const Status s = granted.status();
     const bool held = s.code() == StatusCode::kAborted;
     const bool stale = IsStaleMap(s);
     const bool transient = s.retryable() && !held && s.code() != StatusCode::kResourceExhausted;
@@ -434,16 +438,17 @@ StripeIo::Retries StripeIo::RetriesFor(const StripeGeometry& g, const WireShardK
 }
 
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                     uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry) {
+                     uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry,
+                     std::shared_ptr<StripeKnowledge> known) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
-      [this, g, key, data = std::move(data), version](std::function<void(Status)> cb) {
-        WriteOnce(g, key, data, version, std::move(cb));
+      [this, g, key, data = std::move(data), version, known = std::move(known)](std::function<void(Status)> cb) {
+        WriteOnce(g, key, data, version, std::move(cb), known);
       });
   WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
 
 void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                         uint64_t version, std::function<void(Status)> done) {
+                         uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known) {
   if (!g.red.protected_()) {
     shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); });
     return;
@@ -451,6 +456,8 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
   auto st = std::make_shared<WriteState>();
   st->data = data;
   st->done = std::move(done);
+  st->version = version;
+  st->known = std::move(known);
   const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
   WriteSlots(g, key, st, [this, key, shard_bytes, version](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
     shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb));
@@ -459,17 +466,17 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
 
 void StripeIo::WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                           std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
-                          std::optional<RetryPolicy> retry) {
+                          std::optional<RetryPolicy> retry, std::shared_ptr<StripeKnowledge> known) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
-      [this, g, key, begin, data = std::move(data), version](std::function<void(Status)> cb) {
-        WriteRangeOnce(g, key, begin, data, version, std::move(cb));
+      [this, g, key, begin, data = std::move(data), version, known = std::move(known)](std::function<void(Status)> cb) {
+        WriteRangeOnce(g, key, begin, data, version, std::move(cb), known);
       });
   WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
 
 void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                               std::shared_ptr<const AlignedBuffer> data, uint64_t version,
-                              std::function<void(Status)> done) {
+                              std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known) {
   if (!g.red.protected_()) {
     auto patch = [this, key, begin, data, version](std::function<void(Status)> done) {
       shards_->StartWriteRange(key, begin, data->span(), version,
@@ -523,10 +530,28 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
     });
     return;
   }
-  if (g.red.kind == Redundancy::Kind::kErasure) return WriteEcRange(g, key, begin, data, version, std::move(done));
+  if (g.red.kind == Redundancy::Kind::kErasure) {
+    return WriteEcRange(g, key, begin, data, version, std::move(done), std::move(known));
+  }
   // Every copy is patched only over the newest version among the copies that may be read: one
   // that missed a write refuses (kFailedPrecondition), counts as a missed shard and is repaired
-  // whole. So first the versions (kStat, no data).
+  // whole. So first the versions (kStat, no data), unless the lease holder knows them.
+  auto patch = [this, g, key, begin, data, requested_version = version, known](uint64_t expected,
+                                                                               std::function<void(Status)> done) {
+    auto st = std::make_shared<WriteState>();
+    st->data = data;
+    st->done = std::move(done);
+    st->version = NewerThan(requested_version, expected);  // see WriteEcRange
+    st->known = known;
+    WriteSlots(g, key, st, [this, key, begin, data, version = st->version, expected](
+                               uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
+      shards_->StartWriteRangeTo(t, WithShard(key, i), begin, data->span(), version, expected, std::move(cb));
+    });
+  };
+  if (known && known->uniform_version != 0 && known->epoch == view_->epoch()) {
+    stats_.known_version_patches++;
+    return patch(known->uniform_version, std::move(done));
+  }
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());
   struct Versions {
@@ -546,7 +571,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   if (asks.empty()) return done(Unavailable("no target of " + Ordinal(key) + " is up"));
   v->pending = asks.size();
   for (auto& [i, t] : asks) v->waiting[i] = t;
-  auto after_stats = [this, g, key, begin, data, requested_version = version, v, done = std::move(done)]() {
+  auto after_stats = [this, key, v, patch, done = std::move(done)]() {
     if (!v->error.ok()) return done(v->error.WithContext("reading the versions of " + Ordinal(key)));
     if (v->some_missing && view_->has_earlier_placements()) {
       // A slot does not hold it, but a target joined since it may have been written: that copy
@@ -555,15 +580,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
       return done(FailedPrecondition(std::string(kWholeUnitNeeded) + " for " + Ordinal(key) +
                                      ": a slot does not hold it, and a target joined since it may have been written"));
     }
-    auto st = std::make_shared<WriteState>();
-    st->data = data;
-    st->done = done;
-    const uint64_t expected = v->newest;
-    const uint64_t version = NewerThan(requested_version, expected);  // see WriteEcRange
-    WriteSlots(g, key, st, [this, key, begin, data, version, expected](uint32_t i, const TargetRef& t,
-                                                                        std::function<void(Status)> cb) {
-      shards_->StartWriteRangeTo(t, WithShard(key, i), begin, data->span(), version, expected, std::move(cb));
-    });
+    patch(v->newest, done);
   };
   // A copy late by `straggler` (a stopped target) is suspected and the attempt fails retryable:
   // the next one goes on without it, degraded, as a whole write would.
@@ -602,7 +619,7 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
 
 void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                             std::shared_ptr<const AlignedBuffer> data, uint64_t version,
-                            std::function<void(Status)> done) {
+                            std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known) {
   const uint64_t c = g.cell, end = begin + data->size();
   const uint32_t cell = static_cast<uint32_t>(begin / c);
   auto whole = [&](const std::string& why) {
@@ -628,7 +645,8 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
   const uint32_t width = g.red.width();
   old->cells.resize(width);
   old->pending = width;
-  auto patch = [this, g, key, cell, lo, len, data, requested_version = version, old, c, done = std::move(done)]() {
+  auto patch = [this, g, key, cell, lo, len, data, requested_version = version, old, c, known,
+                done = std::move(done)]() {
     std::optional<uint64_t> v;
     for (uint32_t i = 0; i < old->cells.size() && old->error.ok(); ++i) {
       const auto& d = old->cells[i];
@@ -657,6 +675,8 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
     // Above the version patched, whatever this client's clock says: a lower one would make the
     // copies that missed the patch look newer (NewerThan).
     const uint64_t version = NewerThan(requested_version, expected);
+    st->version = version;
+    st->known = known;
     WriteSlots(g, key, st, [this, g, key, cell, lo, data, st, version, expected](uint32_t i, const TargetRef& t,
                                                                                 std::function<void(Status)> cb) {
       // Every cell takes the new version; the untouched data cells only that (no bytes).
@@ -706,6 +726,8 @@ void StripeIo::WriteEcRange(const StripeGeometry& g, const WireShardKey& key, ui
 
 void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
                           const ShardSender& send) {
+  if (st->known) st->known->uniform_version = 0;  // until this write is decided
+  st->epoch = view_->epoch();  // before the slots: a map changing between gives an older epoch
   auto slots = Slots(key, g.red.width());
   if (!slots.ok()) return st->done(slots.status());
   st->width = g.red.width();
@@ -769,6 +791,7 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
     if (!finish) return;
     st->finished = true;
     if (result.ok() && st->ok < st->width) stats_.degraded_writes++;
+    if (result.ok() && st->ok == st->width && st->known) *st->known = {st->version, st->epoch};
     auto done = std::move(st->done);
     auto written = st->written;
     lock.unlock();

@@ -90,10 +90,30 @@ struct StripeIoStats {
   std::atomic<uint64_t> stale_map_retries{0}; // operations run again after a stale-map refusal
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
   std::atomic<uint64_t> map_confirmations{0}; // map fetches to confirm a read not every copy checked
+  std::atomic<uint64_t> known_version_patches{0}; // rep range writes that skipped kStat (StripeKnowledge)
   // Object reads (ObjectImpl), see ReadPathStats:
   std::atomic<uint64_t> read_bytes{0};   // delivered into caller buffers
   std::atomic<uint64_t> read_placed{0};  // ... by the transport, straight
   std::atomic<uint64_t> read_copied{0};  // ... copied by the client from a reply buffer
+};
+
+// What the holder of a protected stripe's write lease knows of the stripe between its writes
+// (ObjectImpl hands a held lease on to the next queued write of the stripe). Write and
+// WriteRange given one record in it the version every slot's shard holds after a write that
+// reached each slot (0 after any other outcome), and the map epoch the write was placed with.
+// A rep WriteRange given one that knows a version at the current epoch patches over it without
+// asking each copy for its version first: under one continuous lease no other writer changed
+// the stripe. One write at a time uses one (the lease's holder's).
+struct StripeKnowledge {
+  uint64_t uniform_version = 0;  // 0: unknown
+  uint64_t epoch = 0;
+};
+
+// A granted stripe write lease (StripeIo::LockStripe): the target holding it, and whether the
+// grant renewed the asking owner's unexpired lease there (no other writer held it between).
+struct StripeLease {
+  TargetRef holder;
+  bool renewed = false;
 };
 
 // StripeIo::WriteRange of an ec stripe refuses ranges it cannot patch with this message.
@@ -127,8 +147,10 @@ class StripeIo {
 
   // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit). With
   // `retry`, transient failures are retried (see RetryPolicy); without, the caller retries.
+  // `known`: see StripeKnowledge.
   void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-             uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt);
+             uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt,
+             std::shared_ptr<StripeKnowledge> known = nullptr);
   // Writes `data` at byte `begin` of the stripe, leaving its other bytes as they are (shard
   // range writes, kWriteRange). The caller holds the stripe's write lease. `retry` as for Write.
   // rep patches each copy only over the newest version the readable copies hold (asked first
@@ -141,10 +163,11 @@ class StripeIo {
   // target not up) it fails kFailedPrecondition with kWholeUnitNeeded (NeedsWholeUnit): the
   // caller reads and rewrites the unit instead. A copy or cell that does not answer the first
   // step within `straggler` is suspected: rep fails the attempt retryably (the next one goes
-  // on without it), ec answers kWholeUnitNeeded.
+  // on without it), ec answers kWholeUnitNeeded. With `known` (StripeKnowledge) telling the
+  // version every copy holds, rep skips the kStat step.
   void WriteRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
                   std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
-                  std::optional<RetryPolicy> retry = std::nullopt);
+                  std::optional<RetryPolicy> retry = std::nullopt, std::shared_ptr<StripeKnowledge> known = nullptr);
   // Stripe bytes [begin, begin + length): none/rep return fewer when the stripe is shorter, ec
   // returns `length` bytes (zeros past the stripe's data). `retry` as for Write.
   // With `into` (memory for the `length` bytes), the data may arrive placed there
@@ -160,9 +183,11 @@ class StripeIo {
   // the target that granted it. An unprotected stripe whose target is down fails at once; a
   // protected stripe's lease target that fails, or does not answer within `straggler`, is
   // suspected, so the next up slot grants it (writers that disagree about which target is up
-  // may then hold leases on different ones: a window as long as failure detection).
+  // may then hold leases on different ones: a window as long as failure detection). Asked
+  // again with the token of a lease still held, it renews it (StripeLease::renewed) where that
+  // target is still the first up slot.
   void LockStripe(const StripeGeometry& g, const WireShardKey& key, uint64_t owner, RetryPolicy retry,
-                  std::function<void(Result<TargetRef>)> done, int attempt = 0);
+                  std::function<void(Result<StripeLease>)> done, int attempt = 0);
   // Releases the lease (in the background; it also expires after kStripeLeaseTtl).
   void UnlockStripe(const TargetRef& holder, const WireShardKey& key, uint64_t owner);
   static constexpr std::chrono::milliseconds kStripeLeaseTtl{15000};
@@ -245,15 +270,18 @@ class StripeIo {
                    std::function<void(R)> done, Retries st);
   // One attempt of Write, Read, Delete.
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                 uint64_t version, std::function<void(Status)> done);
+                 uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known);
   void WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
-                      std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
+                      std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                      std::shared_ptr<StripeKnowledge> known);
   // WriteRange of an ec stripe (see WriteRange).
   void WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
-                    std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done);
+                    std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                    std::shared_ptr<StripeKnowledge> known);
   using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
   // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
-  // the write as the class comment says (st: data, owned and done set).
+  // the write as the class comment says (st: data, owned and done set; version and known
+  // when the write keeps a StripeKnowledge).
   void WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
                   const ShardSender& send);
   void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,

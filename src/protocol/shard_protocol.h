@@ -92,6 +92,10 @@ static_assert(sizeof(RangeWriteHeader) == 80);
 // kLockStripe answers OK (granted, or renewed for the same owner) or kAborted naming the
 // stripe while another owner holds it (retry later). kUnlockStripe answers OK (also when the
 // owner does not hold it). Leases live in the target's memory: a restart drops them.
+// A granted kLockStripe's reply header (LockReplyHeader) says whether it was a renewal: the
+// owner held the lease, unexpired, when it asked, so no other writer held it in between and
+// what the owner knows of the stripe still holds. A reply without one (an older target) is
+// no renewal.
 struct LockRequestHeader {
   ShardRequestHeader base;
   uint64_t owner;
@@ -99,6 +103,17 @@ struct LockRequestHeader {
   uint32_t reserved;
 };
 static_assert(sizeof(LockRequestHeader) == 80);
+
+enum LockReplyFlags : uint8_t {
+  kLeaseRenewed = 1,
+};
+
+struct LockReplyHeader {
+  uint8_t version;
+  uint8_t flags;  // LockReplyFlags
+  uint8_t reserved[6];
+};
+static_assert(sizeof(LockReplyHeader) == 8);
 
 struct ShardReplyHeader {
   uint8_t version;

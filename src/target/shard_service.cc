@@ -381,8 +381,14 @@ RpcReply ShardService::Lease(const RpcRequest& request, bool lock) {
     key.shard = 0;
     return ErrorReply(Aborted("stripe " + key.ToString() + " is being written by another client; retry"));
   }
+  const bool renewed = it != leases_.end() && it->second.owner == h->owner && it->second.expiry > now;
   leases_[id] = {h->owner, now + std::chrono::milliseconds(h->ttl_ms)};
-  return ErrorReply(OkStatus());
+  LockReplyHeader rh{};
+  rh.version = kShardProtocolVersion;
+  rh.flags = renewed ? kLeaseRenewed : 0;
+  RpcReply reply;
+  reply.header = EncodeHeader(rh);
+  return reply;
 }
 
 RpcReply ShardService::Read(const RpcRequest& request) {

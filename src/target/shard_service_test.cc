@@ -315,7 +315,8 @@ TEST_F(ShardServiceTest, ALostTargetRefusesEverythingAsAStaleMap) {
 }
 
 // Stripe write leases: one owner at a time per stripe (any shard index), renewable by the
-// holder, released by it alone, expiring after their TTL; bad TTLs are refused.
+// holder, released by it alone, expiring after their TTL; bad TTLs are refused. A grant says
+// whether it renewed the owner's unexpired lease.
 TEST_F(ShardServiceTest, StripeLeasesGrantOneOwnerAtATime) {
   auto lease = [&](ShardOp op, uint64_t stripe, uint32_t shard, uint64_t owner, uint32_t ttl_ms) {
     LockRequestHeader h{};
@@ -326,22 +327,36 @@ TEST_F(ShardServiceTest, StripeLeasesGrantOneOwnerAtATime) {
     RpcRequest r;
     r.opcode = static_cast<uint16_t>(op);
     r.header = EncodeHeader(h);
-    return service_->Execute(r).status;
+    return service_->Execute(r);
   };
-  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());
-  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());  // the holder renews
-  Status other = lease(ShardOp::kLockStripe, 7, 2, 200, 10000);      // another shard index: same stripe
+  // Whether a granted lock was a renewal (LockReplyHeader).
+  auto renewed = [](const RpcReply& reply) {
+    auto h = DecodeHeader<LockReplyHeader>(reply.header, "lock reply");
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() && (h->flags & kLeaseRenewed) != 0;
+  };
+  RpcReply first = lease(ShardOp::kLockStripe, 7, 0, 100, 10000);
+  ASSERT_TRUE(first.status.ok()) << first.status.ToString();
+  EXPECT_FALSE(renewed(first));
+  RpcReply again = lease(ShardOp::kLockStripe, 7, 0, 100, 10000);  // the holder renews
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString();
+  EXPECT_TRUE(renewed(again));
+  Status other = lease(ShardOp::kLockStripe, 7, 2, 200, 10000).status;  // another shard index: same stripe
   EXPECT_EQ(other.code(), StatusCode::kAborted) << other.ToString();
   EXPECT_NE(other.message().find("another client"), std::string::npos);
-  EXPECT_TRUE(lease(ShardOp::kLockStripe, 8, 0, 200, 10000).ok());  // another stripe is free
-  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 200, 0).ok());    // not the holder: no effect
-  EXPECT_EQ(lease(ShardOp::kLockStripe, 7, 0, 200, 10000).code(), StatusCode::kAborted);
-  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 100, 0).ok());
-  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 200, 30).ok());
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 8, 0, 200, 10000).status.ok());  // another stripe is free
+  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 200, 0).status.ok());    // not the holder: no effect
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 7, 0, 200, 10000).status.code(), StatusCode::kAborted);
+  EXPECT_TRUE(lease(ShardOp::kUnlockStripe, 7, 0, 100, 0).status.ok());
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 200, 30).status.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(60));  // expired
-  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 10000).ok());
-  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 0).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 60001).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(lease(ShardOp::kLockStripe, 7, 0, 100, 30).status.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  RpcReply lapsed = lease(ShardOp::kLockStripe, 7, 0, 100, 10000);  // its own lease had expired: no renewal
+  ASSERT_TRUE(lapsed.status.ok()) << lapsed.status.ToString();
+  EXPECT_FALSE(renewed(lapsed));
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 0).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease(ShardOp::kLockStripe, 9, 0, 100, 60001).status.code(), StatusCode::kInvalidArgument);
 }
 
 // Range writes of whole 4 KiB blocks are answered from the engine's completion (no I/O thread
