@@ -276,20 +276,38 @@ void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset)
       data = std::make_shared<AlignedBuffer>(stop - begin);
       op->CopyFromIov(s * su + begin - offset, data->span());
     }
-    WithStripe(s, [self = shared_from_this(), op, layout, s, begin, data, lent] {
-      self->WriteStripe(op, layout, s, begin, data, lent);
-    });
+    WithStripe(s, {op, layout, begin, std::move(data), lent});
   }
   AsyncOp::SubDone(op, OkStatus(), 0);
 }
 
-void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
-                             uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent) {
+void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
+  const StripeLayout& layout = batch[0].layout;
+  if (batch.size() == 1) return WriteStripe({batch[0].op}, layout, stripe, batch[0].begin, batch[0].data, batch[0].lent);
+  // Several queued writes whose ranges touch: one stripe write of their union, later bytes over
+  // earlier ones (the order they would have landed in), for which every one of them waits.
+  uint64_t begin = batch[0].begin, stop = begin;
+  for (const QueuedWrite& w : batch) {
+    begin = std::min(begin, w.begin);
+    stop = std::max(stop, w.begin + w.data->size());
+  }
+  auto merged = std::make_shared<AlignedBuffer>(stop - begin);
+  std::vector<std::shared_ptr<AsyncOp>> ops;
+  for (const QueuedWrite& w : batch) {
+    std::memcpy(merged->data() + (w.begin - begin), w.data->data(), w.data->size());
+    ops.push_back(w.op);
+  }
+  io_->stats().merged_writes += batch.size() - 1;
+  WriteStripe(ops, layout, stripe, begin, std::move(merged), false);
+}
+
+void ObjectImpl::WriteStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeLayout& layout,
+                             uint64_t stripe, uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent) {
   const uint64_t su = layout.stripe_unit;
   const uint64_t stop = begin + data->size();
   auto self = shared_from_this();
-  auto finish = [self, op, stripe, su, stop, lent](Status s, std::shared_ptr<HeldLease> lease) {
-    if (lent) AsyncOp::Unlend(op);  // the write (and its sends) ended: the caller's memory is free
+  auto finish = [self, ops, stripe, su, stop, lent](Status s, std::shared_ptr<HeldLease> lease) {
+    if (lent) AsyncOp::Unlend(ops[0]);  // the write (and its sends) ended: the caller's memory is free
     if (s.ok()) {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->written_end_ = std::max(self->written_end_, stripe * su + stop);
@@ -299,7 +317,7 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
       lease.reset();
     }
     self->ReleaseStripe(stripe, std::move(lease));
-    AsyncOp::SubDone(op, s, 0);
+    for (const auto& op : ops) AsyncOp::SubDone(op, s, 0);
   };
   std::shared_ptr<HeldLease> handed;  // by the write of this stripe before this one
   {
@@ -309,10 +327,10 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
       handed_.erase(it);
     }
   }
-  bool skip;
-  {
+  bool skip = true;  // cancelled or expired before this stripe's turn (a merged batch: each of them)
+  for (const auto& op : ops) {
     std::lock_guard<std::mutex> lock(op->mu);
-    skip = op->finished;  // cancelled or expired before this stripe's turn
+    skip = skip && op->finished;
   }
   if (skip) {  // the lease, if one was handed, is released
     return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"), handed);
@@ -322,16 +340,16 @@ void ObjectImpl::WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLay
   // An unprotected stripe is one shard and each write of it one atomic shard operation (whole
   // or range), which reads nothing another writer could change: no lease.
   if (!geo.red.protected_()) {
-    return WriteLeasedStripe(op, geo, key, begin, data, nullptr, [finish](Status s) { finish(std::move(s), nullptr); });
+    return WriteLeasedStripe(ops, geo, key, begin, data, nullptr, [finish](Status s) { finish(std::move(s), nullptr); });
   }
   // A protected stripe's write lease first: writers in other clients (other Objects) take
   // turns, so the versions and bytes a write reads are the stripe's latest, every copy or cell
   // applies the writes in one order, and no update is lost.
-  TakeLease(geo, key, std::move(handed), RetryFor({op}),
-            [self, op, geo, key, begin, data, finish](Result<std::shared_ptr<HeldLease>> lease) {
+  TakeLease(geo, key, std::move(handed), RetryFor(ops),
+            [self, ops, geo, key, begin, data, finish](Result<std::shared_ptr<HeldLease>> lease) {
               if (!lease.ok()) return finish(lease.status(), nullptr);
               auto held = *lease;
-              self->WriteLeasedStripe(op, geo, key, begin, data, held->known,
+              self->WriteLeasedStripe(ops, geo, key, begin, data, held->known,
                                       [finish, held](Status s) { finish(std::move(s), held); });
             });
 }
@@ -367,12 +385,12 @@ void ObjectImpl::TakeLease(const StripeGeometry& geo, const WireShardKey& key, s
                   });
 }
 
-void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo,
+void ObjectImpl::WriteLeasedStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeGeometry& geo,
                                    const WireShardKey& key, uint64_t begin, std::shared_ptr<AlignedBuffer> data,
                                    std::shared_ptr<StripeKnowledge> known, std::function<void(Status)> done) {
   const uint64_t stop = begin + data->size();
   if (begin == 0 && stop == geo.stripe_unit) {  // replaces all the stripe can hold: no read
-    io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor({op}), std::move(known));
+    io_->Write(geo, key, data, NextVersion(), std::move(done), RetryFor(ops), std::move(known));
     return;
   }
   // Part of the unit: patched in place (range writes: only these bytes, and for ec the same
@@ -380,14 +398,15 @@ void ObjectImpl::WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const Str
   // read-modify-write of the unit (below).
   auto self = shared_from_this();
   io_->WriteRange(geo, key, begin, data, NextVersion(),
-                  [self, op, geo, key, begin, data, known, done](Status s) {
+                  [self, ops, geo, key, begin, data, known, done](Status s) {
                     if (!NeedsWholeUnit(s)) return done(std::move(s));
-                    self->RewriteUnit(op, geo, key, begin, data, known, done);
+                    self->RewriteUnit(ops, geo, key, begin, data, known, done);
                   },
-                  RetryFor({op}), known);
+                  RetryFor(ops), known);
 }
 
-void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+void ObjectImpl::RewriteUnit(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeGeometry& geo,
+                             const WireShardKey& key,
                              uint64_t begin, std::shared_ptr<AlignedBuffer> data,
                              std::shared_ptr<StripeKnowledge> known, std::function<void(Status)> done) {
   const uint64_t stop = begin + data->size();
@@ -403,7 +422,7 @@ void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeo
   }
   const bool past_end = key.stripe * geo.stripe_unit >= known_end;
   auto self = shared_from_this();
-  auto merge = [self, op, geo, key, begin, stop, data, known, done, past_end](Result<ShardData> old) {
+  auto merge = [self, ops, geo, key, begin, stop, data, known, done, past_end](Result<ShardData> old) {
     if (!old.ok() && old.status().code() != StatusCode::kNotFound && !(past_end && old.status().retryable())) {
       return done(old.status());
     }
@@ -415,9 +434,9 @@ void ObjectImpl::RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeo
     std::memcpy(merged->data() + begin, data->data(), data->size());
     // Above what it read, whatever this client's clock says (NewerThan).
     const uint64_t version = NewerThan(NextVersion(), old.ok() ? old->version : 0);
-    self->io_->Write(geo, key, merged, version, done, self->RetryFor({op}), known);
+    self->io_->Write(geo, key, merged, version, done, self->RetryFor(ops), known);
   };
-  io_->Read(geo, key, 0, HeldBytesToRead(geo), std::move(merge), RetryFor({op}));
+  io_->Read(geo, key, 0, HeldBytesToRead(geo), std::move(merge), RetryFor(ops));
 }
 
 RetryPolicy ObjectImpl::RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const {
@@ -441,35 +460,54 @@ RetryPolicy ObjectImpl::RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& op
   return p;
 }
 
-void ObjectImpl::WithStripe(uint64_t stripe, std::function<void()> fn) {
+void ObjectImpl::WithStripe(uint64_t stripe, QueuedWrite w) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = stripe_queue_.try_emplace(stripe);
     if (!inserted) {
-      it->second.push_back(std::move(fn));
+      it->second.push_back(std::move(w));
       return;
     }
   }
-  fn();
+  WriteStripe({w.op}, w.layout, stripe, w.begin, w.data, w.lent);
+}
+
+bool ObjectImpl::Mergeable(const QueuedWrite& w, uint64_t begin, uint64_t stop) {
+  if (w.lent || w.begin > stop || w.begin + w.data->size() < begin) return false;
+  std::lock_guard<std::mutex> lock(w.op->mu);
+  return !w.op->finished;
 }
 
 void ObjectImpl::ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease) {
-  std::function<void()> next;
+  std::vector<QueuedWrite> next;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = stripe_queue_.find(stripe);
-    if (it->second.empty()) {
+    auto& waiting = it->second;
+    if (waiting.empty()) {
       stripe_queue_.erase(it);
     } else {
-      next = std::move(it->second.front());
-      it->second.pop_front();
+      next.push_back(std::move(waiting.front()));
+      waiting.pop_front();
+      // Writes queued behind it whose ranges touch the ones taken go with it, as one write (see
+      // QueuedWrite).
+      uint64_t begin = next[0].begin, stop = begin + next[0].data->size();
+      if (Mergeable(next[0], begin, stop)) {
+        while (!waiting.empty() && Mergeable(waiting.front(), begin, stop)) {
+          const QueuedWrite& w = waiting.front();
+          begin = std::min(begin, w.begin);
+          stop = std::max(stop, w.begin + w.data->size());
+          next.push_back(std::move(waiting.front()));
+          waiting.pop_front();
+        }
+      }
       if (lease && lease->writes < kLeaseWrites && std::chrono::steady_clock::now() - lease->granted < kLeaseHold) {
         handed_[stripe] = std::move(lease);
       }
     }
   }
   if (lease) io_->UnlockStripe(lease->holder, lease->key, lease->token);
-  if (next) next();
+  if (!next.empty()) WriteStripe(stripe, std::move(next));
 }
 
 void ObjectImpl::ExtendSize(uint64_t end, std::function<void(Status)> done) {

@@ -82,10 +82,28 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   static void DeliverRead(StripeIoStats* stats, const std::vector<ReadPiece>& group, uint64_t seg_begin,
                           Result<ShardData> r);
   void StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
-  // Writes bytes [begin, end) of stripe `stripe` (stripe-relative) from `data`, which is a view
-  // of the op's buffers when `lent` (returned with AsyncOp::Unlend when the write ended).
-  void WriteStripe(const std::shared_ptr<AsyncOp>& op, const StripeLayout& layout, uint64_t stripe,
+  // One op's write of one stripe, waiting its turn (WithStripe): bytes [begin, begin +
+  // data->size()) of the stripe, from `data`, a view of the op's buffers when `lent`. When a
+  // write of a stripe ends, the writes queued behind it whose ranges touch one another (from
+  // the first on, none lent or ended) run as one write of their union, later bytes over
+  // earlier ones, and each completes with it: a stream of small writes into one stripe costs
+  // one stripe write per turn instead of one per write.
+  struct QueuedWrite {
+    std::shared_ptr<AsyncOp> op;
+    StripeLayout layout;
+    uint64_t begin = 0;
+    std::shared_ptr<AlignedBuffer> data;
+    bool lent = false;
+  };
+  // Writes bytes [begin, begin + data->size()) of stripe `stripe` (stripe-relative) for `ops`
+  // (several: a merged batch) from `data`, which is a view of ops[0]'s buffers when `lent`
+  // (returned with AsyncOp::Unlend when the write ended).
+  void WriteStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeLayout& layout, uint64_t stripe,
                    uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
+  // A batch taken from the queue (one write, or several merged).
+  void WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch);
+  // Whether `w` may join a merged write of stripe bytes [begin, stop).
+  static bool Mergeable(const QueuedWrite& w, uint64_t begin, uint64_t stop);
   // A protected stripe's write lease while this Object's writes of the stripe hand it on: the
   // next queued write renews it (one kLockStripe with the same token) instead of the release and
   // a new lease, and knows the version the write before it left (StripeKnowledge). It is
@@ -108,15 +126,16 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
                  RetryPolicy retry, std::function<void(Result<std::shared_ptr<HeldLease>>)> done);
   // The part of WriteStripe that runs holding the stripe's write lease (protected stripes;
   // `known` is the lease's, null for unprotected ones).
-  void WriteLeasedStripe(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+  void WriteLeasedStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeGeometry& geo,
+                         const WireShardKey& key,
                          uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::shared_ptr<StripeKnowledge> known,
                          std::function<void(Status)> done);
   // Read-modify-write of the whole unit (an ec range StripeIo::WriteRange cannot patch).
-  void RewriteUnit(const std::shared_ptr<AsyncOp>& op, const StripeGeometry& geo, const WireShardKey& key,
+  void RewriteUnit(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeGeometry& geo, const WireShardKey& key,
                    uint64_t begin, std::shared_ptr<AlignedBuffer> data, std::shared_ptr<StripeKnowledge> known,
                    std::function<void(Status)> done);
-  // Per-stripe serialisation of writes: runs `fn` now or after the writes queued before it.
-  void WithStripe(uint64_t stripe, std::function<void()> fn);
+  // Per-stripe serialisation of writes: runs `w` now or after the writes queued before it.
+  void WithStripe(uint64_t stripe, QueuedWrite w);
   // Ends a write's turn at `stripe`: runs the next queued write, handing it `lease` when it may
   // go on (see HeldLease); otherwise the lease (if any) is released.
   void ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease);
@@ -158,7 +177,7 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   ObjectHead head_;            // head_.size: the committed size
   uint64_t written_end_ = 0;   // end of the furthest stripe write that completed
   uint64_t reserved_end_ = 0;  // for Append
-  std::map<uint64_t, std::deque<std::function<void()>>> stripe_queue_;  // busy stripes
+  std::map<uint64_t, std::deque<QueuedWrite>> stripe_queue_;  // busy stripes: the writes waiting
   std::map<uint64_t, std::shared_ptr<HeldLease>> handed_;  // leases passed to a stripe's next write
   bool head_write_in_flight_ = false;
   uint64_t wanted_size_ = 0;

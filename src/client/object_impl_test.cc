@@ -538,6 +538,45 @@ TEST_F(ObjectImplTest, SizeGrowsOnlyAfterDataIsDurable) {
 }
 
 
+// Writes of one stripe queued behind another whose ranges touch (adjacent or overlapping) land
+// as one stripe write of their union, later bytes over earlier ones, and each completes; a
+// write that does not touch them waits for its own turn. (An unprotected stripe's writes from
+// one caller buffer are sent from it, so they are never merged.)
+TEST_P(ObjectImplRedundancyTest, QueuedWritesThatTouchLandAsOne) {
+  auto obj = NewObject("merge", GetParam());
+  auto expected = Bytes(kStripe, 60);
+  ASSERT_TRUE(obj->Write(0, expected).ok());
+  fake_.Drain();
+  struct Piece {
+    uint64_t offset;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<Piece> pieces;
+  pieces.push_back({0, Bytes(100, 61)});  // runs at once; the rest queue behind it
+  for (int i = 1; i <= 8; ++i) pieces.push_back({100u * i, Bytes(100, 61 + i)});
+  pieces.push_back({150, Bytes(200, 70)});   // overlaps two of them: its bytes win
+  pieces.push_back({60, Bytes(60, 71)});     // reaches into the first of them from before it
+  pieces.push_back({3000, Bytes(100, 72)});  // touches none: a write of its own
+  const uint64_t merged = io_.stats().merged_writes;
+  CompletionQueue cq;
+  fake_.Hold();
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    obj->WriteAsync(pieces[i].offset, {{pieces[i].bytes.data(), pieces[i].bytes.size()}}, cq, i);
+    std::copy(pieces[i].bytes.begin(), pieces[i].bytes.end(), expected.begin() + pieces[i].offset);
+  }
+  fake_.Release();
+  auto c = cq.Wait(pieces.size(), std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), pieces.size());
+  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+  EXPECT_EQ(io_.stats().merged_writes - merged, GetParam() == "none" ? 0u : 9u);
+  std::vector<std::byte> out(kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, kStripe);
+  EXPECT_EQ(out, expected);
+  fake_.Drain();
+}
+
 // Two Objects (as in two clients) on one object, each written by two threads at disjoint
 // ranges that share stripes: the stripe write leases make their read-modify-writes take turns,
 // so every range holds its writer's last bytes in the end (no update lost).

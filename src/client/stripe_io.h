@@ -91,6 +91,8 @@ struct StripeIoStats {
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
   std::atomic<uint64_t> map_confirmations{0}; // map fetches to confirm a read not every copy checked
   std::atomic<uint64_t> known_version_patches{0}; // rep range writes that skipped kStat (StripeKnowledge)
+  std::atomic<uint64_t> merged_writes{0};  // object writes of a stripe that joined the one queued before
+                                           // them (ObjectImpl::QueuedWrite)
   // Object reads (ObjectImpl), see ReadPathStats:
   std::atomic<uint64_t> read_bytes{0};   // delivered into caller buffers
   std::atomic<uint64_t> read_placed{0};  // ... by the transport, straight
