@@ -295,6 +295,7 @@ void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
   std::vector<std::shared_ptr<AsyncOp>> ops;
   for (const QueuedWrite& w : batch) {
     std::memcpy(merged->data() + (w.begin - begin), w.data->data(), w.data->size());
+    if (w.lent) AsyncOp::Unlend(w.op);  // copied: the caller's memory is free
     ops.push_back(w.op);
   }
   io_->stats().merged_writes += batch.size() - 1;
@@ -473,7 +474,7 @@ void ObjectImpl::WithStripe(uint64_t stripe, QueuedWrite w) {
 }
 
 bool ObjectImpl::Mergeable(const QueuedWrite& w, uint64_t begin, uint64_t stop) {
-  if (w.lent || w.begin > stop || w.begin + w.data->size() < begin) return false;
+  if (w.begin > stop || w.begin + w.data->size() < begin) return false;
   std::lock_guard<std::mutex> lock(w.op->mu);
   return !w.op->finished;
 }

@@ -85,9 +85,10 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // One op's write of one stripe, waiting its turn (WithStripe): bytes [begin, begin +
   // data->size()) of the stripe, from `data`, a view of the op's buffers when `lent`. When a
   // write of a stripe ends, the writes queued behind it whose ranges touch one another (from
-  // the first on, none lent or ended) run as one write of their union, later bytes over
-  // earlier ones, and each completes with it: a stream of small writes into one stripe costs
-  // one stripe write per turn instead of one per write.
+  // the first on, none ended) run as one write of their union, copied into one buffer (lent
+  // buffers are returned then), later bytes over earlier ones, and each completes with it: a
+  // stream of small writes into one stripe costs one stripe write per turn instead of one per
+  // write.
   struct QueuedWrite {
     std::shared_ptr<AsyncOp> op;
     StripeLayout layout;
