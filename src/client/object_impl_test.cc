@@ -1066,6 +1066,47 @@ TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
   EXPECT_TRUE((*reading)[2].up);
 }
 
+// Degraded writes report the targets they missed to mgmt coalesced per container: while one
+// report is in flight, the misses that come meanwhile wait for the next, which carries them
+// all; every write is acknowledged only after a report sent after its miss.
+TEST_F(ObjectImplTest, ReportsOfMissedTargetsAreCoalesced) {
+  auto obj = NewObject("storm", "rep:2");
+  ASSERT_TRUE(obj->Write(0, Bytes(20 * kStripe, 30)).ok());
+  fake_.Drain();
+  const WireShardKey first{1, next_id_, 7, 0, 0, 0};
+  auto slots = io_.Slots(first, 2);
+  ASSERT_TRUE(slots.ok());
+  // Kill one target; every stripe with a slot on it goes on without it.
+  const TargetRef victim = (*slots)[1];
+  fake_.Kill(victim.address, Unavailable("fake: down"));
+  std::mutex mu;
+  std::vector<std::vector<uint32_t>> reports;
+  io_.set_report_degraded([&](uint64_t, const std::vector<uint32_t>& ids) -> Result<uint64_t> {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // mgmt takes its time
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back(ids);
+    return view_.epoch();
+  });
+  const uint64_t sent = io_.stats().missed_reports, degraded = io_.stats().degraded_writes;
+  std::vector<std::vector<std::byte>> pieces;
+  pieces.reserve(20);
+  CompletionQueue cq;
+  for (int i = 0; i < 20; ++i) {  // one piece of each stripe: 20 writes at once
+    pieces.push_back(Bytes(100, 31 + i));
+    obj->WriteAsync(i * kStripe + 10, {{pieces.back().data(), pieces.back().size()}}, cq, i);
+  }
+  auto c = cq.Wait(20, std::chrono::seconds(20));
+  ASSERT_EQ(c.size(), 20u);
+  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+  const uint64_t missed = io_.stats().degraded_writes - degraded;
+  EXPECT_GE(missed, 5u) << "too few stripes had a slot on the killed target for this test";
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(io_.stats().missed_reports - sent, reports.size());
+  EXPECT_LT(reports.size(), missed / 2) << "each degraded write called mgmt on its own";
+  for (const auto& ids : reports) EXPECT_EQ(ids, std::vector<uint32_t>{victim.id});
+  fake_.Revive(victim.address);
+}
+
 // Truncate deletes the stripes past the new end on every copy or fails: a copy left on a down
 // target would come back as the old bytes of a hole once the object grows again.
 TEST_F(ObjectImplTest, TruncateReachesEveryCopyOrFails) {

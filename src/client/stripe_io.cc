@@ -183,8 +183,8 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint3
     if (!written[i] && targets[i] != 0) ids.push_back(targets[i]);
   }
   if (ids.empty()) return done(OkStatus());
-  auto report = [this, container = key.container, ids = std::move(ids), done = std::move(done)] {
-    Result<uint64_t> epoch = report_(container, ids);
+  const uint64_t container = key.container;
+  auto answer = [this, container, ids, done = std::move(done)](const Result<uint64_t>& epoch) {
     if (!epoch.ok()) {
       return done(epoch.status().WithContext("recording with mgmt that a write missed target " +
                                              std::to_string(ids.front())));
@@ -198,7 +198,37 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint3
     }
     done(OkStatus());
   };
-  RunBlocking(std::move(report));
+  bool start;
+  {
+    std::lock_guard<std::mutex> lock(missed_mu_);
+    MissedReports& q = missed_[container];
+    q.targets.insert(ids.begin(), ids.end());
+    q.waiting.push_back(std::move(answer));
+    start = !q.in_flight;
+    q.in_flight = true;
+  }
+  if (start) RunBlocking([this, container] { SendMissed(container); });
+}
+
+void StripeIo::SendMissed(uint64_t container) {
+  for (;;) {
+    std::vector<uint32_t> ids;
+    std::vector<std::function<void(const Result<uint64_t>&)>> waiting;
+    {
+      std::lock_guard<std::mutex> lock(missed_mu_);
+      auto it = missed_.find(container);
+      if (it->second.waiting.empty()) {
+        missed_.erase(it);
+        return;
+      }
+      ids.assign(it->second.targets.begin(), it->second.targets.end());
+      it->second.targets.clear();
+      waiting.swap(it->second.waiting);
+    }
+    stats_.missed_reports++;
+    const Result<uint64_t> epoch = report_(container, ids);  // after every miss it answers for
+    for (auto& answer : waiting) answer(epoch);
+  }
 }
 
 void StripeIo::RunBlocking(std::function<void()> fn) {

@@ -46,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "client/shard_client.h"
@@ -91,6 +92,7 @@ struct StripeIoStats {
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
   std::atomic<uint64_t> map_confirmations{0}; // map fetches to confirm a read not every copy checked
   std::atomic<uint64_t> known_version_patches{0}; // rep range writes that skipped kStat (StripeKnowledge)
+  std::atomic<uint64_t> missed_reports{0};  // calls to mgmt reporting targets writes missed
   std::atomic<uint64_t> merged_writes{0};  // object writes of a stripe that joined the one queued before
                                            // them (ObjectImpl::QueuedWrite)
   // Object reads (ObjectImpl), see ReadPathStats:
@@ -364,8 +366,13 @@ class StripeIo {
   // report_ blocks (a call to mgmt), so it runs on reports_, never on the transport or timer
   // thread that completed the write; `done` runs there too (or at once, when nothing is to be
   // reported).
+  // Reports are coalesced per container: one call to mgmt in flight, and the misses that come
+  // meanwhile go together in the next (each is answered by a call sent after it), so a stream
+  // of degraded writes costs mgmt one call per round trip, not one per write.
   void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
                         const std::vector<bool>& written, std::function<void(Status)> done);
+  // Sends the container's queued reports until none is left (on reports_).
+  void SendMissed(uint64_t container);
   // Runs `fn`, which may block (a call to mgmt), on reports_ (inline when there is none).
   void RunBlocking(std::function<void()> fn);
 
@@ -397,6 +404,13 @@ class StripeIo {
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ErasureCoder>> coders_;
   std::mutex reports_mu_;
   std::unique_ptr<ThreadPool> reports_;  // guarded by reports_mu_; null once tearing down
+  struct MissedReports {  // of one container, see ReportMissedThen
+    bool in_flight = false;
+    std::set<uint32_t> targets;
+    std::vector<std::function<void(const Result<uint64_t>&)>> waiting;
+  };
+  std::mutex missed_mu_;
+  std::map<uint64_t, MissedReports> missed_;  // guarded by missed_mu_
   struct Confirmation {
     uint64_t epoch;
     std::function<void(bool)> done;
