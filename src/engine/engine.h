@@ -438,12 +438,19 @@ class Engine {
 
   // GC (engine_gc.cc).
   Result<engine::Extent> AllocateForWrite(uint64_t bytes);
+  // Picks a victim (at least `min_dead_bytes` dead, fitting GC's room) and cleans it; false
+  // when there is none. Passes are serialised by gc_mu_.
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
+  // Moves the live shards out of `victim` (picked and pinned; gc_mu_ held).
+  Result<bool> CleanVictim(uint32_t victim, bool throttled);
   // Copies the blocks `key` (a shard in several runs) has in `victim` to one place (unsynced)
-  // and returns the kRelocate to commit, or null when it has none there (or fails its checksum:
-  // then it joins `corrupt`).
+  // and returns the kRelocate to commit, or null when it has none there. A shard failing its
+  // checksum is noted (NoteCorruptInGc) and moved all the same.
   Result<std::unique_ptr<engine::CommitRequest>> MoveRuns(uint32_t victim, const ShardKey& key,
                                                           std::set<ShardKey>& corrupt);
+  // GC found `key` failing its checksum in `victim`: counted and recorded once per pass
+  // (`corrupt`), logged.
+  void NoteCorruptInGc(const ShardKey& key, uint32_t victim, std::set<ShardKey>& corrupt);
   void GcLoop();
   // Waits until `until` or until StopThreads; false when stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point until);

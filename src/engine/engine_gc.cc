@@ -16,8 +16,13 @@
 // landing space than the victim frees, and GC would stall on a full device). A pass rescans the
 // victim (a few times at most) while range writes that landed meanwhile left blocks in it.
 // When the last live block has moved the segment frees itself (SegmentTable), once unpinned.
-// A shard that fails its checksum is left where it is and recorded as corrupt (CorruptShards);
-// its segment stays in use.
+// A shard that fails its checksum is recorded as corrupt (CorruptShards) and moved as it is,
+// with the checksums its record had: it still reads as corrupt (kDataLoss) until repair
+// rewrites it, and its segment frees like any other. (Left in place, it kept its segment in
+// use after GC had spent room on the rest of it; on a full device that room was the reserve.)
+// A pass never runs out of room half way: SegmentTable picks only a victim whose live bytes fit
+// in GC's room. A pass that fails (a read error) leaves its victim out of later passes until
+// the retry below, so background GC does not spin on it.
 //
 // When it runs: the GC thread cleans segments at least gc_min_dead_fraction dead (3/4 while
 // half the device is free: BackgroundGcMinDead), paced to gc_rate_bytes_per_sec; when free
@@ -118,7 +123,7 @@ void Engine::GcLoop() {
       if (bg_stop_) return;
       continue;
     }
-    if (++idle_polls % 100 == 0) {  // now and then, retry segments that held corrupt shards
+    if (++idle_polls % 100 == 0) {  // now and then, retry segments a pass could not empty
       std::lock_guard lock(gc_mu_);
       gc_stuck_.clear();
     }
@@ -140,15 +145,21 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
     uint32_t s;
     ~Unpin() { t.Unpin(s); }
   } unpin{*table_, victim};
+  auto cleaned = CleanVictim(victim, throttled);
+  // A read error: not picked again until a retry (the GC thread would spin on it).
+  if (!cleaned.ok()) gc_stuck_.insert(victim);
+  return cleaned;
+}
 
+Result<bool> Engine::CleanVictim(uint32_t victim, bool throttled) {
   engine::Pacer pacer(throttled ? options_.gc_rate_bytes_per_sec : 0);
-  std::set<ShardKey> corrupt;  // found corrupt in this pass: left in place
+  std::set<ShardKey> corrupt;  // found corrupt in this pass (counted once, moved all the same)
   for (int scan = 0; scan < kScansPerVictim && table_->live_bytes(victim) > 0; ++scan) {
     // Shards in one extent (in the victim), and shards in several runs (one of them in it).
     std::vector<std::pair<ShardKey, ShardRecord>> live, mapped;
     std::set<ShardKey> seen;
     for (const ShardKey& key : owners_->Owners(victim)) {
-      if (corrupt.contains(key) || !seen.insert(key).second) continue;
+      if (!seen.insert(key).second) continue;
       PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record,
                           index_->Get(key, /*memory_only=*/false, /*fill_cache=*/false));
       // Rewritten or deleted since the owners were listed: nothing of it to move.
@@ -189,14 +200,9 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
         const auto& [key, record] = live[next];
         const uint64_t bytes = record.stored_bytes();
         std::span<const std::byte> blocks(in.data() + (record.runs[0].offset - span_start), bytes);
+        // The victim is pinned, so these bytes are what the record named at scan time.
         if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
-          // The victim is pinned, so these bytes are what the record named at scan time.
-          checksum_errors_.fetch_add(1, std::memory_order_relaxed);
-          MarkCorrupt(key);
-          corrupt.insert(key);
-          PS_LOG_WARN("engine GC: shard {} in segment {} fails its checksum; left in place",
-                      key.ToString(), victim);
-          continue;
+          NoteCorruptInGc(key, victim, corrupt);
         }
         auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
         if (!extent.ok()) {
@@ -267,9 +273,17 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
   if (table_->live_bytes(victim) == 0) {
     gc_segments_cleaned_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    gc_stuck_.insert(victim);  // a corrupt shard stays; do not pick it again until a retry
+    gc_stuck_.insert(victim);  // blocks written meanwhile stay; do not pick it again until a retry
   }
   return true;
+}
+
+void Engine::NoteCorruptInGc(const ShardKey& key, uint32_t victim, std::set<ShardKey>& corrupt) {
+  if (!corrupt.insert(key).second) return;  // a rescan of the same pass: counted once
+  checksum_errors_.fetch_add(1, std::memory_order_relaxed);
+  MarkCorrupt(key);
+  PS_LOG_WARN("engine GC: shard {} in segment {} fails its checksum; moved as it is (it reads as "
+              "corrupt until repaired)", key.ToString(), victim);
 }
 
 Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const ShardKey& key,
@@ -298,12 +312,8 @@ Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const S
     const engine::BlockRun& run = *moved[i];
     std::vector<uint32_t> crcs = engine::BlockChecksums(reads[i].out);
     if (!std::equal(crcs.begin(), crcs.end(), record->block_crcs.begin() + static_cast<std::ptrdiff_t>(run.first_block))) {
-      checksum_errors_.fetch_add(1, std::memory_order_relaxed);
-      MarkCorrupt(key);
-      corrupt.insert(key);
-      PS_LOG_WARN("engine GC: shard {} (blocks {} to {} in segment {}) fails its checksum; left "
-                  "in place", key.ToString(), run.first_block, run.end_block(), run.segment);
-      return nullptr;
+      NoteCorruptInGc(key, victim, corrupt);
+      break;
     }
   }
   pins.Clear();

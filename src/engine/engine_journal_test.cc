@@ -351,7 +351,9 @@ TEST(EngineJournalTest, AnIndexFailureStopsWritesAndGcUntilAReopenReplaysTheJour
   version[1000] = 1;
   auto gc = e->CollectGarbage();
   EXPECT_FALSE(gc.ok()) << "GC went on copying after the index failed";
-  if (!gc.ok()) EXPECT_NE(gc.status().message().find("no space left on the index"), std::string::npos);
+  if (!gc.ok()) {
+    EXPECT_NE(gc.status().message().find("no space left on the index"), std::string::npos);
+  }
   Status refused = e->Write(Key(4, 1001), bytes(1001, 1), 1);
   EXPECT_FALSE(refused.ok());
   for (const auto& [obj, v] : version) {  // readers still find all of it

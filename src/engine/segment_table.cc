@@ -117,11 +117,16 @@ uint32_t SegmentTable::PickVictim(uint64_t min_dead_bytes, const std::set<uint32
 }
 
 uint32_t SegmentTable::PickVictimLocked(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude) const {
+  // GC's room: with a segment to open, any victim fits (its live bytes fill the GC stream's
+  // open segment up to the first shard that does not fit, the rest a fresh one); without,
+  // only one that fits in that open segment's tail.
+  const bool spare = !free_.empty() || !awaiting_sync_.empty() || !zeroing_.empty();
+  const uint64_t tail = gc_open_ != kNoOpen ? segment_bytes_ - segments_[gc_open_].fill : 0;
   uint32_t best = kNoSegment;
   for (uint32_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
     if (s.state != SegmentState::kSealed || s.pending != 0 || exclude.contains(i) ||
-        awaiting_sync_.contains(i)) {
+        awaiting_sync_.contains(i) || (!spare && s.live > tail)) {
       continue;
     }
     // A segment with nothing live frees itself once unpinned (or once the index is synced):

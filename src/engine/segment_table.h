@@ -119,7 +119,9 @@ class SegmentTable {
 
   // The sealed segment with the fewest live bytes (at least one) that holds at least
   // `min_dead_bytes` of reclaimable space (and no pending extent), or kNoSegment. Open segments,
-  // empty ones (they free themselves) and those in `exclude` are never chosen.
+  // empty ones (they free themselves) and those in `exclude` are never chosen, nor one whose
+  // live bytes GC has no room to move (no free segment, and more than the tail of GC's open
+  // segment): a pass never runs out of room half way.
   uint32_t PickVictim(uint64_t min_dead_bytes, const std::set<uint32_t>& exclude = {}) const;
   // PickVictim, and pins the segment it picks in the same step (a segment picked and pinned
   // apart could be freed and opened again in between). Unpin it when done.

@@ -159,7 +159,7 @@ TEST(SegmentTableTest, ReserveIsForGcOnlyAndGcHasItsOwnOpenSegment) {
 }
 
 TEST(SegmentTableTest, PickVictimPrefersTheEmptiestSealedSegment) {
-  SegmentTable t(4, kSeg);
+  SegmentTable t(5, kSeg);  // segment 4 stays free: GC's room
   std::vector<Extent> e;
   for (int i = 0; i < 12; ++i) {  // 4 extents of kSeg/4 per segment: segments 0, 1, 2 full
     e.push_back(*t.Allocate(kSeg / 4));
@@ -180,6 +180,30 @@ TEST(SegmentTableTest, PickVictimPrefersTheEmptiestSealedSegment) {
   EXPECT_EQ(t.state(1), SegmentState::kSealed);
   t.Unpin(1);  // segment 1 frees itself
   EXPECT_EQ(t.state(1), SegmentState::kFree);
+  EXPECT_EQ(t.PickVictim(4096), 0u);
+}
+
+// GC is given only a victim it has room to move: with no segment to open, one whose live
+// bytes fit in the tail of GC's open segment.
+TEST(SegmentTableTest, PickVictimOnlyWhatGcHasRoomToMove) {
+  SegmentTable t(4, kSeg, /*reserve_segments=*/1);
+  std::vector<Extent> e;
+  for (int i = 0; i < 8; ++i) {  // segments 0 and 1, 4 extents of kSeg/4 each
+    e.push_back(*t.Allocate(kSeg / 4));
+    t.Commit(e.back());
+  }
+  t.Commit(*t.Allocate(4096));  // seals 1, opens 2 (3 is the reserve)
+  t.Release(e[0]);              // segment 0: 3/4 live
+  t.Release(e[4]);
+  t.Release(e[5]);  // segment 1: 1/2 live
+  EXPECT_EQ(t.PickVictim(4096), 1u);  // a free segment: anything fits
+  Extent moved = *t.Allocate(kSeg / 2 + kSeg / 4, AppendStream::kGc);  // GC opens 3
+  t.Commit(moved);
+  EXPECT_EQ(t.Stats().free_segments, 0u);
+  // GC's tail is kSeg/4: neither victim fits.
+  EXPECT_EQ(t.PickVictim(4096), kNoSegment);
+  t.Release(e[1]);
+  t.Release(e[2]);  // segment 0: 1/4 live, fits
   EXPECT_EQ(t.PickVictim(4096), 0u);
 }
 
