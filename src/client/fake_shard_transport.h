@@ -151,6 +151,25 @@ class FakeShardTransport : public RpcCaller {
     std::lock_guard<std::mutex> lock(data_mu_);
     shards_[{container, hi, lo, stripe, shard}] = {std::move(bytes), version, false};
   }
+  // Removes a shard, as another client's delete (a truncate) would.
+  void Erase(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    shards_.erase({container, hi, lo, stripe, shard});
+  }
+  // The stripe's write lease held by `owner` (another client), or released (owner 0).
+  void LeaseAs(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint64_t owner) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    if (owner == 0) {
+      leases_.erase({container, hi, lo, stripe, 0});
+    } else {
+      leases_[{container, hi, lo, stripe, 0}] = owner;
+    }
+  }
+  // Grants answer as targets from before LockReplyHeader do: no reply header, never "renewed".
+  void set_legacy_leases(bool legacy) {
+    std::lock_guard<std::mutex> lock(data_mu_);
+    legacy_leases_ = legacy;
+  }
   // Reads of the shard (container, object, stripe, shard) fail their checksum until rewritten.
   void Corrupt(uint64_t container, uint64_t hi, uint64_t lo, uint64_t stripe, uint32_t shard) {
     std::lock_guard<std::mutex> lock(data_mu_);
@@ -317,7 +336,7 @@ class FakeShardTransport : public RpcCaller {
           LockReplyHeader rh{};
           rh.version = kShardProtocolVersion;
           rh.flags = it != leases_.end() ? kLeaseRenewed : 0;
-          r.header = EncodeHeader(rh);
+          if (!legacy_leases_) r.header = EncodeHeader(rh);
           leases_[stripe] = lh->owner;
         }
         break;
@@ -380,6 +399,7 @@ class FakeShardTransport : public RpcCaller {
   std::map<Key, Shard> shards_;  // guarded by data_mu_
   std::map<Key, uint64_t> leases_;  // stripe -> owner, guarded by data_mu_
   int lease_conflicts_ = 0;         // guarded by data_mu_
+  bool legacy_leases_ = false;      // guarded by data_mu_
   int data_reads_ = 0;              // guarded by data_mu_
 
   std::mutex mu_;

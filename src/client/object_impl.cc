@@ -54,6 +54,18 @@ uint64_t HeldBytesToRead(const StripeGeometry& g) {
   return g.red.kind == Redundancy::Kind::kErasure ? g.stripe_unit : UINT64_MAX;
 }
 
+// Whether two layouts put stripe i under the same key and bounds (a Refresh() after another
+// client's put changes the data id, and may change the stripe unit).
+bool SameStripes(const StripeLayout& a, const StripeLayout& b) {
+  return a.container == b.container && a.data_hi == b.data_hi && a.data_lo == b.data_lo &&
+         a.stripe_unit == b.stripe_unit;
+}
+
+bool SameKey(const WireShardKey& a, const WireShardKey& b) {
+  return a.container == b.container && a.object_hi == b.object_hi && a.object_lo == b.object_lo &&
+         a.stripe == b.stripe && a.shard == b.shard;
+}
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -282,44 +294,6 @@ void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset)
 }
 
 void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
-  const StripeLayout& layout = batch[0].layout;
-  if (batch.size() == 1) return WriteStripe({batch[0].op}, layout, stripe, batch[0].begin, batch[0].data, batch[0].lent);
-  // Several queued writes whose ranges touch: one stripe write of their union, later bytes over
-  // earlier ones (the order they would have landed in), for which every one of them waits.
-  uint64_t begin = batch[0].begin, stop = begin;
-  for (const QueuedWrite& w : batch) {
-    begin = std::min(begin, w.begin);
-    stop = std::max(stop, w.begin + w.data->size());
-  }
-  auto merged = std::make_shared<AlignedBuffer>(stop - begin);
-  std::vector<std::shared_ptr<AsyncOp>> ops;
-  for (const QueuedWrite& w : batch) {
-    std::memcpy(merged->data() + (w.begin - begin), w.data->data(), w.data->size());
-    if (w.lent) AsyncOp::Unlend(w.op);  // copied: the caller's memory is free
-    ops.push_back(w.op);
-  }
-  io_->stats().merged_writes += batch.size() - 1;
-  WriteStripe(ops, layout, stripe, begin, std::move(merged), false);
-}
-
-void ObjectImpl::WriteStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeLayout& layout,
-                             uint64_t stripe, uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent) {
-  const uint64_t su = layout.stripe_unit;
-  const uint64_t stop = begin + data->size();
-  auto self = shared_from_this();
-  auto finish = [self, ops, stripe, su, stop, lent](Status s, std::shared_ptr<HeldLease> lease) {
-    if (lent) AsyncOp::Unlend(ops[0]);  // the write (and its sends) ended: the caller's memory is free
-    if (s.ok()) {
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->written_end_ = std::max(self->written_end_, stripe * su + stop);
-    }
-    if (!s.ok() && lease) {  // after a failure the next write takes the lease anew
-      self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
-      lease.reset();
-    }
-    self->ReleaseStripe(stripe, std::move(lease));
-    for (const auto& op : ops) AsyncOp::SubDone(op, s, 0);
-  };
   std::shared_ptr<HeldLease> handed;  // by the write of this stripe before this one
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -328,31 +302,128 @@ void ObjectImpl::WriteStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, c
       handed_.erase(it);
     }
   }
+  const std::vector<std::shared_ptr<AsyncOp>> ops = OpsOf(batch);
   bool skip = true;  // cancelled or expired before this stripe's turn (a merged batch: each of them)
   for (const auto& op : ops) {
     std::lock_guard<std::mutex> lock(op->mu);
     skip = skip && op->finished;
   }
   if (skip) {  // the lease, if one was handed, is released
-    return finish(Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"), handed);
+    if (batch.size() > 1) {
+      for (const QueuedWrite& w : batch) {
+        if (w.lent) AsyncOp::Unlend(w.op);  // not copied into a union: returned here
+      }
+    }
+    return EndStripeWrite(stripe, batch, Cancelled("operation ended before stripe " + std::to_string(stripe) +
+                                                   " was written"), handed);
   }
+  const StripeLayout& layout = batch[0].layout;
   const StripeGeometry geo = layout.geometry();
   const WireShardKey key = layout.key(stripe);
+  auto self = shared_from_this();
   // An unprotected stripe is one shard and each write of it one atomic shard operation (whole
   // or range), which reads nothing another writer could change: no lease.
   if (!geo.red.protected_()) {
-    return WriteLeasedStripe(ops, geo, key, begin, data, nullptr, [finish](Status s) { finish(std::move(s), nullptr); });
+    auto [begin, data] = Union(batch);
+    return WriteLeasedStripe(ops, geo, key, begin, data, nullptr, [self, stripe, batch](Status s) {
+      self->EndStripeWrite(stripe, batch, std::move(s), nullptr);
+    });
   }
   // A protected stripe's write lease first: writers in other clients (other Objects) take
   // turns, so the versions and bytes a write reads are the stripe's latest, every copy or cell
   // applies the writes in one order, and no update is lost.
   TakeLease(geo, key, std::move(handed), RetryFor(ops),
-            [self, ops, geo, key, begin, data, finish](Result<std::shared_ptr<HeldLease>> lease) {
-              if (!lease.ok()) return finish(lease.status(), nullptr);
+            [self, stripe, geo, key, batch = std::move(batch)](Result<std::shared_ptr<HeldLease>> lease) mutable {
+              if (!lease.ok()) return self->EndStripeWrite(stripe, batch, lease.status(), nullptr);
               auto held = *lease;
-              self->WriteLeasedStripe(ops, geo, key, begin, data, held->known,
-                                      [finish, held](Status s) { finish(std::move(s), held); });
+              // Nothing of it was sent yet: the writes whose operation ended while the batch
+              // waited (cancelled, expired) drop out, for only writes already sent may land after
+              // that; the first touching run of the others goes, the rest wait at the front of
+              // the queue.
+              std::vector<QueuedWrite> run = self->TakeRun(stripe, std::move(batch));
+              if (run.empty()) {
+                return self->EndStripeWrite(stripe, {}, Cancelled("operations ended before stripe " +
+                                                                  std::to_string(stripe) + " was written"), held);
+              }
+              auto [begin, data] = self->Union(run);
+              self->WriteLeasedStripe(OpsOf(run), geo, key, begin, data, held->known,
+                                      [self, stripe, run, held](Status s) {
+                                        self->EndStripeWrite(stripe, run, std::move(s), held);
+                                      });
             });
+}
+
+std::vector<std::shared_ptr<AsyncOp>> ObjectImpl::OpsOf(const std::vector<QueuedWrite>& batch) {
+  std::vector<std::shared_ptr<AsyncOp>> ops;
+  ops.reserve(batch.size());
+  for (const QueuedWrite& w : batch) ops.push_back(w.op);
+  return ops;
+}
+
+std::pair<uint64_t, std::shared_ptr<AlignedBuffer>> ObjectImpl::Union(const std::vector<QueuedWrite>& batch) const {
+  if (batch.size() == 1) return {batch[0].begin, batch[0].data};
+  uint64_t begin = batch[0].begin, stop = begin;
+  for (const QueuedWrite& w : batch) {
+    begin = std::min(begin, w.begin);
+    stop = std::max(stop, w.begin + w.data->size());
+  }
+  auto merged = std::make_shared<AlignedBuffer>(stop - begin);
+  for (const QueuedWrite& w : batch) {
+    std::memcpy(merged->data() + (w.begin - begin), w.data->data(), w.data->size());
+    if (w.lent) AsyncOp::Unlend(w.op);  // copied: the caller's memory is free
+  }
+  io_->stats().merged_writes += batch.size() - 1;
+  return {begin, std::move(merged)};
+}
+
+std::vector<ObjectImpl::QueuedWrite> ObjectImpl::TakeRun(uint64_t stripe, std::vector<QueuedWrite> batch) {
+  std::vector<QueuedWrite> run, rest;
+  for (QueuedWrite& w : batch) {
+    bool ended;
+    {
+      std::lock_guard<std::mutex> lock(w.op->mu);
+      ended = w.op->finished;
+    }
+    if (ended) {
+      AsyncOp::SubDone(w.op, Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"), 0);
+    } else if (run.empty() || (rest.empty() && Touches(w, run))) {
+      run.push_back(std::move(w));
+    } else {
+      rest.push_back(std::move(w));
+    }
+  }
+  if (!rest.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& waiting = stripe_queue_[stripe];
+    waiting.insert(waiting.begin(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  }
+  return run;
+}
+
+bool ObjectImpl::Touches(const QueuedWrite& w, const std::vector<QueuedWrite>& run) {
+  uint64_t begin = run[0].begin, stop = begin;
+  for (const QueuedWrite& r : run) {
+    begin = std::min(begin, r.begin);
+    stop = std::max(stop, r.begin + r.data->size());
+  }
+  return w.begin <= stop && w.begin + w.data->size() >= begin;
+}
+
+void ObjectImpl::EndStripeWrite(uint64_t stripe, const std::vector<QueuedWrite>& batch, Status s,
+                                std::shared_ptr<HeldLease> lease) {
+  if (batch.size() == 1 && batch[0].lent) AsyncOp::Unlend(batch[0].op);  // its sends ended: the memory is free
+  if (s.ok() && !batch.empty()) {
+    uint64_t stop = 0;
+    for (const QueuedWrite& w : batch) stop = std::max(stop, w.begin + w.data->size());
+    std::lock_guard<std::mutex> lock(mu_);
+    written_end_ = std::max(written_end_, stripe * batch[0].layout.stripe_unit + stop);
+  }
+  if (!s.ok() && lease) {  // after a failure the next write takes the lease anew
+    io_->UnlockStripe(lease->holder, lease->key, lease->token);
+    lease.reset();
+  }
+  ReleaseStripe(stripe, std::move(lease));
+  for (const QueuedWrite& w : batch) AsyncOp::SubDone(w.op, s, 0);
 }
 
 void ObjectImpl::TakeLease(const StripeGeometry& geo, const WireShardKey& key, std::shared_ptr<HeldLease> handed,
@@ -370,13 +441,17 @@ void ObjectImpl::TakeLease(const StripeGeometry& geo, const WireShardKey& key, s
                       if (renewing) self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
                       return done(got.status());
                     }
-                    const bool continued = renewing && got->renewed && got->holder.id == lease->holder.id;
-                    if (!continued) {
+                    const bool same_holder = renewing && got->holder.id == lease->holder.id;
+                    if (!(same_holder && got->renewed)) {
                       // A new grant: another writer may have held the lease and written since.
-                      if (renewing && got->holder.id != lease->holder.id) {
-                        self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
-                      }
+                      if (renewing && !same_holder) self->io_->UnlockStripe(lease->holder, lease->key, lease->token);
                       *lease->known = {};
+                    }
+                    // The chain's bound (kLeaseWrites, kLeaseHold) counts from the first grant
+                    // at this holder: a target from before LockReplyHeader never says
+                    // "renewed", and restarting the count there let one Object hold the
+                    // stripe for as long as it kept writing.
+                    if (!same_holder) {
                       lease->granted = std::chrono::steady_clock::now();
                       lease->writes = 0;
                     }
@@ -470,11 +545,15 @@ void ObjectImpl::WithStripe(uint64_t stripe, QueuedWrite w) {
       return;
     }
   }
-  WriteStripe({w.op}, w.layout, stripe, w.begin, w.data, w.lent);
+  std::vector<QueuedWrite> one;
+  one.push_back(std::move(w));
+  WriteStripe(stripe, std::move(one));
 }
 
-bool ObjectImpl::Mergeable(const QueuedWrite& w, uint64_t begin, uint64_t stop) {
+bool ObjectImpl::Mergeable(const QueuedWrite& w, const QueuedWrite& first, uint64_t begin, uint64_t stop) {
   if (w.begin > stop || w.begin + w.data->size() < begin) return false;
+  // The same stripes: a Refresh() between the two (another client's put) may have changed them.
+  if (!SameStripes(w.layout, first.layout)) return false;
   std::lock_guard<std::mutex> lock(w.op->mu);
   return !w.op->finished;
 }
@@ -493,8 +572,8 @@ void ObjectImpl::ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease
       // Writes queued behind it whose ranges touch the ones taken go with it, as one write (see
       // QueuedWrite).
       uint64_t begin = next[0].begin, stop = begin + next[0].data->size();
-      if (Mergeable(next[0], begin, stop)) {
-        while (!waiting.empty() && Mergeable(waiting.front(), begin, stop)) {
+      if (Mergeable(next[0], next[0], begin, stop)) {
+        while (!waiting.empty() && Mergeable(waiting.front(), next[0], begin, stop)) {
           const QueuedWrite& w = waiting.front();
           begin = std::min(begin, w.begin);
           stop = std::max(stop, w.begin + w.data->size());
@@ -502,7 +581,8 @@ void ObjectImpl::ReleaseStripe(uint64_t stripe, std::shared_ptr<HeldLease> lease
           waiting.pop_front();
         }
       }
-      if (lease && lease->writes < kLeaseWrites && std::chrono::steady_clock::now() - lease->granted < kLeaseHold) {
+      if (lease && lease->writes < kLeaseWrites && std::chrono::steady_clock::now() - lease->granted < kLeaseHold &&
+          SameKey(lease->key, next[0].layout.key(stripe))) {
         handed_[stripe] = std::move(lease);
       }
     }

@@ -96,15 +96,28 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
     std::shared_ptr<AlignedBuffer> data;
     bool lent = false;
   };
-  // Writes bytes [begin, begin + data->size()) of stripe `stripe` (stripe-relative) for `ops`
-  // (several: a merged batch) from `data`, which is a view of ops[0]'s buffers when `lent`
-  // (returned with AsyncOp::Unlend when the write ended).
-  void WriteStripe(const std::vector<std::shared_ptr<AsyncOp>>& ops, const StripeLayout& layout, uint64_t stripe,
-                   uint64_t begin, std::shared_ptr<AlignedBuffer> data, bool lent);
-  // A batch taken from the queue (one write, or several merged).
+  struct HeldLease;
+  // Writes a batch taken from the queue (one write, or several whose ranges touch) as one
+  // stripe write of their union. A protected stripe's lease is taken (or the handed one
+  // renewed) first; the writes whose operation ended meanwhile drop out then (TakeRun).
   void WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch);
-  // Whether `w` may join a merged write of stripe bytes [begin, stop).
-  static bool Mergeable(const QueuedWrite& w, uint64_t begin, uint64_t stop);
+  static std::vector<std::shared_ptr<AsyncOp>> OpsOf(const std::vector<QueuedWrite>& batch);
+  // Stripe bytes [first, first + buffer size) the batch writes: a lone write's own data (a
+  // view of the caller's buffers when lent), or a copy of every write, later bytes over earlier
+  // ones (lent buffers are returned then).
+  std::pair<uint64_t, std::shared_ptr<AlignedBuffer>> Union(const std::vector<QueuedWrite>& batch) const;
+  // Of a batch about to be sent under the stripe's lease: completes those whose operation ended
+  // (kCancelled; their bytes must not land), returns the first run of the others whose ranges
+  // touch, and puts the rest back at the front of the stripe's queue, in order.
+  std::vector<QueuedWrite> TakeRun(uint64_t stripe, std::vector<QueuedWrite> batch);
+  static bool Touches(const QueuedWrite& w, const std::vector<QueuedWrite>& run);
+  // A stripe write of `batch` ended with `s`: returns lent memory, notes the written end, ends
+  // the stripe's turn (ReleaseStripe, handing on `lease` or releasing it; after a failure it is
+  // released) and completes each write's part.
+  void EndStripeWrite(uint64_t stripe, const std::vector<QueuedWrite>& batch, Status s, std::shared_ptr<HeldLease> lease);
+  // Whether `w` may join a merged write of stripe bytes [begin, stop) that starts with `first`:
+  // ranges touch, its operation has not ended, and the same stripes (layout).
+  static bool Mergeable(const QueuedWrite& w, const QueuedWrite& first, uint64_t begin, uint64_t stop);
   // A protected stripe's write lease while this Object's writes of the stripe hand it on: the
   // next queued write renews it (one kLockStripe with the same token) instead of the release and
   // a new lease, and knows the version the write before it left (StripeKnowledge). It is

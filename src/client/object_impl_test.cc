@@ -368,6 +368,108 @@ TEST_F(ObjectImplTest, AHandedLeaseThatLapsedForgetsWhatItKnew) {
   fake_.Drain();
 }
 
+// The chain's bound counts from the lease's first grant even where targets never say
+// "renewed" (from before LockReplyHeader): the lease is still given up after kLeaseWrites writes.
+TEST_F(ObjectImplTest, TheLeaseChainIsBoundedWithTargetsThatNeverSayRenewed) {
+  auto obj = NewObject("legacy", "rep:2");
+  auto data = Bytes(kStripe, 60);
+  ASSERT_TRUE(obj->Write(0, data).ok());
+  fake_.Drain();
+  fake_.set_legacy_leases(true);
+  const int unlocks = fake_.calls(ShardOp::kUnlockStripe);
+  constexpr int kWrites = 70;
+  std::vector<std::vector<std::byte>> pieces;
+  pieces.reserve(kWrites);
+  CompletionQueue cq;
+  fake_.Hold();
+  for (int i = 0; i < kWrites; ++i) {
+    pieces.push_back(Bytes(20, 61 + i));
+    obj->WriteAsync(i * 50, {{pieces.back().data(), pieces.back().size()}}, cq, i);
+    std::copy(pieces.back().begin(), pieces.back().end(), data.begin() + i * 50);
+  }
+  fake_.Release();
+  auto c = cq.Wait(kWrites, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), static_cast<size_t>(kWrites));
+  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+  fake_.Drain();
+  EXPECT_GE(fake_.calls(ShardOp::kUnlockStripe) - unlocks, 2) << "one Object held the lease for the whole stream";
+  fake_.set_legacy_leases(false);
+  std::vector<std::byte> out(kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, data);
+}
+
+// A write whose operation ended (cancelled here) while its merged batch waited for the stripe's
+// lease does not land: nothing of it had been sent. The others of the batch go.
+TEST_F(ObjectImplTest, AWriteCancelledWhileItsMergedBatchWaitsForTheLeaseDoesNotLand) {
+  auto obj = NewObject("merged", "rep:2");
+  auto expected = Bytes(kStripe, 70);
+  ASSERT_TRUE(obj->Write(0, expected).ok());
+  fake_.Drain();
+  const uint64_t id = next_id_;
+  const int conflicts = fake_.lease_conflicts();
+  // As the merged batch renews the lease, another client holds it.
+  fake_.BeforeCall(ShardOp::kLockStripe, 2, [&] { fake_.LeaseAs(1, id, 7, 0, 0xF00D); });
+  auto first = Bytes(100, 71), a = Bytes(100, 72), b = Bytes(100, 73);
+  CompletionQueue cq;
+  fake_.Hold();  // the first write's lease reply waits: a and b queue behind it, to merge
+  obj->WriteAsync(0, {{first.data(), first.size()}}, cq, 1);
+  OpId ida = obj->WriteAsync(200, {{a.data(), a.size()}}, cq, 2);
+  obj->WriteAsync(300, {{b.data(), b.size()}}, cq, 3);
+  fake_.Release();
+  for (int i = 0; i < 500 && fake_.lease_conflicts() == conflicts; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_GT(fake_.lease_conflicts(), conflicts) << "the batch never met the other client's lease";
+  EXPECT_TRUE(obj->Cancel(ida));
+  fake_.LeaseAs(1, id, 7, 0, 0);  // the other client is done
+  auto c = cq.Wait(3, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 3u);
+  for (const auto& done : c) {
+    if (done.user_data == 2) {
+      EXPECT_EQ(done.status.code(), StatusCode::kCancelled);
+    } else {
+      EXPECT_TRUE(done.status.ok()) << done.status.ToString();
+    }
+  }
+  fake_.Drain();
+  std::copy(first.begin(), first.end(), expected.begin());
+  std::copy(b.begin(), b.end(), expected.begin() + 300);
+  std::vector<std::byte> out(kStripe);
+  auto n = obj->Read(0, out);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(out, expected) << "the cancelled write's bytes landed";
+}
+
+// The versions a handed lease knows go stale when the stripe changes without the lease (a
+// truncate in another client deletes it): the copies refuse the patch, and the write asks them
+// what they hold instead of failing.
+TEST_F(ObjectImplTest, AChainedWriteAfterATruncateElsewhereAsksTheCopiesAgain) {
+  auto obj = NewObject("cut", "rep:2");
+  ASSERT_TRUE(obj->Write(0, Bytes(kStripe, 80)).ok());
+  fake_.Drain();
+  const uint64_t id = next_id_;
+  fake_.BeforeCall(ShardOp::kLockStripe, 2, [&] {  // as the second write renews the lease
+    for (uint32_t shard : {0u, 1u}) fake_.Erase(1, id, 7, 0, shard);
+  });
+  auto a = Bytes(100, 81), b = Bytes(100, 82);
+  CompletionQueue cq;
+  fake_.Hold();
+  obj->WriteAsync(0, {{a.data(), a.size()}}, cq, 1);
+  obj->WriteAsync(2000, {{b.data(), b.size()}}, cq, 2);  // not touching: a write of its own
+  fake_.Release();
+  auto c = cq.Wait(2, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 2u);
+  for (const auto& done : c) EXPECT_TRUE(done.status.ok()) << done.user_data << ": " << done.status.ToString();
+  fake_.Drain();
+  // What the cut left: b's bytes alone, after zeros.
+  std::vector<std::byte> held = fake_.Stored(1, id, 7, 0, 0);
+  ASSERT_EQ(held.size(), 2100u);
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), held.begin() + 2000));
+  EXPECT_TRUE(std::all_of(held.begin(), held.begin() + 2000, [](std::byte x) { return x == std::byte{0}; }));
+}
+
 // A cancelled read whose reply is being received into its buffer completes only once that
 // transfer has ended: the caller gets its memory back exactly with the completion.
 TEST_F(ObjectImplTest, CancelWaitsForATransferIntoTheBuffer) {

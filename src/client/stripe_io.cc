@@ -211,7 +211,14 @@ void StripeIo::ReportMissedThen(const WireShardKey& key, const std::vector<uint3
 }
 
 void StripeIo::SendMissed(uint64_t container) {
-  for (;;) {
+  // A few rounds per task, then the container goes to the back of the pool's queue: under a
+  // steady stream of degraded writes a round always finds new misses, and one task looping
+  // for good would hold one of the pool's threads from every other container's reports.
+  for (int round = 0;; ++round) {
+    if (round > 0 && round % kMissedRoundsPerTask == 0) {
+      std::lock_guard<std::mutex> lock(reports_mu_);
+      if (reports_ != nullptr) return reports_->Submit([this, container] { SendMissed(container); });
+    }
     std::vector<uint32_t> ids;
     std::vector<std::function<void(const Result<uint64_t>&)>> waiting;
     {
@@ -580,7 +587,14 @@ void StripeIo::WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, 
   };
   if (known && known->uniform_version != 0 && known->epoch == view_->epoch()) {
     stats_.known_version_patches++;
-    return patch(known->uniform_version, std::move(done));
+    return patch(known->uniform_version, [this, g, key, begin, data, version, known,
+                                          done = std::move(done)](Status s) mutable {
+      // Every copy refused the known version: the stripe changed without the lease (a truncate
+      // deleted it). Asked again, the copies say what they hold now.
+      if (s.code() != StatusCode::kFailedPrecondition) return done(std::move(s));
+      *known = {};
+      WriteRangeOnce(g, key, begin, data, version, std::move(done), known);
+    });
   }
   auto slots = ReadSlots(key, g.red.width());
   if (!slots.ok()) return done(slots.status());

@@ -371,8 +371,10 @@ class StripeIo {
   // of degraded writes costs mgmt one call per round trip, not one per write.
   void ReportMissedThen(const WireShardKey& key, const std::vector<uint32_t>& targets,
                         const std::vector<bool>& written, std::function<void(Status)> done);
-  // Sends the container's queued reports until none is left (on reports_).
+  // Sends the container's queued reports until none is left (on reports_), at most
+  // kMissedRoundsPerTask calls before it queues itself again behind the others.
   void SendMissed(uint64_t container);
+  static constexpr int kMissedRoundsPerTask = 4;
   // Runs `fn`, which may block (a call to mgmt), on reports_ (inline when there is none).
   void RunBlocking(std::function<void()> fn);
 
