@@ -301,7 +301,10 @@ class RpcServer::Impl {
       if (d.desc != nullptr) ucp_am_data_release(lane->worker->worker(), d.desc);  // tells the sender
       return true;
     });
-    lane->deferred_count = lane->deferred.size();
+    {
+      std::lock_guard lock(lane->impl->budget_mu_);
+      lane->deferred_count = lane->deferred.size();
+    }
     (void)status;
     PS_LOG_DEBUG("data plane {}: client connection closed: {}", lane->impl->address_,
                  ucs_status_string(status));
@@ -414,10 +417,18 @@ class RpcServer::Impl {
   // The lane's thread. Reserves budget for a request whose payload is not in memory yet
   // (rendezvous, or a payload source) and says true, or, when it does not fit or earlier ones
   // wait, queues it behind them (AdmitDeferred starts it once budget returns) and says false.
+  // The count other threads read goes up under the budget's lock, in the step that found the
+  // budget short: a ReturnBudget after that step sees it and wakes this lane (AdmitDeferred,
+  // posted, runs after this callback has queued the request). Counted after the lock, a
+  // release that came between the two found no one waiting, and with no later release the
+  // request waited for good (an incast's last requests: their clients timed out).
   bool AdmitOrDefer(Lane* lane, DeferredReceive& rx) {
-    if (lane->deferred.empty() && TryReserve(rx.length)) return true;
+    {
+      std::lock_guard lock(budget_mu_);
+      if (lane->deferred.empty() && budget_.TryReserve(rx.length)) return true;
+      lane->deferred_count = lane->deferred.size() + 1;
+    }
     lane->deferred.push_back(std::move(rx));
-    lane->deferred_count = lane->deferred.size();
     if (deferred_total_ != nullptr) deferred_total_->Inc();
     return false;
   }
@@ -506,23 +517,27 @@ class RpcServer::Impl {
   // Any thread (under the gate): returns budget, then lets every worker with requests waiting
   // for it take what now fits.
   void ReturnBudget(uint64_t bytes) {
+    std::vector<Lane*> waiting;
     {
       std::lock_guard lock(budget_mu_);
       budget_.Release(bytes);
+      for (auto& lane : lanes_) {
+        if (lane->deferred_count.load() != 0) waiting.push_back(lane.get());
+      }
     }
-    for (auto& lane : lanes_) {
-      if (lane->deferred_count.load() == 0) continue;
-      Lane* l = lane.get();
-      l->worker->Post([this, l] { AdmitDeferred(l); });
-    }
+    for (Lane* l : waiting) l->worker->Post([this, l] { AdmitDeferred(l); });
   }
 
   // The lane's thread.
   void AdmitDeferred(Lane* lane) {
-    while (!lane->deferred.empty() && TryReserve(lane->deferred.front().length)) {
+    while (!lane->deferred.empty()) {
+      {
+        std::lock_guard lock(budget_mu_);  // see AdmitOrDefer
+        if (!budget_.TryReserve(lane->deferred.front().length)) return;
+        lane->deferred_count = lane->deferred.size() - 1;
+      }
       DeferredReceive rx = std::move(lane->deferred.front());
       lane->deferred.pop_front();
-      lane->deferred_count = lane->deferred.size();
       StartReceive(lane, std::move(rx), UCP_AM_RECV_ATTR_FLAG_RNDV);
     }
   }
