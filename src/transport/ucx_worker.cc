@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/thread_pool.h"
+#include "transport/tls_list.h"
 #include "transport/wire.h"
 
 namespace penstock {
@@ -56,13 +57,10 @@ Result<ucp_context_h> NewContext(const UcxWorker::Options& options) {
 // Whether UCX may move data with RDMA or GPU transports here, where zero-copy sends are what
 // make them fast: UCX_TLS names one, or (unset or "all") the host has an RDMA device or an
 // NVIDIA GPU.
-bool ZeroCopyMatters(const char* tls) {
-  if (tls != nullptr) {
-    for (const char* t : {"rc", "dc", "ud", "ib", "cuda", "rocm", "gdr"}) {
-      if (std::strstr(tls, t) != nullptr) return true;
-    }
-    if (std::strstr(tls, "all") == nullptr) return false;
-  }
+bool ZeroCopyMatters(const TlsList& tls) {
+  const std::initializer_list<std::string_view> kZeroCopy = {"rc", "dc", "ud", "ib", "cuda", "rocm", "gdr"};
+  if (tls.Names(kZeroCopy)) return true;
+  if (!tls.Allows(kZeroCopy)) return false;
   std::error_code ec;
   const bool rdma = std::filesystem::exists("/sys/class/infiniband", ec) &&
                     !std::filesystem::is_empty("/sys/class/infiniband", ec);
@@ -86,11 +84,12 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   //    a dying peer fails only its own requests.
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* tls = std::getenv("UCX_TLS");  // only where shared memory may load (no warning)
-    if (tls == nullptr || std::strstr(tls, "posix") || std::strstr(tls, "sysv") || std::strstr(tls, "sm") ||
-        std::strstr(tls, "shm") || std::strstr(tls, "all")) {
-      setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
-    }
+    const char* tls_env = std::getenv("UCX_TLS");
+    const TlsList tls(tls_env);
+    const std::initializer_list<std::string_view> kSharedMemory = {"posix", "sysv", "cma", "sm",
+                                                                        "shm", "mm", "xpmem", "knem"};
+    // Only where shared memory may load (no warning).
+    if (tls.Allows({"posix", "sysv", "sm", "shm", "mm"})) setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
     //  - ZCOPY_THRESH=inf, TCP_TX_SEG_SIZE=64K, on hosts without RDMA or GPU transports: 1.13
@@ -107,16 +106,12 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
     //    1.13: the connection manager needs tcp listed. Add it, and make rendezvous data use the
     //    shared-memory lane (get_zcopy) so tcp carries only the connection set-up. See README.md.
-    if (tls != nullptr && std::strstr(tls, "tcp") == nullptr && std::strstr(tls, "all") == nullptr &&
-        std::strstr(tls, "rc") == nullptr && std::strstr(tls, "dc") == nullptr &&
-        std::strstr(tls, "ud") == nullptr &&
-        (std::strstr(tls, "posix") || std::strstr(tls, "sysv") || std::strstr(tls, "cma") ||
-         std::strstr(tls, "sm") || std::strstr(tls, "shm"))) {
-      std::string with_cm = std::string(tls) + ",tcp";
+    if (!tls.unset() && !tls.Allows({"tcp", "rc", "dc", "ud", "ib"}) && tls.Names(kSharedMemory)) {
+      std::string with_cm = std::string(tls_env) + ",tcp";
       setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
       setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
       PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} (tcp for connection "
-                  "set-up only, data over shared memory)", tls, with_cm);
+                  "set-up only, data over shared memory)", tls_env, with_cm);
     }
   });
   w->name_ = options.name;
