@@ -49,6 +49,7 @@ struct UpFlags {
   int64_t orphan_grace_ms = kOrphanGrace.count();
   int repair_interval_ms = 30000;
   unsigned target_data_workers = 1;
+  std::string target_device_kind = "file";
   int wait_ms = 30000;
   std::string log_level = "info";
   bool json = false;
@@ -183,7 +184,7 @@ int RunUp(const UpFlags& f, bool json_out) {
     t.argv = {exe, "target", "--data-dir", dir + "/" + t.name, "--mgmt", rec.mgmt, "--listen-host",
               f.host, "--port", std::to_string(port), "--metrics-port", std::to_string(mport),
               "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level,
-              "--data-workers", std::to_string(f.target_data_workers)};
+              "--data-workers", std::to_string(f.target_data_workers), "--device-kind", f.target_device_kind};
     if (rec.client_tls.enabled()) {
       t.argv.insert(t.argv.end(), {"--tls-ca", rec.client_tls.ca, "--tls-cert", rec.client_tls.cert,
                                    "--tls-key", rec.client_tls.key});
@@ -505,6 +506,9 @@ void AddClusterCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*up, "target-data-workers", &uf->target_data_workers,
              "data-plane workers (threads) of each target")
       ->check(CLI::Range(1u, 64u));
+  AddSetting(*up, "target-device-kind", &uf->target_device_kind,
+             "file, or null: targets with no media (writes dropped, reads return zeros), for data-plane benchmarks")
+      ->check(CLI::IsMember({"file", "null"}));
   up->add_flag("--json", uf->json, "print the result as JSON");
   up->add_flag("--auth", uf->auth,
                "require API keys and capability tokens; the admin key is written to DATA_DIR/admin.key");

@@ -39,6 +39,7 @@ struct TargetFlags {
   std::string config;
   std::string data_dir;
   std::string device;
+  std::string device_kind = "file";
   std::string mgmt = "127.0.0.1:7000";
   std::string listen_host = "127.0.0.1";
   int port = 7010;
@@ -153,6 +154,10 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   BlockTerminationSignals();
   o.data_dir = f.data_dir;
   o.device = f.device;
+  o.device_kind = f.device_kind;
+  if (f.device_kind == "null" && !f.device.empty()) {
+    return ReportError(InvalidArgument("--device-kind null stores nothing: drop --device " + f.device), false);
+  }
   o.mgmt = f.mgmt;
   o.listen_host = f.listen_host;
   o.port = static_cast<uint16_t>(f.port);
@@ -216,6 +221,9 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   EnableConfigFile(*t, &tf->config);
   AddSetting(*t, "data-dir", &tf->data_dir, "directory for the target's data file and index; required");
   AddSetting(*t, "device", &tf->device, "block device or file to store data on (default DATA_DIR/data.img)");
+  AddSetting(*t, "device-kind", &tf->device_kind,
+             "file, or null: no media (writes dropped, reads return zeros) for data-plane benchmarks")
+      ->check(CLI::IsMember({"file", "null"}));
   AddSetting(*t, "mgmt", &tf->mgmt, "mgmt address (host:port)");
   AddSetting(*t, "listen-host", &tf->listen_host, "address to serve the data plane on");
   AddSetting(*t, "port", &tf->port, "data-plane (UCX) port; 0 picks a free one")->check(CLI::Range(0, 65535));

@@ -69,6 +69,12 @@ TEST(EngineNullDeviceTest, AccountsWritesAndReadsZeros) {
   EXPECT_EQ(s.live_bytes, 3u * 4096);
   EXPECT_EQ(s.checksum_errors, 0u);
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/data"));
+  // A shard of one block (an object head, a small record) is kept: objects stay usable.
+  ASSERT_TRUE(e->Write(Key(1, 3), Pattern(300, 3), 1).ok());
+  auto small = e->Read(Key(1, 3));
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  EXPECT_TRUE(SameBytes(*small, Pattern(300, 3)));
+
   // Overwrites reclaim space as on a real device; more than the capacity fits over time.
   for (uint64_t v = 0; v < 50; ++v) ASSERT_TRUE(e->Write(Key(1, 2), Pattern(500000, v), v).ok());
   // Reopening keeps the index (lengths, versions); the data reads as zeros.

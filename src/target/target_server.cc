@@ -77,6 +77,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   EngineOptions eo;
   eo.data_path = options.device.empty() ? options.data_dir + "/data.img" : options.device;
   eo.index_dir = options.data_dir + "/index";
+  eo.device_kind = options.device_kind;
+  if (options.device_kind == "null") eo.data_path.clear();
   eo.capacity_bytes = options.capacity_bytes;
   eo.segment_bytes = options.segment_bytes;
   eo.gc_rate_bytes_per_sec = options.gc_rate_bytes_per_sec;

@@ -31,6 +31,9 @@ class ShardService;
 struct TargetOptions {
   std::string data_dir;
   std::string device;           // block device or file to use instead of <data_dir>/data.img
+  // "file" (the device or data file above) or "null": no media, like fio's null engine (writes
+  // are accounted and dropped, reads return zeros; the index is kept), for data-plane benchmarks.
+  std::string device_kind = "file";
   std::string mgmt;             // mgmt address host:port
   std::string listen_host = "127.0.0.1";  // data plane (without rails) and /metrics
   // Multi-rail data plane: "HOST[@DEVICES];..." (ParseRails, rpc_server.h), one listener per
