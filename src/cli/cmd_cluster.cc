@@ -279,10 +279,14 @@ int RunDown(const std::string& data_dir, bool json_out) {
 
 // The UCX transport this client's connection to each up target uses ("tcp", "posix", ...),
 // found by sending each a cheap stat request; "-" for a target that is down or does not answer.
-std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
+std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map, const GlobalOptions& g) {
   std::map<uint32_t, std::string> out;
+  // As this client's data plane would connect: its workers, each on its network devices.
+  const ClientOptions co = ToClientOptions(g);
   RpcClientOptions ro;
   ro.timeout = std::chrono::milliseconds(2000);
+  ro.workers = co.data_workers;
+  ro.net_devices = co.net_devices;
   auto rpc = RpcClient::Create(ro);
   for (const auto& t : map.targets()) {
     out[t.id()] = "-";
@@ -304,7 +308,10 @@ std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map) {
 
 // Space of a target as its last heartbeat reported it: dead = written but overwritten or
 // deleted and not yet reclaimed by GC; free = not in any used segment.
-uint64_t DeadBytes(const v1::Target& t) { return t.used_bytes() > t.live_bytes() ? t.used_bytes() - t.live_bytes() : 0; }
+uint64_t DeadBytes(const v1::Target& t) {
+  if (t.has_dead_bytes()) return t.dead_bytes();  // the engine's own count
+  return t.used_bytes() > t.live_bytes() ? t.used_bytes() - t.live_bytes() : 0;  // an older target
+}
 uint64_t FreeBytes(const v1::Target& t) {
   return t.capacity_bytes() > t.used_bytes() ? t.capacity_bytes() - t.used_bytes() : 0;
 }
@@ -323,7 +330,7 @@ int RunStatus(const GlobalOptions& g) {
   auto state_name = [](const v1::Target& t) {
     return t.state() == v1::TARGET_STATE_UP ? "up" : t.state() == v1::TARGET_STATE_LOST ? "lost" : "down";
   };
-  auto transports = ProbeTransports(*map);
+  auto transports = ProbeTransports(*map, g);
   // Recovering for some containers only (writes to them missed it): their ids.
   auto recovering_ids = [](const v1::Target& t) {
     std::vector<uint64_t> ids;

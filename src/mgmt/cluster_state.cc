@@ -310,6 +310,7 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
     if (capacity_changed) next.set_capacity_bytes(req.capacity_bytes());
     next.set_used_bytes(req.used_bytes());
     next.set_live_bytes(req.live_bytes());
+    if (req.has_dead_bytes()) next.set_dead_bytes(req.dead_bytes());
     next.set_shards(req.shards());
     next.set_corrupt_shard_count(req.corrupt_shard_count());
     *next.mutable_corrupt_shards() = req.corrupt_shards();
@@ -324,6 +325,7 @@ Result<uint64_t> ClusterState::Heartbeat(const v1::HeartbeatRequest& req) {
   }
   t.set_used_bytes(req.used_bytes());
   t.set_live_bytes(req.live_bytes());
+  if (req.has_dead_bytes()) t.set_dead_bytes(req.dead_bytes());
   t.set_shards(req.shards());
   t.set_corrupt_shard_count(req.corrupt_shard_count());
   *t.mutable_corrupt_shards() = req.corrupt_shards();

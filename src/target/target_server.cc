@@ -241,6 +241,7 @@ void TargetServer::HeartbeatLoop() {
     req.set_uuid(uuid_);
     req.set_used_bytes(st.used_bytes);
     req.set_live_bytes(st.live_bytes);
+    req.set_dead_bytes(st.dead_bytes);
     req.set_capacity_bytes(st.capacity_bytes);
     req.set_shards(st.shards);
     // Corrupt shards (scrub or reads) reach mgmt with every heartbeat, for repair.

@@ -1,6 +1,8 @@
 """/metrics of every daemon scraped over HTTP and parsed as Prometheus text."""
+import json
 import re
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -80,3 +82,25 @@ def test_targets_zero_their_new_data_files_in_the_background(cluster_factory):
         zeroed = s["penstock_engine_zeroed_bytes"][0][1]
         capacity = s["penstock_target_capacity_bytes"][0][1]
         assert zeroed == capacity, (zeroed, capacity, fs)
+
+
+def test_status_reports_the_engines_dead_bytes(cluster_factory, tmp_path):
+    # Overwritten data is dead until GC reclaims it: `penstock status` shows the engine's own
+    # count (its /metrics gauge), not used - live (which also counts the open segments' tails).
+    c = cluster_factory(targets=1)
+    c.cli("container", "create", "d")
+    f = tmp_path / "f"
+    f.write_bytes(b"y" * (4 * 1024 * 1024))
+    c.cli("put", str(f), "o", "--container", "d")
+    c.cli("put", str(f), "o", "--container", "d")  # replaces it: the first copy's 4 MiB die
+    metrics = c.daemon("target-1")["metrics"]
+    deadline = time.time() + 10
+    while True:
+        t = json.loads(c.cli("status", "--json").stdout)["targets"][0]
+        engine_dead = scrape(metrics)[1]["penstock_target_dead_bytes"][0][1]
+        if t["dead_bytes"] == engine_dead and engine_dead >= 4 * 1024 * 1024:
+            break
+        assert time.time() < deadline, (t, engine_dead)
+        time.sleep(0.3)
+    assert t["dead_bytes"] + t["live_bytes"] <= t["used_bytes"]
+    assert t["free_bytes"] + t["used_bytes"] == t["capacity_bytes"]
