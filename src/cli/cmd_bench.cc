@@ -15,6 +15,8 @@ namespace penstock::cli {
 
 namespace {
 
+constexpr uint64_t kMaxBenchSize = uint64_t{1} << 30;
+
 struct BenchFlags {
   GlobalOptions g;
   std::string mode;
@@ -41,6 +43,12 @@ int RunBenchCommand(BenchFlags& f) {
     o.size = ParseSize(f.size, "--size");
   } catch (const CLI::ValidationError& e) {
     return ReportError(InvalidArgument(e.what()), f.g.json);
+  }
+  // Each operation in flight holds a buffer of --size (and write one pattern of it).
+  if (o.size == 0 || o.size > kMaxBenchSize) {
+    return ReportError(InvalidArgument("--size " + f.size + " is out of range: give 1 byte to " +
+                                       HumanBytes(static_cast<double>(kMaxBenchSize)) + " per operation"),
+                       f.g.json);
   }
   o.concurrency = f.concurrency;
   o.seconds = f.seconds;
@@ -84,14 +92,11 @@ int RunBenchCommand(BenchFlags& f) {
     }
   });
   if (show) std::fprintf(stderr, "\n");
-  if (result.ok() && !f.no_cleanup && o.mode == BenchMode::kWrite) {
-    if (throwaway) {
-      (*client)->DeleteContainer(f.container, /*force=*/true).IgnoreError();
-    } else {
-      for (uint64_t i = 0; i < result->objects; ++i) {
-        (*client)->Delete(f.container, BenchObjectName(i)).IgnoreError();
-      }
-    }
+  if (throwaway && (!f.no_cleanup || !result.ok())) {
+    // Failed or done with: a throw-away container is never left behind.
+    (*client)->DeleteContainer(f.container, /*force=*/true).IgnoreError();
+  } else if (result.ok() && !f.no_cleanup && o.mode == BenchMode::kWrite) {
+    for (uint64_t i = 0; i < result->objects; ++i) (*client)->Delete(f.container, BenchObjectName(i)).IgnoreError();
   }
   if (!result.ok()) return ReportError(result.status(), f.g.json);
   const BenchResult& r = *result;
@@ -106,6 +111,7 @@ int RunBenchCommand(BenchFlags& f) {
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
     PrintJson(j);
   } else {
+    if (throwaway) std::printf("container %s (kept: --no-cleanup)\n", f.container.c_str());
     std::printf("%s: %llu ops (%llu errors) of %s in %.2f s, concurrency %u\n", r.mode.c_str(),
                 static_cast<unsigned long long>(r.ops), static_cast<unsigned long long>(r.errors),
                 HumanBytes(static_cast<double>(o.size)).c_str(), r.seconds, o.concurrency);
@@ -130,8 +136,9 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*b, "container", &f->container, "container to use");
   AddSetting(*b, "size", &f->size, "bytes per operation (object size for write), e.g. 4K, 4M");
   AddSetting(*b, "concurrency", &f->concurrency, "operations in flight")->check(CLI::Range(1u, 4096u));
-  AddSetting(*b, "seconds", &f->seconds, "how long to run")->check(CLI::Range(0.1, 86400.0));
-  AddSetting(*b, "objects", &f->objects, "write: cycle over this many objects (0: a new object per op)");
+  AddSetting(*b, "seconds", &f->seconds, "how long to run")->check(CLI::Number)->check(CLI::Range(0.1, 86400.0));
+  AddSetting(*b, "objects", &f->objects, "write: cycle over this many objects (0: a new object per op)")
+      ->check(CLI::NonNegativeNumber);
   AddSetting(*b, "write-percent", &f->write_percent, "mixed: share of operations that write")
       ->check(CLI::Range(0, 100));
   AddSetting(*b, "redundancy", &f->redundancy, "bench a throw-away container with this redundancy");

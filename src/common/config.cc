@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 
@@ -62,7 +63,13 @@ uint64_t ParseSize(const std::string& text, const std::string& what) {
   if (i == 0) {
     throw CLI::ValidationError(what, "'" + text + "' is not a size (use e.g. 4096, 64K, 1M, 2G)");
   }
-  uint64_t n = std::stoull(text.substr(0, i));
+  std::string digits = text.substr(0, i);
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));  // leading zeros
+  // Beyond 2^64 - 1 (20 digits), which std::stoull would throw on.
+  if (digits.size() > 20 || (digits.size() == 20 && digits > "18446744073709551615")) {
+    throw CLI::ValidationError(what, "'" + text + "' is too large a size");
+  }
+  const uint64_t n = std::stoull(digits);
   std::string unit = text.substr(i);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
@@ -74,6 +81,7 @@ uint64_t ParseSize(const std::string& text, const std::string& what) {
   else if (unit == "G") mult = 1ull << 30;
   else if (unit == "T") mult = 1ull << 40;
   else throw CLI::ValidationError(what, "'" + text + "' has an unknown unit (use K, M, G or T)");
+  if (n > UINT64_MAX / mult) throw CLI::ValidationError(what, "'" + text + "' is too large a size");
   return n * mult;
 }
 

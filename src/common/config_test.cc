@@ -97,6 +97,13 @@ TEST(ConfigTest, ParseSize) {
   EXPECT_EQ(ParseSize("2GiB", "x"), 2ull << 30);
   EXPECT_THROW(ParseSize("abc", "x"), CLI::ValidationError);
   EXPECT_THROW(ParseSize("5Q", "x"), CLI::ValidationError);
+  // Too large for 64 bits: a clear error, not std::out_of_range from the conversion.
+  EXPECT_EQ(ParseSize("18446744073709551615", "x"), UINT64_MAX);
+  EXPECT_EQ(ParseSize("000000000000000000004K", "x"), 4096u);
+  EXPECT_THROW(ParseSize("18446744073709551616", "x"), CLI::ValidationError);
+  EXPECT_THROW(ParseSize("99999999999999999999999", "x"), CLI::ValidationError);
+  EXPECT_THROW(ParseSize("17179869184G", "x"), CLI::ValidationError);
+  EXPECT_EQ(ParseSize("16777215T", "x"), 16777215ull << 40);
 }
 
 }  // namespace

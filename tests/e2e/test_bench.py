@@ -58,3 +58,48 @@ def test_bench_bad_input(cluster_factory):
     assert r.returncode == 2 and "--concurrency" in r.stderr
     r = c.cli("bench", "write", "--container", "e", "--redundancy", "rep:2", check=False)
     assert r.returncode == 1 and "--redundancy" in r.stderr and "'e'" in r.stderr, r.stderr
+    # Sizes: none, beyond 64 bits, or more than one operation may hold.
+    for size in ("0", "99999999999999999999999", "2G"):
+        r = c.cli("bench", "write", "--container", "e", "--size", size, check=False)
+        assert r.returncode == 1 and "--size" in r.stderr and "internal error" not in r.stderr, (size, r.stderr)
+    r = c.cli("bench", "write", "--container", "e", "--objects", "-1", check=False)
+    assert r.returncode == 2 and "--objects" in r.stderr, r.stderr
+    r = c.cli("bench", "write", "--container", "e", "--seconds", "abc", check=False)
+    assert r.returncode == 2 and "--seconds" in r.stderr and "abc" in r.stderr and "range" not in r.stderr, r.stderr
+    r = c.cli("bench", "write", check=False)
+    assert r.returncode == 1 and "--container" in r.stderr and "--redundancy" in r.stderr, r.stderr
+    # Nothing above left a throw-away container behind.
+    names = {x["name"] for x in json.loads(c.cli("container", "ls", "--json").stdout)}
+    assert names == {"e"}
+
+
+def test_bench_human_output_and_progress(cluster_factory):
+    c = cluster_factory(targets=1)
+    r = c.cli("bench", "write", "--redundancy", "none", "--size", "64K", "--concurrency", "4", "--seconds", "2.5",
+              "--objects", "4", "--no-cleanup", "--progress", timeout=120)
+    # Progress on stderr about once a second; the figures on stdout.
+    progress = [p for p in r.stderr.replace("\r", "\n").splitlines() if p.strip().endswith("MB/s")]
+    assert len(progress) >= 2 and all(" ops " in p for p in progress), r.stderr
+    out = r.stdout
+    for want in ("MB/s", "IOPS", "p50", "p99 ", "p99.9", "max", "client CPU", "s per GB"):
+        assert want in out, (want, out)
+    # A throw-away container kept with --no-cleanup is named, so seq and rand can read it.
+    kept = next(line.split()[1] for line in out.splitlines() if line.startswith("container "))
+    r = c.cli("bench", "seq", "--container", kept, "--size", "64K", "--seconds", "0.5", "--json")
+    assert json.loads(r.stdout)["ops"] > 0
+
+
+def test_null_device_targets_for_data_plane_benchmarks(cluster_factory, tmp_path):
+    c = cluster_factory(targets=1, extra_args=("--target-device-kind", "null"))
+    assert not list(tmp_path.glob("cluster0/target-1/data.img")), "a null target made a data file"
+    c.cli("container", "create", "n")
+    src = tmp_path / "src"
+    src.write_bytes(b"\x5a" * (3 * 1024 * 1024 + 11))
+    c.cli("put", str(src), "o", "--container", "n")
+    # No media: the object's 1 MiB stripes read back as zeros; its head and its last stripe
+    # (11 bytes, one block) are small records, kept in memory (src/engine/null_device.h).
+    out = tmp_path / "out"
+    c.cli("get", "o", str(out), "--container", "n")
+    assert out.read_bytes() == b"\0" * (3 * 1024 * 1024) + b"\x5a" * 11
+    w = bench(c, "write", "--container", "n", "--size", "1M", "--concurrency", "8", "--objects", "16", "--seconds", "1")
+    assert w.returncode == 0 and json.loads(w.stdout)["errors"] == 0, w.stdout + w.stderr
