@@ -92,6 +92,7 @@ write("shard_header_decode", "lock", b"\x04" + shard_req + struct.pack("<QII", 0
 write("shard_header_decode", "write_range", b"\x05" + shard_req + struct.pack("<QQ", 4096, 7))
 write("shard_header_decode", "request_deadline", b"\x00" + shard_req_deadline)
 write("shard_header_decode", "list_reply", b"\x06" + struct.pack("<B3xI", 1, 2))
+write("shard_header_decode", "lock_reply", b"\x07" + struct.pack("<BB6x", 1, 1))
 write("shard_header_decode", "list_containers", b"\x02" + struct.pack("<BBHIQQ", 1, 8 | 4, 0, 100, 5, 0) + key)
 
 entry = key + struct.pack("<QII", 9, 5, 5) + b"hello"

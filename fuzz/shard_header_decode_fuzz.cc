@@ -25,14 +25,15 @@ void Check(std::span<const std::byte> bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data + 1), size - 1);
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
     case 0: Check<ShardRequestHeader>(bytes); break;
     case 1: Check<ShardReplyHeader>(bytes); break;
     case 2: Check<ListRequestHeader>(bytes); break;
     case 3: Check<RangeReadHeader>(bytes); break;
     case 4: Check<LockRequestHeader>(bytes); break;
     case 5: Check<RangeWriteHeader>(bytes); break;
-    default: Check<ListReplyHeader>(bytes); break;
+    case 6: Check<ListReplyHeader>(bytes); break;
+    default: Check<LockReplyHeader>(bytes); break;
   }
   return 0;
 }
