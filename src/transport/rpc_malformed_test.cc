@@ -17,6 +17,7 @@
 #include <set>
 
 #include "transport/am_message.h"
+#include "transport/raw_am_client.h"
 #include "transport/rpc_client.h"
 #include "transport/rpc_server.h"
 #include "transport/socket_address.h"
@@ -27,88 +28,6 @@ namespace penstock {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A bare UCX client that sends arbitrary AM headers and collects the decoded replies.
-class RawClient {
- public:
-  explicit RawClient(const std::string& address) {
-    auto w = UcxWorker::Create({.name = "raw-test-client"});
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
-    worker_ = std::move(w).value();
-    EXPECT_TRUE(worker_->SetAmHandlers({{wire::AmId::kReply, &RawClient::OnReply},
-                                        {wire::AmId::kBatch, &RawClient::OnBatch}}, this).ok());
-    worker_->Start(nullptr);
-    worker_->Post([this, address] {
-      auto addr = ResolveSocketAddress(address);
-      ucp_ep_params_t p{};
-      p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                     UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-      p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-      p.sockaddr.addr = addr->get();
-      p.sockaddr.addrlen = addr->length;
-      p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      EXPECT_EQ(ucp_ep_create(worker_->worker(), &p, &ep_), UCS_OK);
-    });
-  }
-  ~RawClient() {
-    worker_->Stop([this] { worker_->CloseEndpoints({ep_}); });
-  }
-
-  void Send(std::vector<std::byte> am_header, size_t payload_bytes) {
-    SendAs(wire::AmId::kRequest, std::move(am_header),
-           std::make_shared<std::vector<std::byte>>(payload_bytes, std::byte{0x33}));
-  }
-  // A batch AM (wire.h: its data holds the batch header) with this AM header and data, sent as
-  // they are.
-  void SendBatch(std::vector<std::byte> am_header, std::vector<std::byte> data) {
-    SendAs(wire::AmId::kBatch, std::move(am_header), std::make_shared<std::vector<std::byte>>(std::move(data)));
-  }
-
-  // Waits for `n` replies in all (10 s backstop against a hang); returns them.
-  std::vector<std::pair<uint64_t, StatusCode>> WaitForReplies(size_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, 10s, [&] { return replies_.size() >= n; });
-    return replies_;
-  }
-
- private:
-  void SendAs(wire::AmId id, std::vector<std::byte> am_header, std::shared_ptr<std::vector<std::byte>> payload) {
-    worker_->Post([this, id, am_header = std::move(am_header), payload]() mutable {
-      auto out = std::make_unique<OutgoingMessage>();
-      out->am_header = std::move(am_header);
-      out->payload = {payload->data(), payload->size()};
-      out->on_complete = [payload](ucs_status_t) {};
-      SendMessage(ep_, id, std::move(out), UCP_AM_SEND_FLAG_REPLY);
-    });
-  }
-
-  // The server's replies may come in batches: each is taken as if it had come alone.
-  static ucs_status_t OnBatch(void* arg, const void* header, size_t header_length, void* data,
-                              size_t length, const ucp_am_recv_param_t* param) {
-    auto* self = static_cast<RawClient*>(arg);
-    return ReceiveBatch(
-        self->worker_->worker(), header, header_length, data, length, param, &RawClient::OnReply, self,
-        [](const Status& bad, ucp_ep_h) { ADD_FAILURE() << "the server sent a bad batch: " << bad.ToString(); });
-  }
-
-  static ucs_status_t OnReply(void* arg, const void* header, size_t header_length, void*,
-                              size_t length, const ucp_am_recv_param_t* param) {
-    auto* self = static_cast<RawClient*>(arg);
-    auto m = wire::DecodeMessage(AmHeaderBytes(header, header_length), length);
-    EXPECT_TRUE(m.ok()) << m.status().ToString();
-    (void)param;  // a rendezvous payload (the good echo) is left to UCX, which drops it
-    std::lock_guard lock(self->mu_);
-    if (m.ok()) self->replies_.emplace_back(m->request_id, m->status_code);
-    self->cv_.notify_all();
-    return UCS_OK;
-  }
-
-  std::unique_ptr<UcxWorker> worker_;
-  ucp_ep_h ep_ = nullptr;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::pair<uint64_t, StatusCode>> replies_;  // guarded by mu_
-};
 
 std::vector<std::byte> Request(uint64_t id, size_t payload_len,
                                std::vector<std::byte> op_header = {}) {
@@ -126,7 +45,9 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   });
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   std::string address = (*server)->address();
-  RawClient raw(address);
+  auto connected = RawAmClient::Connect(address);
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  RawAmClient& raw = **connected;
 
   struct Case {
     const char* what;
@@ -242,7 +163,7 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   // fails on shared memory, "Invalid am_short_iov length". RpcClient sends one call on a new
   // connection until its first reply, for this.)
   raw.Send(Request(98, 0), 0);
-  ASSERT_EQ(raw.WaitForReplies(1).size(), 1u);
+  ASSERT_EQ(raw.WaitForReplies(1, 10s).size(), 1u);
   size_t expected = cases.size() + 2;
   for (auto& c : cases) raw.Send(c.header, c.payload);
   for (auto& b : batches) {
@@ -250,7 +171,7 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
     expected += b.replies.size();
   }
   raw.Send(Request(99, 4 << 20), 4 << 20);  // a good request on the same connection
-  auto replies = raw.WaitForReplies(expected);
+  auto replies = raw.WaitForReplies(expected, 10s);
   // UCX does not keep eager and rendezvous messages in order, so match replies by id.
   std::multiset<std::pair<uint64_t, StatusCode>> want, got(replies.begin(), replies.end());
   for (auto& c : cases) want.emplace(c.id, c.code);
@@ -259,6 +180,7 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   want.emplace(99, StatusCode::kOk);
   EXPECT_EQ(got, want);
   ASSERT_EQ(replies.size(), expected);
+  EXPECT_TRUE(raw.bad_replies().empty()) << raw.bad_replies().front();
 
   auto client = RpcClient::Create({});
   ASSERT_TRUE(client.ok());
@@ -286,9 +208,11 @@ TEST(RpcMalformedTest, PlacementsNamingAnotherProcessAreRefused) {
   if (child == 0) {
     for (;;) pause();
   }
-  RawClient raw((*server)->address());
+  auto connected = RawAmClient::Connect((*server)->address());
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  RawAmClient& raw = **connected;
   raw.Send(Request(1, 0), 0);  // wired up first (see above)
-  ASSERT_EQ(raw.WaitForReplies(1).size(), 1u);
+  ASSERT_EQ(raw.WaitForReplies(1, 10s).size(), 1u);
   wire::Placement other{static_cast<uint32_t>(child), reinterpret_cast<uintptr_t>(&ticket), ticket,
                         {{reinterpret_cast<uintptr_t>(secret), sizeof secret}}};
   raw.Send(wire::EncodeRequest(2, 1, {}, sizeof secret, &other, wire::kPayloadSource).value(), 0);
@@ -296,7 +220,7 @@ TEST(RpcMalformedTest, PlacementsNamingAnotherProcessAreRefused) {
   wire::Placement mine{static_cast<uint32_t>(getpid()), reinterpret_cast<uintptr_t>(&ticket), ticket,
                        {{reinterpret_cast<uintptr_t>(secret), sizeof secret}}};
   raw.Send(wire::EncodeRequest(3, 1, {}, sizeof secret, &mine, wire::kPayloadSource).value(), 0);
-  auto replies = raw.WaitForReplies(3);
+  auto replies = raw.WaitForReplies(3, 10s);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   std::map<uint64_t, StatusCode> got(replies.begin(), replies.end());
