@@ -49,6 +49,7 @@ struct TargetFlags {
   std::string fault_domain;
   unsigned io_threads = 4;
   unsigned data_workers = 1;
+  std::string max_incoming = "256M";
   std::string rails;
   std::string gc_rate = "64M";
   std::string scrub_rate = "16M";
@@ -146,6 +147,10 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
     o.gc_rate_bytes_per_sec = ParseSize(f.gc_rate, "--gc-rate");
     o.scrub_rate_bytes_per_sec = ParseSize(f.scrub_rate, "--scrub-rate");
     o.zero_rate_bytes_per_sec = ParseSize(f.zero_rate, "--zero-rate");
+    o.max_incoming_bytes = ParseSize(f.max_incoming, "--max-incoming");
+    if (o.max_incoming_bytes < (uint64_t{1} << 20)) {
+      throw CLI::ValidationError("--max-incoming", "'" + f.max_incoming + "' is under 1 MiB; give at least 1M");
+    }
   } catch (const CLI::ParseError& e) {
     std::cerr << "penstock target: error: " << e.what() << "\n";
     return 2;
@@ -235,6 +240,8 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
   AddSetting(*t, "data-workers", &tf->data_workers, "data-plane workers (threads, one UCX worker each) serving connections")
       ->check(CLI::Range(1, 64));
+  AddSetting(*t, "max-incoming", &tf->max_incoming,
+             "request payload bytes held at once (received, not yet answered); beyond it senders wait (e.g. 256M)");
   AddSetting(*t, "rails", &tf->rails,
              "multi-rail data plane: HOST[@DEVICES];... one listener per network, each on its own "
              "UCX_NET_DEVICES (e.g. 10.0.1.2@eth1;10.0.2.2@eth2); clients' workers use them in turn "

@@ -150,6 +150,7 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
 
   t->service_ = std::make_unique<ShardService>(engine, &t->metrics_, options.io_threads);
   RpcServerOptions ro;
+  ro.max_incoming_bytes = options.max_incoming_bytes;
   ro.host = options.listen_host;
   ro.port = options.port;
   ro.metrics = &t->metrics_;

@@ -47,6 +47,9 @@ struct TargetOptions {
   std::string fault_domain;     // defaults to the target's uuid (every target its own domain)
   unsigned io_threads = 4;
   unsigned data_workers = 1;    // data-plane workers (threads) serving connections (RpcServer)
+  // Request payload bytes held at once (received, not yet answered); beyond it senders wait
+  // (RpcServerOptions::max_incoming_bytes: the bound on the target's memory under incast).
+  uint64_t max_incoming_bytes = uint64_t{256} << 20;
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background GC relocation rate (0: unlimited)
   uint64_t scrub_rate_bytes_per_sec = 16ull << 20;  // background scrub rate (0: off)
   uint64_t zero_rate_bytes_per_sec = 64ull << 20;   // background zeroing rate when busy (0: off)

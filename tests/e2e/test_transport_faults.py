@@ -58,15 +58,17 @@ def test_malformed_messages_to_a_live_target_are_refused(cluster_factory, tmp_pa
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
-def test_incast_of_eight_clients_finishes_with_bounded_target_memory(cluster_factory, transport):
+def test_incast_of_eight_clients_finishes_with_bounded_target_memory(cluster_factory, monkeypatch, transport):
     # A target with no media (--device-kind null): the data plane is what is under load, not
     # the device (8 clients writing new 4 MiB objects fill a real one in seconds, and writes
-    # then wait for GC).
+    # then wait for GC). It holds at most 32 MiB of request payloads at once (--max-incoming,
+    # from the environment the daemons inherit).
+    monkeypatch.setenv("PENSTOCK_MAX_INCOMING", "32M")
     c = cluster_factory(targets=1, transport=transport, capacity="2G", extra_args=("--target-device-kind", "null"))
     pid = c.current_pid("target-1")
     base_kib = peak_rss_kib(pid)
-    # 8 processes x 16 writes of 4 MiB in flight: 512 MiB offered at once to one target, whose
-    # receive budget (256 MiB) makes the rest wait with their senders.
+    # 8 processes, each with 64 MiB of writes in flight (its window per target): 512 MiB offered
+    # at once to a target that takes 32 MiB of it; the rest waits with the senders.
     # Each client overwrites its own 16 objects (the device keeps 256 MiB of them live).
     benches = [subprocess.Popen([PENSTOCK, "bench", "write", "--redundancy", "none", "--size", "4M",
                                  "--concurrency", "16", "--objects", "16", "--seconds", "4", "--json",
@@ -83,9 +85,11 @@ def test_incast_of_eight_clients_finishes_with_bounded_target_memory(cluster_fac
         assert r["ops"] > 0, r
     assert pid_alive(pid)
     grown_mib = (peak_rss_kib(pid) - base_kib) / 1024
-    # Without a bound it would grow by what is offered (512 MiB and more); with it, by at most
-    # the receive budget plus what the engine and the transport hold.
-    assert grown_mib < 448, f"target memory grew by {grown_mib:.0f} MiB under incast"
+    # Taking what is offered would grow it by 512 MiB and more (with the default 256 MiB budget
+    # it grew 405-476 MiB); bounded, by the budget plus the buffer pool's cache (64 MiB) and what
+    # the engine and the connections hold (154-207 MiB measured).
+    print(f"incast over {transport}: target memory grew by {grown_mib:.0f} MiB")
+    assert grown_mib < 320, f"target memory grew by {grown_mib:.0f} MiB under incast"
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
