@@ -64,12 +64,16 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(100);
 }  // namespace
 
 Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
-  auto extent = AllocateSpace(bytes, engine::AppendStream::kUser);
-  if (extent.ok() || extent.status().code() != StatusCode::kResourceExhausted ||
-      !options_.gc_enabled) {
-    return extent;
+  // While writers wait for GC to make room, a new one queues behind them (space_mu_) instead of
+  // taking the room they wait for.
+  Result<engine::Extent> extent = ResourceExhausted("writers are waiting for GC to make room");
+  if (gc_waiters_.load(std::memory_order_relaxed) == 0) {
+    extent = AllocateSpace(bytes, engine::AppendStream::kUser);
+    if (extent.ok() || extent.status().code() != StatusCode::kResourceExhausted || !options_.gc_enabled) {
+      return extent;
+    }
   }
-  gc_waiters_.fetch_add(1);
+  gc_waiters_.fetch_add(1);  // (only with GC on: without it nobody waits)
   {
     // One writer at a time cleans for space, and each first tries the space the one before it
     // freed. Without this, every writer that found the device full went on to clean a segment

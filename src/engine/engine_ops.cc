@@ -238,6 +238,10 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     done(std::move(range));
     return true;
   }
+  // Writers wait while GC cleans for them: the room a pass makes is theirs first. Taken from
+  // here, it went to whoever came next, and on a full device under load a waiting writer could
+  // clean pass after pass for others (a request held for a minute, its client timed out).
+  if (!may_wait && gc_waiters_.load(std::memory_order_relaxed) > 0) return false;
   struct AsyncWrite {
     engine::CommitRequest req;
     AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned
