@@ -26,7 +26,10 @@
 # shm ratios use that path (PENSTOCK_LOCAL_DIRECT=1). UCX 1.13 drops its cma lane (one copy)
 # from endpoints with peer-failure handling, which Penstock needs, so through UCX alone the
 # bytes take two copies through a shared-memory FIFO; that figure is printed too. tcp figures
-# are UCX's tcp throughout (a tcp client is normally on another host).
+# are UCX's tcp throughout (a tcp client is normally on another host). Over shared memory the
+# like-for-like figures and the 4 KiB line use UCX's FIFOs (UCX_MM_ERROR_HANDLING=y), as
+# perftest does; Penstock's defaults leave them off (a peer killed mid-send stalls the others),
+# so its "defaults" line sends messages over loopback tcp and payloads by direct copies.
 # Last line: "penstock/ucx_perftest tcp_read=R tcp_write=R shm_read=R shm_write=R" (1 MiB ratios,
 # like-for-like settings).
 # Needs ucx_perftest (package ucx-utils) and a built transport_bench (TRANSPORT_BENCH=path).
@@ -57,6 +60,10 @@ perftest() {
 # penstock TLS MODE SIZE IN_FLIGHT CALLS KEY -> value of KEY= in transport_bench's result line
 # Settings of the like-for-like run (env assignments), and of the defaults run (none).
 MATCHED="PENSTOCK_POLL_US=1000 UCX_TCP_PUT_ENABLE=y"
+# Shared memory as perftest uses it: UCX's FIFOs, which Penstock takes only when asked (with
+# them a peer killed mid-send stalls the others; see src/transport/README.md). The "defaults"
+# line goes without them: loopback tcp for messages, direct copies for payloads.
+SHM_FIFOS="UCX_MM_ERROR_HANDLING=y"
 PT_ENV="" PT_FLAGS=""
 SETTINGS=$MATCHED
 penstock() {
@@ -89,17 +96,19 @@ for kind in tcp shm; do
   def_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
   def_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
   SETTINGS=$MATCHED
+  [ $kind = shm ] && SETTINGS="$MATCHED $SHM_FIFOS"
   ps_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
   ps_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
   if [ $kind = shm ]; then
     ucx_only_read=$ps_read ucx_only_write=$ps_write
-    SETTINGS="$MATCHED PENSTOCK_LOCAL_DIRECT=1"
+    SETTINGS="$MATCHED $SHM_FIFOS PENSTOCK_LOCAL_DIRECT=1"
     ps_read=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
     ps_write=$(repeat penstock $tls write $BIG 8 $BIG_CALLS mib_s)
-    SETTINGS="$MATCHED PENSTOCK_LOCAL_DIRECT=1 PENSTOCK_BENCH_BUFFERS=per-call"
+    SETTINGS="$MATCHED $SHM_FIFOS PENSTOCK_LOCAL_DIRECT=1 PENSTOCK_BENCH_BUFFERS=per-call"
     ps_read_per_call=$(repeat penstock $tls read $BIG 8 $BIG_CALLS mib_s)
   fi
   SETTINGS=""
+  [ $kind = shm ] && SETTINGS=$SHM_FIFOS
   ps_rate=$(repeat penstock $tls write $SMALL 32 $SMALL_CALLS ops_s)
   ps_p50=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p50_us)
   ps_p99=$(repeat penstock $tls write $SMALL 1 $((SMALL_CALLS / 4)) p99_us)

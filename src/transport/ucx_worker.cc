@@ -73,8 +73,13 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
   // Transport-level defaults UCX reads only from the environment (ucp_config_modify rejects
   // them); set once, before the first ucp_init, and an operator's own setting wins.
-  //  - MM_ERROR_HANDLING=y: UCX 1.13 hides shared memory from endpoints that ask for peer-failure
-  //    handling unless this is set; without it UCX_TLS=posix,... cannot connect.
+  //  - MM_ERROR_HANDLING is left to the operator (UCX's default, n): UCX 1.13 then hides its
+  //    shared-memory FIFOs (posix, sysv) from endpoints with peer-failure handling, as
+  //    Penstock's are, and messages between processes on one host go over loopback tcp (bulk
+  //    data by Penstock's direct copies). With it set, a peer killed while writing a message
+  //    into a process's FIFO leaves an element that is never completed, and the process reads
+  //    nothing more from any shared-memory peer of that worker: a client killed mid-write
+  //    stalled a target for every other client on its host until restart (README.md).
   //  - TCP_CM_REUSEADDR=y: a restarted server can bind its port while old connections sit in
   //    TIME_WAIT (a live listener on the port is still reported as "in use").
   //  - TCP_PUT_ENABLE=n: 1.13's tcp put-zcopy rendezvous aborts the whole process (tcp_ep.c:939,
@@ -88,8 +93,15 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     const TlsList tls(tls_env);
     const std::initializer_list<std::string_view> kSharedMemory = {"posix", "sysv", "cma", "sm",
                                                                         "shm", "mm", "xpmem", "knem"};
-    // Only where shared memory may load (no warning).
-    if (tls.Allows({"posix", "sysv", "sm", "shm", "mm"})) setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
+    const char* mm_eh = std::getenv("UCX_MM_ERROR_HANDLING");
+    const bool mm = mm_eh != nullptr && (std::strcmp(mm_eh, "y") == 0 || std::strcmp(mm_eh, "yes") == 0 ||
+                                         std::strcmp(mm_eh, "1") == 0 || std::strcmp(mm_eh, "on") == 0);
+    if (mm && tls.Allows({"posix", "sysv", "sm", "shm", "mm"})) {
+      PS_LOG_INFO("UCX_MM_ERROR_HANDLING={}: messages between processes on this host go through "
+                  "shared-memory FIFOs; a peer killed while sending one stalls every other "
+                  "shared-memory connection of the worker until this process restarts (unset it "
+                  "to use loopback tcp; see src/transport/README.md)", mm_eh);
+    }
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
     //  - ZCOPY_THRESH=inf, TCP_TX_SEG_SIZE=64K, on hosts without RDMA or GPU transports: 1.13
@@ -104,14 +116,16 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
       setenv("UCX_TCP_TX_SEG_SIZE", "64K", /*overwrite=*/0);
     }
     //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
-    //    1.13: the connection manager needs tcp listed. Add it, and make rendezvous data use the
-    //    shared-memory lane (get_zcopy) so tcp carries only the connection set-up. See README.md.
+    //    1.13: the connection manager needs tcp listed. Add it. With MM_ERROR_HANDLING on, make
+    //    rendezvous data use the shared-memory lane (get_zcopy) so tcp carries only the
+    //    connection set-up; without it tcp carries the messages too. See README.md.
     if (!tls.unset() && !tls.Allows({"tcp", "rc", "dc", "ud", "ib"}) && tls.Names(kSharedMemory)) {
       std::string with_cm = std::string(tls_env) + ",tcp";
       setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
-      setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
-      PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} (tcp for connection "
-                  "set-up only, data over shared memory)", tls_env, with_cm);
+      if (mm) setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
+      PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} ({})", tls_env, with_cm,
+                  mm ? "tcp for connection set-up only, data over shared memory"
+                     : "messages over loopback tcp, bulk data by direct copies on this host");
     }
   });
   w->name_ = options.name;

@@ -50,8 +50,9 @@ class UcxWorker {
   };
 
   // Errors: kUnavailable when UCX cannot be initialised (message carries UCX's reason).
-  // The first call sets UCX_MM_ERROR_HANDLING=y and UCX_TCP_CM_REUSEADDR=y in the environment
-  // unless already set (see README.md).
+  // The first call sets UCX_TCP_CM_REUSEADDR=y (and other transport defaults) in the
+  // environment unless already set, and leaves UCX_MM_ERROR_HANDLING to the operator (see
+  // README.md).
   static Result<std::unique_ptr<UcxWorker>> Create(const Options& options);
   ~UcxWorker();  // Stop()s with no cleanup if still running.
 

@@ -12,12 +12,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PENSTOCK = os.environ.get("PENSTOCK_BIN", str(REPO / "build" / "src" / "cli" / "penstock"))
 
-# UCX settings the data plane is tested over: TCP, and shared memory. (UCX 1.13 needs tcp for
-# the socket-address connection manager; the transport adds it and keeps the data on shared
-# memory, see src/transport/README.md.)
+# UCX settings the data plane is tested over: TCP, and UCX's shared-memory transport, which
+# Penstock uses only when asked (UCX_MM_ERROR_HANDLING=y: a peer killed while sending stalls the
+# others; by default processes on one host talk over loopback tcp with direct copies for bulk).
+# (UCX 1.13 needs tcp for the socket-address connection manager; the transport adds it and keeps
+# the data on shared memory, see src/transport/README.md.)
 TRANSPORTS = {
     "tcp": {"UCX_TLS": "tcp"},
-    "shm": {"UCX_TLS": "posix,cma"},
+    "shm": {"UCX_TLS": "posix,cma", "UCX_MM_ERROR_HANDLING": "y"},
 }
 
 
@@ -51,7 +53,10 @@ class Cluster:
                  extra_args=(), heartbeat_timeout_ms=3000, tls=False):
         self.data_dir = data_dir
         self.env = dict(os.environ)
-        self.env.update(TRANSPORTS[transport])
+        for var in ("UCX_TLS", "UCX_MM_ERROR_HANDLING"):
+            self.env.pop(var, None)
+        # "default": UCX's own choice, as a user who sets nothing gets.
+        self.env.update({} if transport == "default" else TRANSPORTS[transport])
         for var in ("PENSTOCK_MGMT", "PENSTOCK_TLS_CA", "PENSTOCK_TLS_CERT", "PENSTOCK_TLS_KEY"):
             self.env.pop(var, None)
         if tls:

@@ -1,8 +1,10 @@
 """The data plane against misbehaving peers and overload, on real daemons, over tcp and shared
 memory: malformed messages sent to a live target, eight client processes writing into one
-target at once (incast), and a target killed (kill -9) and restarted under a client's load."""
+target at once (incast), a target killed (kill -9) and restarted under a client's load, and
+clients killed mid-write beside others on one host."""
 import json
 import os
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -120,3 +122,34 @@ def test_a_client_under_load_reconnects_to_a_target_killed_and_restarted(cluster
     c.cli("get", "before", str(out_file), "--container", "c")
     assert out_file.read_bytes() == (tmp_path / "before.src").read_bytes()
     put_get(c, tmp_path, "after", 3 * 1024 * 1024)
+
+
+def test_clients_killed_mid_write_stall_no_other_client_on_the_host(cluster_factory):
+    # With nothing set (UCX's choice on one host), clients and targets talk over loopback tcp
+    # and move bulk data by direct copies: no shared-memory FIFO that a sender killed mid-message
+    # leaves half written (with UCX_MM_ERROR_HANDLING=y that stalled the target for every other
+    # client of its worker: src/transport/README.md).
+    c = cluster_factory(targets=1, transport="default", capacity="2G")
+    st = json.loads(c.cli("status", "--json").stdout)
+    assert all("posix" not in t["transport"] and "sysv" not in t["transport"] for t in st["targets"]), st
+    longs = []
+    for i in range(2):
+        c.cli("container", "create", f"k{i}")
+        longs.append(subprocess.Popen([PENSTOCK, "bench", "write", "--container", f"k{i}", "--size", "1M",
+                                       "--concurrency", "8", "--objects", "8", "--seconds", "15", "--json",
+                                       "--mgmt", c.mgmt],
+                                      env=c.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    time.sleep(1)
+    rng = random.Random(7)
+    for _ in range(10):
+        victim = subprocess.Popen([PENSTOCK, "bench", "write", "--redundancy", "none", "--size", "64K",
+                                   "--concurrency", "16", "--seconds", "10", "--mgmt", c.mgmt],
+                                  env=c.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.2 + 0.7 * rng.random())
+        victim.kill()
+        victim.wait()
+    for b in longs:
+        out, err = b.communicate(timeout=120)
+        assert b.returncode == 0, f"{out}\n{err}"
+        r = json.loads(out)
+        assert r["errors"] == 0 and r["max_us"] < 10e6, r
