@@ -33,6 +33,7 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -75,6 +76,14 @@ double ProcessCpuSeconds() {
 }
 
 double g_run_cpu_seconds = 0;  // of the last Run or run_async: the timed phase
+std::mutex g_lat_mu;
+std::vector<double> g_latencies_us;  // guarded by g_lat_mu; of the last Run or run_async
+
+// Percentile `p` (0..1) of sorted `v`.
+double Percentile(const std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
 
 // Runs `op(thread, i)` for i in [0, count) split across threads (count == 0: until `seconds`).
 template <typename Op>
@@ -82,6 +91,10 @@ std::pair<uint64_t, double> Run(unsigned threads, uint64_t count, double seconds
   const double cpu0 = ProcessCpuSeconds();
   std::atomic<uint64_t> next{0}, done{0};
   std::atomic<bool> failed{false};
+  {
+    std::lock_guard lock(g_lat_mu);
+    g_latencies_us.clear();
+  }
   auto start = Clock::now();
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(seconds));
@@ -89,16 +102,21 @@ std::pair<uint64_t, double> Run(unsigned threads, uint64_t count, double seconds
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       std::mt19937_64 rng(t * 7 + 1);
+      std::vector<double> lat;
       for (;;) {
         uint64_t i = next.fetch_add(1);
-        if (count ? i >= count : Clock::now() >= deadline) return;
+        if (count ? i >= count : Clock::now() >= deadline) break;
+        const auto t0 = Clock::now();
         Status s = op(rng, count ? i : rng());
         if (!s.ok()) {
           if (!failed.exchange(true)) std::fprintf(stderr, "%s\n", s.ToString().c_str());
           return;
         }
+        lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
         done.fetch_add(1);
       }
+      std::lock_guard lock(g_lat_mu);
+      g_latencies_us.insert(g_latencies_us.end(), lat.begin(), lat.end());
     });
   }
   for (auto& t : pool) t.join();
@@ -177,6 +195,7 @@ int main(int argc, char** argv) {
     const double cpu0 = ProcessCpuSeconds();
     auto t0 = Clock::now();
     auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+    std::vector<double> lat;  // guarded by mu
     std::unique_lock lock(mu);
     for (;;) {
       cv.wait(lock, [&] { return in_flight < a.qd || !failed.ok(); });
@@ -184,8 +203,11 @@ int main(int argc, char** argv) {
       ++in_flight;
       const uint64_t i = issued++;
       lock.unlock();
-      start(i, [&](Status st) {
+      const auto started = Clock::now();
+      start(i, [&, started](Status st) {
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
         std::lock_guard g(mu);
+        lat.push_back(us);
         --in_flight;
         if (st.ok()) ++done_ops;
         else if (failed.ok()) failed = st;
@@ -199,6 +221,10 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
     g_run_cpu_seconds = ProcessCpuSeconds() - cpu0;
+    {
+      std::lock_guard g(g_lat_mu);
+      g_latencies_us = std::move(lat);
+    }
     return std::pair<uint64_t, double>{done_ops, std::chrono::duration<double>(Clock::now() - t0).count()};
   };
   std::pair<uint64_t, double> r;
@@ -258,12 +284,25 @@ int main(int argc, char** argv) {
                                : static_cast<double>(s.device_bytes_written - before.device_bytes_written) /
                                      static_cast<double>(logical);
   double mb_s = static_cast<double>(r.first * a.bs) / r.second / 1e6;
+  // Each operation's latency (from its call to its completion; GC passes a write waits for
+  // show here) and how much GC moved meanwhile.
+  std::vector<double> lat;
+  {
+    std::lock_guard lock(g_lat_mu);
+    lat.swap(g_latencies_us);
+  }
+  std::sort(lat.begin(), lat.end());
   std::printf("%s\n", fmt::format("{{\"mode\":\"{}\",\"bs\":{},\"qd\":{},\"ops\":{},\"seconds\":"
                                   "{:.3f},\"mb_s\":{:.1f},\"iops\":{:.0f},\"cpu_us_per_op\":{:.1f},"
-                                  "\"commit_batches\":{},\"write_amplification\":{:.3f}}}",
+                                  "\"commit_batches\":{},\"write_amplification\":{:.3f},\"p50_us\":{:.0f},"
+                                  "\"p99_us\":{:.0f},\"p999_us\":{:.0f},\"max_us\":{:.0f},"
+                                  "\"gc_segments_cleaned\":{},\"gc_bytes_moved\":{}}}",
                                   a.mode, a.bs, a.qd, r.first, r.second, mb_s,
                                   static_cast<double>(r.first) / r.second,
                                   r.first == 0 ? 0.0 : g_run_cpu_seconds * 1e6 / static_cast<double>(r.first),
-                                  s.commit_batches - before.commit_batches, amplification).c_str());
+                                  s.commit_batches - before.commit_batches, amplification,
+                                  Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999),
+                                  lat.empty() ? 0.0 : lat.back(), s.gc_segments_cleaned - before.gc_segments_cleaned,
+                                  s.gc_bytes_moved - before.gc_bytes_moved).c_str());
   return 0;
 }
