@@ -50,6 +50,7 @@ struct TargetFlags {
   unsigned io_threads = 4;
   unsigned data_workers = 1;
   std::string max_incoming = "256M";
+  std::string registered_buffers = "32M";
   std::string rails;
   std::string gc_rate = "64M";
   std::string scrub_rate = "16M";
@@ -148,6 +149,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
     o.scrub_rate_bytes_per_sec = ParseSize(f.scrub_rate, "--scrub-rate");
     o.zero_rate_bytes_per_sec = ParseSize(f.zero_rate, "--zero-rate");
     o.max_incoming_bytes = ParseSize(f.max_incoming, "--max-incoming");
+    o.registered_buffer_bytes = ParseSize(f.registered_buffers, "--registered-buffers");
     if (o.max_incoming_bytes < (uint64_t{1} << 20)) {
       throw CLI::ValidationError("--max-incoming", "'" + f.max_incoming + "' is under 1 MiB; give at least 1M");
     }
@@ -240,6 +242,8 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "io-threads", &tf->io_threads, "threads serving device I/O")->check(CLI::Range(1, 256));
   AddSetting(*t, "data-workers", &tf->data_workers, "data-plane workers (threads, one UCX worker each) serving connections")
       ->check(CLI::Range(1, 64));
+  AddSetting(*t, "registered-buffers", &tf->registered_buffers,
+             "request and reply buffer memory registered with io_uring (resident; 0: none), e.g. 32M");
   AddSetting(*t, "max-incoming", &tf->max_incoming,
              "request payload bytes held at once (received, not yet answered); beyond it senders wait (e.g. 256M)");
   AddSetting(*t, "rails", &tf->rails,

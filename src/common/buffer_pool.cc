@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -29,6 +31,13 @@ struct PoolState {
   // ago make room for the one given now.
   std::map<size_t, uint64_t> last_use;
   uint64_t uses = 0;
+  // The arena (ReserveArena): [arena_begin, arena_end) fixed for the life of the process,
+  // carved at arena_next; its free blocks by capacity, outside the cap.
+  std::atomic<std::byte*> arena_begin{nullptr};
+  std::atomic<std::byte*> arena_end{nullptr};
+  std::byte* arena_next = nullptr;
+  std::map<size_t, std::vector<void*>> arena_free;
+  uint64_t arena_takes = 0;
 };
 
 PoolState& State() {
@@ -108,6 +117,21 @@ void* BufferPool::Take(size_t capacity) {
   PoolState& s = State();
   if (capacity >= kMinPooledBytes) {
     std::lock_guard<std::mutex> lock(s.mu);
+    if (s.arena_next != nullptr && capacity <= kMaxArenaBlock && capacity % kMinPooledBytes == 0) {
+      auto& free = s.arena_free[capacity];
+      if (!free.empty()) {
+        void* p = free.back();
+        free.pop_back();
+        ++s.arena_takes;
+        return p;
+      }
+      if (static_cast<size_t>(s.arena_end.load(std::memory_order_relaxed) - s.arena_next) >= capacity) {
+        void* p = s.arena_next;
+        s.arena_next += capacity;
+        ++s.arena_takes;
+        return p;
+      }
+    }
     s.last_use[capacity] = ++s.uses;
     auto it = s.free_blocks.find(capacity);
     if (it != s.free_blocks.end() && !it->second.empty()) {
@@ -127,6 +151,11 @@ void* BufferPool::Take(size_t capacity) {
 void BufferPool::Give(void* block, size_t capacity) {
   if (block == nullptr) return;
   PoolState& s = State();
+  if (InArena(block, capacity)) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.arena_free[capacity].push_back(block);
+    return;
+  }
   std::vector<std::pair<void*, size_t>> evicted;  // block, capacity
   bool kept = false;
   if (capacity >= kMinPooledBytes) {
@@ -176,6 +205,45 @@ void BufferPool::set_max_cached_bytes(size_t bytes) {
     }
   }
   for (auto [p, cap] : release) Release(s, p, cap);
+}
+
+Status BufferPool::ReserveArena(size_t bytes) {
+  PoolState& s = State();
+  bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  if (bytes == 0) return OkStatus();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.arena_next != nullptr) {
+    return AlreadyExists("a buffer arena is reserved already (" +
+                         std::to_string(s.arena_end.load() - s.arena_begin.load()) + " bytes)");
+  }
+  auto* p = static_cast<std::byte*>(MapHuge(bytes));
+  if (p == nullptr) {
+    return ResourceExhausted("cannot reserve a buffer arena of " + std::to_string(bytes) + " bytes");
+  }
+  std::memset(p, 0, bytes);  // resident from now on
+  s.arena_next = p;
+  s.arena_end.store(p + bytes, std::memory_order_release);
+  s.arena_begin.store(p, std::memory_order_release);
+  return OkStatus();
+}
+
+std::span<std::byte> BufferPool::arena() const {
+  PoolState& s = State();
+  std::byte* begin = s.arena_begin.load(std::memory_order_acquire);
+  if (begin == nullptr) return {};
+  return {begin, static_cast<size_t>(s.arena_end.load(std::memory_order_acquire) - begin)};
+}
+
+bool BufferPool::InArena(const void* p, size_t length) const {
+  PoolState& s = State();
+  const auto* b = static_cast<const std::byte*>(p);
+  const std::byte* begin = s.arena_begin.load(std::memory_order_acquire);
+  return begin != nullptr && b >= begin && b + length <= s.arena_end.load(std::memory_order_acquire);
+}
+
+uint64_t BufferPool::arena_takes() const {
+  std::lock_guard<std::mutex> lock(State().mu);
+  return State().arena_takes;
 }
 
 size_t BufferPool::cached_bytes() const {

@@ -14,11 +14,20 @@
 // 2 MiB or that divide 2 MiB (256 KiB to 1 MiB) lie in 2 MiB-aligned memory advised for
 // transparent huge pages; one of the latter beyond the cap gives its memory back
 // (MADV_DONTNEED) and keeps its address range for reuse.
+// A process that drives its own storage I/O (a target, engine_bench) may reserve an arena
+// (ReserveArena): a fixed, resident region from which blocks of up to kMaxArenaBlock are taken
+// first and to which they return, never to the system, so the engine's io_uring rings can
+// register it once as a fixed buffer and read and write blocks in it without the kernel
+// pinning their pages on every I/O (engine/io_ring.h). Outside the cap; beyond the arena,
+// blocks come from the paths above.
 // Thread-safe (one mutex; taken once per allocation and free of a large buffer).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+
+#include "penstock/status.h"
 
 namespace penstock {
 
@@ -37,6 +46,18 @@ class BufferPool {
 
   // Most bytes of free blocks kept (default 64 MiB); 0 disables pooling.
   void set_max_cached_bytes(size_t bytes);
+
+  static constexpr size_t kMaxArenaBlock = size_t{1} << 20;
+  // Reserves the arena: `bytes` rounded up to 2 MiB, resident (faulted in now). Once per
+  // process, before the rings that register it are made; a second call keeps the first arena
+  // and says so. Errors: kResourceExhausted when the memory cannot be had, kAlreadyExists.
+  Status ReserveArena(size_t bytes);
+  // The arena (empty when none was reserved). Blocks Take() returns that lie in it stay valid
+  // memory of it for the life of the process.
+  std::span<std::byte> arena() const;
+  // Whether [p, p + length) lies in the arena.
+  bool InArena(const void* p, size_t length) const;
+  uint64_t arena_takes() const;  // blocks handed out from the arena
   size_t cached_bytes() const;
   uint64_t hits() const;
   uint64_t misses() const;

@@ -20,6 +20,7 @@
 #include "engine/file_device.h"
 #include "engine/format.h"
 #include "engine/index.h"
+#include "engine/io_ring.h"
 #include "engine/journal.h"
 #include "engine/null_device.h"
 #include "engine/segment_owners.h"
@@ -366,6 +367,7 @@ EngineStats Engine::Stats() const {
   s.writes = writes_.load();
   s.deletes = deletes_.load();
   s.checksum_errors = checksum_errors_.load();
+  s.registered_buffer_ios = engine::IoRing::registered_buffer_ios();
   s.bytes_read = bytes_read_.load();
   s.bytes_written = bytes_written_.load();
   s.device_bytes_written = device_bytes_written_.load();

@@ -184,6 +184,9 @@ struct EngineStats {
   uint64_t scrub_corrupt_shards = 0;  // corrupt shards scrub found (each counted once per find)
   uint64_t zero_pending_segments = 0;  // segments background zeroing has still to look at
   uint64_t zeroed_bytes = 0;           // bytes background zeroing wrote
+  // Device reads and writes from registered buffers (IoRing::registered_buffer_ios: the
+  // process's, counted since it started).
+  uint64_t registered_buffer_ios = 0;
 };
 
 namespace engine {

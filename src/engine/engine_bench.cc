@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/buffer_pool.h"
 #include "engine/engine.h"
 
 using namespace penstock;
@@ -64,6 +65,7 @@ struct Args {
   uint64_t bs = 1 << 20, qd = 16, size = 1ull << 30, shard = 1 << 20;
   double seconds = 10;
   uint32_t batches_in_flight = 0;  // EngineOptions::commit_batches_in_flight (0: by CPU count)
+  uint64_t registered = 32 << 20;  // BufferPool::ReserveArena, as a target's (0: none)
   std::optional<uint32_t> gather_us;  // EngineOptions::commit_gather_us (unset: the default)
 };
 
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
     else if (k == "--seconds") a.seconds = std::stod(v);
     else if (k == "--batches-in-flight") a.batches_in_flight = static_cast<uint32_t>(std::stoul(v));
     else if (k == "--gather-us") a.gather_us = static_cast<uint32_t>(std::stoul(v));
+    else if (k == "--registered") a.registered = std::stoull(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -151,7 +154,7 @@ int main(int argc, char** argv) {
   if (a.dir.empty() || a.mode.empty()) {
     std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
                  "randwrite-range|randwrite-async|randread-async --bs BYTES --qd N --size BYTES [--seconds S] "
-                 "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N]\n", argv[0]);
+                 "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N] [--registered BYTES (32M; 0: no registered buffers)]\n", argv[0]);
     return 2;
   }
   // Keep freed shard buffers in the heap instead of unmapping them: otherwise every Read
@@ -159,6 +162,14 @@ int main(int argc, char** argv) {
   // serving large shards wants the same setting (or a buffer pool).
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Registered buffers as a target has them (its request and reply buffers come from the
+  // arena the engine's rings register): the engine's I/O buffers here come from it too.
+  if (a.registered > 0) {
+    if (Status s = BufferPool::Global().ReserveArena(a.registered); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
   EngineOptions o;
   o.data_path = a.dir + "/engine.dat";
   o.index_dir = a.dir + "/engine.idx";
@@ -296,13 +307,14 @@ int main(int argc, char** argv) {
                                   "{:.3f},\"mb_s\":{:.1f},\"iops\":{:.0f},\"cpu_us_per_op\":{:.1f},"
                                   "\"commit_batches\":{},\"write_amplification\":{:.3f},\"p50_us\":{:.0f},"
                                   "\"p99_us\":{:.0f},\"p999_us\":{:.0f},\"max_us\":{:.0f},"
-                                  "\"gc_segments_cleaned\":{},\"gc_bytes_moved\":{}}}",
+                                  "\"gc_segments_cleaned\":{},\"gc_bytes_moved\":{},\"registered_buffer_ios\":{}}}",
                                   a.mode, a.bs, a.qd, r.first, r.second, mb_s,
                                   static_cast<double>(r.first) / r.second,
                                   r.first == 0 ? 0.0 : g_run_cpu_seconds * 1e6 / static_cast<double>(r.first),
                                   s.commit_batches - before.commit_batches, amplification,
                                   Percentile(lat, 0.5), Percentile(lat, 0.99), Percentile(lat, 0.999),
                                   lat.empty() ? 0.0 : lat.back(), s.gc_segments_cleaned - before.gc_segments_cleaned,
-                                  s.gc_bytes_moved - before.gc_bytes_moved).c_str());
+                                  s.gc_bytes_moved - before.gc_bytes_moved,
+                                  s.registered_buffer_ios - before.registered_buffer_ios).c_str());
   return 0;
 }

@@ -4,16 +4,61 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <string>
 #include <thread>
 
+#include "common/buffer_pool.h"
+#include "common/log.h"
 #include "common/thread_pool.h"
 
 namespace penstock::engine {
 
 namespace {
+
+std::atomic<uint64_t> g_fixed_ios{0};
+
+// Registers the buffer pool's arena (BufferPool::ReserveArena) with `ring` as fixed buffer 0;
+// false when there is none or the kernel refuses (RLIMIT_MEMLOCK: then said once).
+bool RegisterArena(io_uring* ring) {
+  std::span<std::byte> arena = BufferPool::Global().arena();
+  if (arena.empty()) return false;
+  iovec iov{arena.data(), arena.size()};
+  const int rc = io_uring_register_buffers(ring, &iov, 1);
+  if (rc < 0) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      PS_LOG_WARN("io_uring: cannot register the {}-byte buffer arena ({}); I/O goes without "
+                  "registered buffers (raise RLIMIT_MEMLOCK, or run with CAP_IPC_LOCK)",
+                  arena.size(), std::strerror(-rc));
+    }
+    return false;
+  }
+  return true;
+}
+
+// A read or write of [buf, buf + length): from the registered arena (fixed buffer 0: no page
+// pinning per I/O) when the ring has it and the buffer lies in it, else a plain one.
+void PrepRead(io_uring_sqe* sqe, bool fixed, int fd, void* buf, size_t length, uint64_t offset) {
+  if (fixed && BufferPool::Global().InArena(buf, length)) {
+    io_uring_prep_read_fixed(sqe, fd, buf, static_cast<unsigned>(length), offset, 0);
+    g_fixed_ios.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  }
+}
+
+void PrepWrite(io_uring_sqe* sqe, bool fixed, int fd, const void* buf, size_t length, uint64_t offset) {
+  if (fixed && BufferPool::Global().InArena(buf, length)) {
+    io_uring_prep_write_fixed(sqe, fd, buf, static_cast<unsigned>(length), offset, 0);
+    g_fixed_ios.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  }
+}
 
 // user_data of asynchronous ring entries that carry no callback: the destructor's stop
 // request, and entries whose submission failed (turned into no-ops, ignored when reaped).
@@ -76,6 +121,7 @@ IoRing::Lane* IoRing::LanePool::Acquire(int& error) {
       auto lane = std::make_unique<Lane>();
       int rc = io_uring_queue_init(entries_, &lane->ring, 0);
       if (rc == 0) {
+        lane->fixed = RegisterArena(&lane->ring);
         lanes_.push_back(std::move(lane));
         return lanes_.back().get();
       }
@@ -111,7 +157,7 @@ int64_t IoRing::Execute(Prepare prepare) {
   Lane* lane = lanes_.Acquire(error);
   if (lane == nullptr) return error;
   io_uring_sqe* sqe = io_uring_get_sqe(&lane->ring);  // never null: the lane is empty
-  prepare(sqe);
+  prepare(sqe, lane->fixed);
   int rc = io_uring_submit_and_wait(&lane->ring, 1);
   io_uring_cqe* cqe = nullptr;
   if (rc >= 0 || rc == -EINTR) {
@@ -130,14 +176,12 @@ int64_t IoRing::Execute(Prepare prepare) {
 }
 
 int64_t IoRing::ReadAt(int fd, uint64_t offset, void* buf, size_t length) {
-  return Execute([&](io_uring_sqe* sqe) {
-    io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
-  });
+  return Execute([&](io_uring_sqe* sqe, bool fixed) { PrepRead(sqe, fixed, fd, buf, length, offset); });
 }
 
 int64_t IoRing::WriteAt(int fd, uint64_t offset, const void* buf, size_t length, int rw_flags) {
-  return Execute([&](io_uring_sqe* sqe) {
-    io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  return Execute([&](io_uring_sqe* sqe, bool fixed) {
+    PrepWrite(sqe, fixed, fd, buf, length, offset);
     sqe->rw_flags = rw_flags;
   });
 }
@@ -217,7 +261,7 @@ int IoRing::ReadAll(int fd, std::span<Read> reads) {
   const int failure = RunBatch(
       &lane->ring, reads.size(), kLaneEntries,
       [&](io_uring_sqe* sqe, size_t i) {
-        io_uring_prep_read(sqe, fd, reads[i].buf, static_cast<unsigned>(reads[i].length), reads[i].offset);
+        PrepRead(sqe, lane->fixed, fd, reads[i].buf, reads[i].length, reads[i].offset);
       },
       [&](uint64_t i, int res) { reads[i].result = res; }, unsent);
   for (Read& r : reads) {
@@ -228,7 +272,7 @@ int IoRing::ReadAll(int fd, std::span<Read> reads) {
 }
 
 void IoRing::PrepareBatchWrite(const PendingWrites& p, io_uring_sqe* sqe, size_t i) {
-  io_uring_prep_write(sqe, p.fd, p.writes[i].buf, static_cast<unsigned>(p.writes[i].length), p.writes[i].offset);
+  PrepWrite(sqe, p.lane->fixed, p.fd, p.writes[i].buf, p.writes[i].length, p.writes[i].offset);
 }
 
 std::unique_ptr<IoRing::PendingWrites> IoRing::StartWriteAll(int fd, std::span<Write> writes, bool datasync) {
@@ -294,10 +338,11 @@ thread_local IoRing::ThreadQueue* this_thread_queue = nullptr;
 // it) and submits it. False, with `done` left to the caller, when the ring is full or the
 // kernel did not take it: the entry then stays queued and goes with the next submission, as a
 // no-op whose completion (no callback) is ignored.
-bool SubmitRead(io_uring* ring, int fd, uint64_t offset, void* buf, size_t length, IoRing::ReadDone& done) {
+bool SubmitRead(io_uring* ring, bool fixed, int fd, uint64_t offset, void* buf, size_t length,
+                IoRing::ReadDone& done) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring);
   if (sqe == nullptr) return false;
-  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  PrepRead(sqe, fixed, fd, buf, length, offset);
   auto* callback = new IoRing::ReadDone(std::move(done));
   io_uring_sqe_set_data(sqe, callback);
   if (io_uring_submit(ring) < 0) {
@@ -314,6 +359,8 @@ bool SubmitRead(io_uring* ring, int fd, uint64_t offset, void* buf, size_t lengt
 
 void IoRing::UseOnThisThread(ThreadQueue* queue) { this_thread_queue = queue; }
 
+uint64_t IoRing::registered_buffer_ios() { return g_fixed_ios.load(std::memory_order_relaxed); }
+
 Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigned entries, uint64_t max_bytes) {
   std::unique_ptr<ThreadQueue> q(new ThreadQueue());
   q->entries_ = std::clamp(entries, 1u, kMaxEntries);
@@ -322,6 +369,7 @@ Result<std::unique_ptr<IoRing::ThreadQueue>> IoRing::ThreadQueue::Create(unsigne
   int rc = io_uring_queue_init(q->entries_, &q->ring_, 0);
   if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init for a thread's read queue");
   q->ring_ready_ = true;
+  q->fixed_ = RegisterArena(&q->ring_);
   q->event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (q->event_fd_ < 0) return ErrnoStatus(errno, "eventfd for a thread's read queue");
   rc = io_uring_register_eventfd(&q->ring_, q->event_fd_);
@@ -405,7 +453,7 @@ bool IoRing::ThreadQueue::Submit(int fd, uint64_t offset, void* buf, size_t leng
   if (in_flight_ > 0 && bytes_in_flight_ + length > max_bytes_) return false;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) return false;
-  io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(length), offset);
+  PrepRead(sqe, fixed_, fd, buf, length, offset);
   io_uring_sqe_set_data(sqe, new Pending{std::move(done), length});
   ++in_flight_;
   ++queued_;
@@ -424,10 +472,11 @@ bool IoRing::ReadAsync(int fd, uint64_t offset, void* buf, size_t length, ReadDo
       async_failed_ = true;
       return false;
     }
+    lane->fixed = RegisterArena(&lane->ring);
     async_lane_ = std::move(lane);
     reaper_ = NamedThread("ps-io-reap", [this] { ReapLoop(); });
   }
-  if (!SubmitRead(&async_lane_->ring, fd, offset, buf, length, done)) return false;
+  if (!SubmitRead(&async_lane_->ring, async_lane_->fixed, fd, offset, buf, length, done)) return false;
   ++async_in_flight_;
   return true;
 }

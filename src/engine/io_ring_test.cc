@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/buffer_pool.h"
 #include "engine/test_util.h"
 
 namespace penstock::engine {
@@ -184,6 +185,51 @@ TEST(IoRingThreadQueueTest, DestroyingTheQueueRunsReadsStillWaitingForRoom) {
     EXPECT_EQ(outcomes.result[i], static_cast<int64_t>(kBlock));
     EXPECT_EQ(bufs[i].data()[0], static_cast<std::byte>(i + 1));
   }
+}
+
+}  // namespace
+}  // namespace penstock::engine
+
+namespace penstock::engine {
+namespace {
+
+// Buffers from the pool's arena go to the device as registered (fixed) buffers; others as
+// plain reads and writes; both land the same bytes (O_DIRECT, as the engine's file device).
+TEST(IoRingRegisteredBuffersTest, ArenaBuffersUseFixedIoAndOthersDoNot) {
+  Status reserved = BufferPool::Global().ReserveArena(4 << 20);
+  ASSERT_TRUE(reserved.ok() || reserved.code() == StatusCode::kAlreadyExists) << reserved.ToString();
+  ScratchDir dir;
+  const std::string path = dir.path() + "/fixed";
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  auto ring = IoRing::Create(4);
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  AlignedBuffer arena_block(8 * kBlock);  // from the arena
+  ASSERT_TRUE(BufferPool::Global().InArena(arena_block.data(), arena_block.size()));
+  for (size_t i = 0; i < arena_block.size(); ++i) arena_block.data()[i] = std::byte(i * 7);
+  AlignedBuffer outside(4 << 20);  // over kMaxArenaBlock: not from it
+  ASSERT_FALSE(BufferPool::Global().InArena(outside.data(), outside.size()));
+  const uint64_t before = IoRing::registered_buffer_ios();
+  ASSERT_EQ((*ring)->WriteAt(fd, 0, arena_block.data(), arena_block.size(), 0),
+            static_cast<int64_t>(arena_block.size()));
+  EXPECT_EQ(IoRing::registered_buffer_ios(), before + 1);
+  // Read back into a plain buffer (not counted) and into an arena one (counted).
+  ASSERT_EQ((*ring)->ReadAt(fd, 0, outside.data(), arena_block.size()), static_cast<int64_t>(arena_block.size()));
+  EXPECT_EQ(IoRing::registered_buffer_ios(), before + 1);
+  EXPECT_EQ(std::memcmp(outside.data(), arena_block.data(), arena_block.size()), 0);
+  AlignedBuffer again(8 * kBlock);
+  ASSERT_TRUE(BufferPool::Global().InArena(again.data(), again.size()));
+  IoRing::Read reads[2] = {{0, again.data(), 4 * kBlock}, {4 * kBlock, again.data() + 4 * kBlock, 4 * kBlock}};
+  ASSERT_EQ((*ring)->ReadAll(fd, reads), 0);
+  EXPECT_EQ(reads[0].result, static_cast<int64_t>(4 * kBlock));
+  EXPECT_EQ(IoRing::registered_buffer_ios(), before + 3);
+  EXPECT_EQ(std::memcmp(again.data(), arena_block.data(), arena_block.size()), 0);
+  // A buffer given back to the arena is taken again from it.
+  void* p = again.data();
+  again = AlignedBuffer();
+  AlignedBuffer reused(8 * kBlock);
+  EXPECT_EQ(reused.data(), p);
+  close(fd);
 }
 
 }  // namespace

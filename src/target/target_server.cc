@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/buffer_pool.h"
 #include "common/log.h"
 #include "mgmt/mgmt_client.h"
 #include "target/shard_service.h"
@@ -74,6 +75,14 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   PS_ASSIGN_OR_RETURN(t->uuid_, LoadOrCreateTargetUuid(options.data_dir));
   if (t->options_.fault_domain.empty()) t->options_.fault_domain = t->uuid_;
 
+  // The buffer arena the engine's io_uring rings register (made before the engine, whose
+  // rings register it as they are made); request and reply buffers come from it first.
+  if (options.registered_buffer_bytes > 0) {
+    if (Status s = BufferPool::Global().ReserveArena(options.registered_buffer_bytes);
+        !s.ok() && s.code() != StatusCode::kAlreadyExists) {
+      PS_LOG_WARN("registered buffers off: {}", s.ToString());
+    }
+  }
   EngineOptions eo;
   eo.data_path = options.device.empty() ? options.data_dir + "/data.img" : options.device;
   eo.index_dir = options.data_dir + "/index";
@@ -114,6 +123,8 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   gauge("penstock_target_shards", "Shards stored.", &EngineStats::shards);
   gauge("penstock_engine_checksum_errors", "Blocks that failed their crc32c on read.",
         &EngineStats::checksum_errors);
+  gauge("penstock_engine_registered_buffer_ios", "Device reads and writes from io_uring registered buffers.",
+        &EngineStats::registered_buffer_ios);
   gauge("penstock_engine_gc_segments_cleaned", "Segments reclaimed by garbage collection.",
         &EngineStats::gc_segments_cleaned);
   gauge("penstock_engine_gc_bytes_moved", "Live bytes relocated by garbage collection.",

@@ -50,6 +50,10 @@ struct TargetOptions {
   // Request payload bytes held at once (received, not yet answered); beyond it senders wait
   // (RpcServerOptions::max_incoming_bytes: the bound on the target's memory under incast).
   uint64_t max_incoming_bytes = uint64_t{256} << 20;
+  // Bytes of request and reply buffers kept resident and registered with the engine's
+  // io_uring rings (BufferPool::ReserveArena; 0: none): I/O from them skips the kernel's page
+  // pinning. Process-wide: the first target in a process sets it.
+  uint64_t registered_buffer_bytes = uint64_t{32} << 20;
   uint64_t gc_rate_bytes_per_sec = 64ull << 20;  // background GC relocation rate (0: unlimited)
   uint64_t scrub_rate_bytes_per_sec = 16ull << 20;  // background scrub rate (0: off)
   uint64_t zero_rate_bytes_per_sec = 64ull << 20;   // background zeroing rate when busy (0: off)

@@ -48,14 +48,18 @@ def test_every_daemon_serves_metrics(cluster, tmp_path):
             for name in ("penstock_engine_gc_segments_cleaned", "penstock_engine_write_amplification",
                          "penstock_engine_scrub_bytes_verified", "penstock_engine_commit_batches"):
                 assert name in samples, name
-    total_writes = owner_entries = 0
+    total_writes = owner_entries = registered_ios = 0
     for d in cluster.record["daemons"]:
         if d["name"] != "mgmt":
             _, s = scrape(d["metrics"])
             total_writes += sum(v for lbl, v in s.get("penstock_target_ops_total", []) if 'op="write"' in lbl)
             owner_entries += s["penstock_engine_segment_owner_entries"][0][1]
+            registered_ios += s["penstock_engine_registered_buffer_ios"][0][1]
     assert total_writes >= 2  # at least one stripe and one head
     assert owner_entries >= 1  # the stored shards' runs, as GC finds them by segment
+    # The targets' request and reply buffers come from the arena their rings register: the
+    # device I/O of the put and the get went from registered buffers.
+    assert registered_ios >= 2
 
 
 def test_targets_zero_their_new_data_files_in_the_background(cluster_factory):
