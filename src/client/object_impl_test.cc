@@ -52,6 +52,26 @@ class ObjectImplTest : public ::testing::Test {
     return StripeGeometry::For(red_, kStripe);
   }
 
+  // Writes `count` pieces of 20 bytes, 50 bytes apart, into stripe 0 of `obj` at once (the
+  // first one's lease reply held, so the rest queue behind it; pattern seeds from `seed`), and
+  // into `data` as they should land; expects all to succeed, then drains.
+  void WriteAStreamIntoOneStripe(Object& obj, std::vector<std::byte>& data, int count, int seed) {
+    std::vector<std::vector<std::byte>> pieces;
+    pieces.reserve(count);
+    CompletionQueue cq;
+    fake_.Hold();
+    for (int i = 0; i < count; ++i) {
+      pieces.push_back(Bytes(20, seed + i));
+      obj.WriteAsync(i * 50, {{pieces.back().data(), pieces.back().size()}}, cq, i);
+      std::copy(pieces.back().begin(), pieces.back().end(), data.begin() + i * 50);
+    }
+    fake_.Release();
+    auto c = cq.Wait(count, std::chrono::seconds(10));
+    ASSERT_EQ(c.size(), static_cast<size_t>(count));
+    for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
+    fake_.Drain();
+  }
+
   // Another open of the object NewObject made last (as a second client would have).
   std::shared_ptr<Object> SecondHandle() {
     ObjectHead h;
@@ -307,20 +327,7 @@ TEST_F(ObjectImplTest, QueuedWritesOfAStripeHandItsLeaseOn) {
   const int stats = fake_.calls(ShardOp::kStat);
   const uint64_t known = io_.stats().known_version_patches;
   constexpr int kWrites = 70;
-  std::vector<std::vector<std::byte>> pieces;
-  pieces.reserve(kWrites);
-  CompletionQueue cq;
-  fake_.Hold();  // the first write's lease reply waits: the others queue behind it
-  for (int i = 0; i < kWrites; ++i) {
-    pieces.push_back(Bytes(20, 41 + i));
-    obj->WriteAsync(i * 50, {{pieces.back().data(), pieces.back().size()}}, cq, i);
-    std::copy(pieces.back().begin(), pieces.back().end(), data.begin() + i * 50);
-  }
-  fake_.Release();
-  auto c = cq.Wait(kWrites, std::chrono::seconds(10));
-  ASSERT_EQ(c.size(), static_cast<size_t>(kWrites));
-  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
-  fake_.Drain();
+  WriteAStreamIntoOneStripe(*obj, data, kWrites, 41);
   const int grants = fake_.calls(ShardOp::kUnlockStripe) - unlocks;  // each grant is released once
   EXPECT_GE(grants, 2) << "the lease was never given up for other writers";
   EXPECT_LT(grants, 10) << "the lease was released and taken again between queued writes";
@@ -377,21 +384,7 @@ TEST_F(ObjectImplTest, TheLeaseChainIsBoundedWithTargetsThatNeverSayRenewed) {
   fake_.Drain();
   fake_.set_legacy_leases(true);
   const int unlocks = fake_.calls(ShardOp::kUnlockStripe);
-  constexpr int kWrites = 70;
-  std::vector<std::vector<std::byte>> pieces;
-  pieces.reserve(kWrites);
-  CompletionQueue cq;
-  fake_.Hold();
-  for (int i = 0; i < kWrites; ++i) {
-    pieces.push_back(Bytes(20, 61 + i));
-    obj->WriteAsync(i * 50, {{pieces.back().data(), pieces.back().size()}}, cq, i);
-    std::copy(pieces.back().begin(), pieces.back().end(), data.begin() + i * 50);
-  }
-  fake_.Release();
-  auto c = cq.Wait(kWrites, std::chrono::seconds(10));
-  ASSERT_EQ(c.size(), static_cast<size_t>(kWrites));
-  for (const auto& done : c) ASSERT_TRUE(done.status.ok()) << done.status.ToString();
-  fake_.Drain();
+  WriteAStreamIntoOneStripe(*obj, data, 70, 61);
   EXPECT_GE(fake_.calls(ShardOp::kUnlockStripe) - unlocks, 2) << "one Object held the lease for the whole stream";
   fake_.set_legacy_leases(false);
   std::vector<std::byte> out(kStripe);
