@@ -27,7 +27,7 @@
 // When it runs: the GC thread cleans segments at least gc_min_dead_fraction dead (3/4 while
 // half the device is free: BackgroundGcMinDead), paced to gc_rate_bytes_per_sec; when free
 // segments drop below gc_free_segments_low it takes any segment at least 1/8 dead and does not
-// pace. A writer that finds no space runs passes itself
+// pace. A writer that finds no space runs passes itself on segments at least 1/8 dead
 // (AllocateForWrite) before giving up with kResourceExhausted; pacing stops while one waits.
 // Passes are serialised by gc_mu_.
 #include <fmt/format.h>
@@ -81,11 +81,17 @@ Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
     // nothing (write amplification 3 to 6 instead of 1.25) and writes stalled for seconds.
     std::lock_guard lock(space_mu_);
     extent = AllocateSpace(bytes, engine::AppendStream::kUser);
+    // Only a victim with at least an eighth of a segment dead (and room for this write) is
+    // worth cleaning for: a device full of live data with a few dead blocks in every segment
+    // (rewritten object heads) had each writer move segment after segment of live data to win
+    // a few KiB, which GC's own open segment then kept; writes waited minutes and timed out
+    // instead of being told "no space".
+    const uint64_t worth = std::max<uint64_t>(bytes, segment_bytes_ / 8);
     // Each pass frees at most one segment; a full device may need a few before one is spare.
     for (uint32_t pass = 0; pass < table_->segment_count() && !extent.ok() &&
                             extent.status().code() == StatusCode::kResourceExhausted;
          ++pass) {
-      auto cleaned = CleanOneSegment(kBlockSize, /*throttled=*/false);
+      auto cleaned = CleanOneSegment(worth, /*throttled=*/false);
       // Even with no victim: the GC thread may have freed one.
       extent = AllocateSpace(bytes, engine::AppendStream::kUser);
       if (!cleaned.ok() || !*cleaned) break;
