@@ -314,8 +314,7 @@ void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
         if (w.lent) AsyncOp::Unlend(w.op);  // not copied into a union: returned here
       }
     }
-    return EndStripeWrite(stripe, batch, Cancelled("operation ended before stripe " + std::to_string(stripe) +
-                                                   " was written"), handed);
+    return EndStripeWrite(stripe, batch, EndedBefore(stripe), handed);
   }
   const StripeLayout& layout = batch[0].layout;
   const StripeGeometry geo = layout.geometry();
@@ -341,10 +340,7 @@ void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
               // that; the first touching run of the others goes, the rest wait at the front of
               // the queue.
               std::vector<QueuedWrite> run = self->TakeRun(stripe, std::move(batch));
-              if (run.empty()) {
-                return self->EndStripeWrite(stripe, {}, Cancelled("operations ended before stripe " +
-                                                                  std::to_string(stripe) + " was written"), held);
-              }
+              if (run.empty()) return self->EndStripeWrite(stripe, {}, EndedBefore(stripe), held);
               auto [begin, data] = self->Union(run);
               self->WriteLeasedStripe(OpsOf(run), geo, key, begin, data, held->known,
                                       [self, stripe, run, held](Status s) {
@@ -360,13 +356,26 @@ std::vector<std::shared_ptr<AsyncOp>> ObjectImpl::OpsOf(const std::vector<Queued
   return ops;
 }
 
-std::pair<uint64_t, std::shared_ptr<AlignedBuffer>> ObjectImpl::Union(const std::vector<QueuedWrite>& batch) const {
-  if (batch.size() == 1) return {batch[0].begin, batch[0].data};
+Status ObjectImpl::EndedBefore(uint64_t stripe) {
+  return Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written");
+}
+
+std::pair<uint64_t, uint64_t> ObjectImpl::Span(const std::vector<QueuedWrite>& batch) {
   uint64_t begin = batch[0].begin, stop = begin;
   for (const QueuedWrite& w : batch) {
     begin = std::min(begin, w.begin);
     stop = std::max(stop, w.begin + w.data->size());
   }
+  return {begin, stop};
+}
+
+bool ObjectImpl::Touches(const QueuedWrite& w, uint64_t begin, uint64_t stop) {
+  return w.begin <= stop && w.begin + w.data->size() >= begin;
+}
+
+std::pair<uint64_t, std::shared_ptr<AlignedBuffer>> ObjectImpl::Union(const std::vector<QueuedWrite>& batch) const {
+  if (batch.size() == 1) return {batch[0].begin, batch[0].data};
+  const auto [begin, stop] = Span(batch);
   auto merged = std::make_shared<AlignedBuffer>(stop - begin);
   for (const QueuedWrite& w : batch) {
     std::memcpy(merged->data() + (w.begin - begin), w.data->data(), w.data->size());
@@ -378,6 +387,7 @@ std::pair<uint64_t, std::shared_ptr<AlignedBuffer>> ObjectImpl::Union(const std:
 
 std::vector<ObjectImpl::QueuedWrite> ObjectImpl::TakeRun(uint64_t stripe, std::vector<QueuedWrite> batch) {
   std::vector<QueuedWrite> run, rest;
+  uint64_t begin = 0, stop = 0;  // run's span
   for (QueuedWrite& w : batch) {
     bool ended;
     {
@@ -385,8 +395,11 @@ std::vector<ObjectImpl::QueuedWrite> ObjectImpl::TakeRun(uint64_t stripe, std::v
       ended = w.op->finished;
     }
     if (ended) {
-      AsyncOp::SubDone(w.op, Cancelled("operation ended before stripe " + std::to_string(stripe) + " was written"), 0);
-    } else if (run.empty() || (rest.empty() && Touches(w, run))) {
+      AsyncOp::SubDone(w.op, EndedBefore(stripe), 0);
+    } else if (run.empty() || (rest.empty() && Touches(w, begin, stop))) {
+      const uint64_t end = w.begin + w.data->size();
+      begin = run.empty() ? w.begin : std::min(begin, w.begin);
+      stop = run.empty() ? end : std::max(stop, end);
       run.push_back(std::move(w));
     } else {
       rest.push_back(std::move(w));
@@ -400,21 +413,11 @@ std::vector<ObjectImpl::QueuedWrite> ObjectImpl::TakeRun(uint64_t stripe, std::v
   return run;
 }
 
-bool ObjectImpl::Touches(const QueuedWrite& w, const std::vector<QueuedWrite>& run) {
-  uint64_t begin = run[0].begin, stop = begin;
-  for (const QueuedWrite& r : run) {
-    begin = std::min(begin, r.begin);
-    stop = std::max(stop, r.begin + r.data->size());
-  }
-  return w.begin <= stop && w.begin + w.data->size() >= begin;
-}
-
 void ObjectImpl::EndStripeWrite(uint64_t stripe, const std::vector<QueuedWrite>& batch, Status s,
                                 std::shared_ptr<HeldLease> lease) {
   if (batch.size() == 1 && batch[0].lent) AsyncOp::Unlend(batch[0].op);  // its sends ended: the memory is free
   if (s.ok() && !batch.empty()) {
-    uint64_t stop = 0;
-    for (const QueuedWrite& w : batch) stop = std::max(stop, w.begin + w.data->size());
+    const uint64_t stop = Span(batch).second;
     std::lock_guard<std::mutex> lock(mu_);
     written_end_ = std::max(written_end_, stripe * batch[0].layout.stripe_unit + stop);
   }
@@ -551,7 +554,7 @@ void ObjectImpl::WithStripe(uint64_t stripe, QueuedWrite w) {
 }
 
 bool ObjectImpl::Mergeable(const QueuedWrite& w, const QueuedWrite& first, uint64_t begin, uint64_t stop) {
-  if (w.begin > stop || w.begin + w.data->size() < begin) return false;
+  if (!Touches(w, begin, stop)) return false;
   // The same stripes: a Refresh() between the two (another client's put) may have changed them.
   if (!SameStripes(w.layout, first.layout)) return false;
   std::lock_guard<std::mutex> lock(w.op->mu);

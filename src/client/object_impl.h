@@ -110,7 +110,12 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // (kCancelled; their bytes must not land), returns the first run of the others whose ranges
   // touch, and puts the rest back at the front of the stripe's queue, in order.
   std::vector<QueuedWrite> TakeRun(uint64_t stripe, std::vector<QueuedWrite> batch);
-  static bool Touches(const QueuedWrite& w, const std::vector<QueuedWrite>& run);
+  // Stripe bytes [begin, stop) the writes of `batch` (not empty) cover together.
+  static std::pair<uint64_t, uint64_t> Span(const std::vector<QueuedWrite>& batch);
+  // Whether `w`'s range overlaps or adjoins stripe bytes [begin, stop).
+  static bool Touches(const QueuedWrite& w, uint64_t begin, uint64_t stop);
+  // What a write whose operation ended before its stripe's turn completes with (kCancelled).
+  static Status EndedBefore(uint64_t stripe);
   // A stripe write of `batch` ended with `s`: returns lent memory, notes the written end, ends
   // the stripe's turn (ReleaseStripe, handing on `lease` or releasing it; after a failure it is
   // released) and completes each write's part.
