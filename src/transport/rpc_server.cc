@@ -421,7 +421,7 @@ class RpcServer::Impl {
   // budget short: a ReturnBudget after that step sees it and wakes this lane (AdmitDeferred,
   // posted, runs after this callback has queued the request). Counted after the lock, a
   // release that came between the two found no one waiting, and with no later release the
-  // request waited for good (an incast's last requests: their clients timed out).
+  // request would wait for good.
   bool AdmitOrDefer(Lane* lane, DeferredReceive& rx) {
     {
       std::lock_guard lock(budget_mu_);
@@ -431,11 +431,6 @@ class RpcServer::Impl {
     lane->deferred.push_back(std::move(rx));
     if (deferred_total_ != nullptr) deferred_total_->Inc();
     return false;
-  }
-
-  bool TryReserve(uint64_t bytes) {
-    std::lock_guard lock(budget_mu_);
-    return budget_.TryReserve(bytes);
   }
 
   // Holds `bytes` of the budget for one request until Release() or destruction (so a Responder
