@@ -16,7 +16,7 @@
 #include "cli/local_cluster.h"
 #include "common/config.h"
 #include "mgmt/local_tls.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "mgmt/tenant_registry.h"
 #include "protocol/object_head.h"
 #include "protocol/shard_protocol.h"

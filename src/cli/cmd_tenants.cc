@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "common/config.h"
 #include "common/log.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 namespace penstock::cli {
 

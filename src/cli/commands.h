@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "penstock/client.h"
 #include "penstock/status.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "penstock/status.h"
 
 namespace penstock::cli {

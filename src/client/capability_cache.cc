@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 namespace penstock {
 

@@ -20,8 +20,8 @@
 #include "client/stripe_io.h"
 #include "client/stripe_pipeline.h"
 #include "common/log.h"
-#include "mgmt/cluster_map_watch.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/cluster_map_watch.h"
+#include "mgmt_client/mgmt_client.h"
 #include "protocol/object_head.h"
 #include "transport/rpc_client.h"
 

@@ -16,7 +16,7 @@
 #include "client/stripe_pipeline.h"
 #include "client/test_cluster.h"
 #include "mgmt/cluster_state.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 namespace penstock {
 namespace {

@@ -3,7 +3,7 @@
 #include <functional>
 #include <set>
 
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 namespace penstock {
 

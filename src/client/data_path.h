@@ -16,8 +16,8 @@
 #include "client/rpc_caller.h"
 #include "client/shard_client.h"
 #include "client/stripe_io.h"
-#include "mgmt/mgmt_client.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/mgmt_client.h"
+#include "mgmt_client/tls.h"
 #include "transport/rpc_client.h"
 
 namespace penstock {

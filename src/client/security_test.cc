@@ -9,7 +9,7 @@
 
 #include "client/object_ids.h"
 #include "common/temp_dir.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
 #include "penstock/client.h"
 #include "protocol/capability.h"

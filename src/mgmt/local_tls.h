@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "penstock/status.h"
 
 namespace penstock {

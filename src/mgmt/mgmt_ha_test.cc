@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "common/log.h"
-#include "mgmt/cluster_map_watch.h"
+#include "mgmt_client/cluster_map_watch.h"
 #include "mgmt/etcd_test_process.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
 
 namespace penstock {

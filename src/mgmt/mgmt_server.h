@@ -37,7 +37,7 @@
 #include "mgmt/leader_election.h"
 #include "mgmt/meta_store.h"
 #include "mgmt/tenant_registry.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "penstock/status.h"
 
 namespace grpc {

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "mgmt/cluster_map_watch.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/cluster_map_watch.h"
+#include "mgmt_client/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
 #include "common/temp_dir.h"
 

@@ -8,9 +8,9 @@
 
 #include "common/temp_dir.h"
 #include "mgmt/local_tls.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "mgmt/mgmt_server.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 
 namespace penstock {
 namespace {

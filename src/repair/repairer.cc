@@ -14,7 +14,7 @@
 #include "common/await.h"
 #include "common/log.h"
 #include "common/thread_pool.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "protocol/object_head.h"
 #include "protocol/redundancy.h"
 #include "transport/rpc_client.h"

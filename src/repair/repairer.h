@@ -63,7 +63,7 @@
 
 #include "client/data_path.h"
 #include "common/metrics.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "protocol/object_head.h"
 #include "penstock/mgmt.pb.h"
 #include "penstock/status.h"

@@ -11,7 +11,7 @@
 
 #include "common/buffer_pool.h"
 #include "common/log.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 #include "target/shard_service.h"
 #include "transport/rpc_server.h"
 

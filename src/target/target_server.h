@@ -19,7 +19,7 @@
 #include "common/http_server.h"
 #include "common/metrics.h"
 #include "engine/engine.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 #include "penstock/status.h"
 
 namespace penstock {

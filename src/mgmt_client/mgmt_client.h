@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "mgmt/cluster_map_watch.h"
-#include "mgmt/tls.h"
+#include "mgmt_client/cluster_map_watch.h"
+#include "mgmt_client/tls.h"
 #include "penstock/mgmt.grpc.pb.h"
 #include "penstock/status.h"
 

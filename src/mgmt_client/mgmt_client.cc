@@ -1,11 +1,11 @@
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "mgmt/cluster_map_watch.h"
+#include "mgmt_client/cluster_map_watch.h"
 
 namespace penstock {
 namespace {

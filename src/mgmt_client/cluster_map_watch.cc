@@ -1,9 +1,9 @@
-#include "mgmt/cluster_map_watch.h"
+#include "mgmt_client/cluster_map_watch.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/log.h"
-#include "mgmt/mgmt_client.h"
+#include "mgmt_client/mgmt_client.h"
 
 namespace penstock {
 

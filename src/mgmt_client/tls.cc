@@ -1,4 +1,4 @@
-#include "mgmt/tls.h"
+#include "mgmt_client/tls.h"
 
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
