@@ -22,7 +22,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(REPO, "build"))
 PENSTOCK = os.environ.get("PENSTOCK_BIN", os.path.join(BUILD, "src/cli/penstock"))
-EC_BENCH = os.environ.get("ERASURE_BENCH", os.path.join(BUILD, "src/common/erasure_bench"))
+EC_BENCH = os.environ.get("ERASURE_BENCH", os.path.join(BUILD, "src/codec/erasure_bench"))
 SCHEMES = [("none", "none"), ("rep2", "rep:2"), ("ec21", "ec:2+1"), ("ec42", "ec:4+2")]
 
 

@@ -72,7 +72,7 @@ Result<BenchResult> RunBench(Client& client, const BenchOptions& o, const BenchP
   std::vector<Slot> slots(o.concurrency);
   // Pooled buffers (huge pages from 256 KiB up, buffer_pool.h), as an application moving data
   // at speed should use: a target on this host copying out of or into them (direct copies,
-  // transport/placement.h) pins 2 MiB pages instead of 4 KiB ones.
+  // transport/local_direct.h) pins 2 MiB pages instead of 4 KiB ones.
   AlignedBuffer pattern(o.size);
   for (size_t i = 0; i < pattern.size(); ++i) pattern.data()[i] = std::byte{static_cast<unsigned char>(rng())};
   for (auto& s : slots) {

@@ -50,7 +50,7 @@
 #include <thread>
 
 #include "client/shard_client.h"
-#include "common/erasure.h"
+#include "codec/erasure.h"
 #include "common/thread_pool.h"
 #include "protocol/redundancy.h"
 

@@ -52,7 +52,7 @@ struct RpcReply {
 // A destination that knows the largest payload before the call is sent (a read of a known
 // range) says so in UpFrontLength: the client may then Borrow that much when it sends the call,
 // so that a server on the same host writes the payload straight into it (reply placement,
-// transport/placement.h); the reply may fill less of it (RpcReply::placed).
+// transport/local_direct.h); the reply may fill less of it (RpcReply::placed).
 class ReplyDestination {
  public:
   virtual ~ReplyDestination() = default;

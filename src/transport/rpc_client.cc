@@ -19,7 +19,7 @@
 #include "common/log.h"
 #include "transport/am_message.h"
 #include "transport/flow_control.h"
-#include "transport/placement.h"
+#include "transport/local_direct.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"

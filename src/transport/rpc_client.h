@@ -59,7 +59,7 @@ struct RpcClientOptions {
   // A rail of a multi-rail server whose connection failed (unreachable, lost, timed out) gets
   // no calls for this long: they go to the workers whose rails work, then one call tries it again.
   std::chrono::milliseconds rail_retry_after{5000};
-  // Direct copies with servers on this host (placement.h), for servers whose address is local
+  // Direct copies with servers on this host (local_direct.h), for servers whose address is local
   // and that run as this user: a request payload of at least placement_threshold bytes stays in
   // the caller's memory and the server copies it from there (a server that cannot answers so,
   // and the call is sent again with its payload); otherwise a call whose ReplyDestination

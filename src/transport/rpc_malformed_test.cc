@@ -94,7 +94,7 @@ TEST(RpcMalformedTest, ServerRejectsBadMessagesAndKeepsServing) {
   h = Request(20, 0);
   Poke<int32_t>(h, 24, 5);  // status_code
   add("a request carrying a status", h, 0, 20);
-  // Payload sources (placement.h) the server cannot copy: refused (kPullRefused,
+  // Payload sources (local_direct.h) the server cannot copy: refused (kPullRefused,
   // kFailedPrecondition), the request not run; payloads over max_payload_bytes, sent or not:
   // kInvalidArgument, nothing allocated for the claimed size.
   const uint32_t pid = static_cast<uint32_t>(getpid());

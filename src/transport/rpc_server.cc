@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "transport/am_message.h"
 #include "transport/flow_control.h"
-#include "transport/placement.h"
+#include "transport/local_direct.h"
 #include "transport/socket_address.h"
 #include "transport/ucx_worker.h"
 #include "transport/wire.h"
@@ -213,7 +213,7 @@ class RpcServer::Impl {
   struct Conn {
     uint64_t id = 0;
     // The process that last offered memory for replies on this connection, and whether it runs
-    // as this server's user (placement.h; checked once per process, not per request).
+    // as this server's user (local_direct.h; checked once per process, not per request).
     uint32_t placement_pid = 0;
     bool placement_allowed = false;
     std::string placement_refusal;  // why not, when not

@@ -62,7 +62,7 @@ struct RpcServerOptions {
   // request claiming more is answered kInvalidArgument before anything is allocated for it.
   // Shards are at most 64 MiB (the largest stripe unit).
   uint64_t max_payload_bytes = uint64_t{1} << 30;
-  // Direct copies with clients on this host that run as this server's user (placement.h):
+  // Direct copies with clients on this host that run as this server's user (local_direct.h):
   // replies written into the memory a client lent, request payloads copied out of its memory.
   // Off: every such offer is refused and the bytes go over the transport.
   bool local_direct = true;

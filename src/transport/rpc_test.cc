@@ -319,7 +319,7 @@ struct PlacementCounters {
   Counter& fallbacks = metrics.GetCounter("penstock_transport_server_placement_fallbacks_total", "");
 };
 
-// Reply placement (placement.h): a destination that knows its length up front lends it with
+// Reply placement (local_direct.h): a destination that knows its length up front lends it with
 // the request, and the server (same host, same user) writes the reply straight into it. A
 // reply shorter than the memory fills its start; one larger than it, or below the threshold,
 // or from a client that turned placement off, travels over the transport as before.

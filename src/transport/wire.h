@@ -5,7 +5,7 @@
 // and its AM data is the bulk payload (payload_len bytes, may be 0). The op header is opaque to
 // the transport. The tail of a reply is its status message; the tail of a request, when not
 // empty, is a Placement: client memory the server may write the reply payload into (same host
-// only, see placement.h), after which the reply carries the flag kPlaced and no AM data; or,
+// only, see local_direct.h), after which the reply carries the flag kPlaced and no AM data; or,
 // with the flag kPayloadSource, the client memory that holds the request's payload, which the
 // server then copies itself (no AM data comes). All integers are little-endian
 // (the build refuses big-endian hosts). Bump kVersion on any incompatible change; a receiver

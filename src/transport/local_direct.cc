@@ -1,4 +1,4 @@
-#include "transport/placement.h"
+#include "transport/local_direct.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// placement.h — direct copies between a client and a server on its host: the server writes a
+// local_direct.h — direct copies between a client and a server on its host: the server writes a
 // reply payload straight into the memory the client lent for it (process_vm_writev) and copies
 // a large request payload straight out of the client's memory (process_vm_readv), the way an
 // RDMA NIC writes into and reads from registered buffers, instead of moving the bytes through

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "common/erasure.h"
+#include "codec/erasure.h"
 
 using Clock = std::chrono::steady_clock;
 

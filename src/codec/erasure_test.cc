@@ -1,4 +1,4 @@
-#include "common/erasure.h"
+#include "codec/erasure.h"
 
 #include <gtest/gtest.h>
 
