@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
+#include "client/transport_probe.h"
 #include "common/config.h"
 #include "mgmt/local_tls.h"
 #include "mgmt_client/mgmt_client.h"
@@ -277,35 +278,6 @@ int RunDown(const std::string& data_dir, bool json_out) {
   return 0;
 }
 
-// The UCX transport this client's connection to each up target uses ("tcp", "posix", ...),
-// found by sending each a cheap stat request; "-" for a target that is down or does not answer.
-std::map<uint32_t, std::string> ProbeTransports(const v1::ClusterMap& map, const GlobalOptions& g) {
-  std::map<uint32_t, std::string> out;
-  // As this client's data plane would connect: its workers, each on its network devices.
-  const ClientOptions co = ToClientOptions(g);
-  RpcClientOptions ro;
-  ro.timeout = std::chrono::milliseconds(2000);
-  ro.workers = co.data_workers;
-  ro.net_devices = co.net_devices;
-  auto rpc = RpcClient::Create(ro);
-  for (const auto& t : map.targets()) {
-    out[t.id()] = "-";
-    if (!rpc.ok() || t.state() != v1::TARGET_STATE_UP) continue;
-    ShardRequestHeader h{};
-    h.version = kShardProtocolVersion;
-    h.deadline_s = RequestDeadline(ro.timeout);
-    h.map_epoch = map.epoch();
-    RpcReply r = (*rpc)->CallSync(t.address(), static_cast<uint16_t>(ShardOp::kStat), EncodeHeader(h), {});
-    // Any answer of the target's own shows the connection works (a cluster with API keys
-    // refuses the token-less stat).
-    if (r.status.ok() || r.status.code() == StatusCode::kNotFound || r.status.code() == StatusCode::kUnauthenticated) {
-      std::string name = (*rpc)->TransportName(t.address());
-      out[t.id()] = name.empty() ? "?" : name;
-    }
-  }
-  return out;
-}
-
 // Space of a target as its last heartbeat reported it: dead = written but overwritten or
 // deleted and not yet reclaimed by GC; free = not in any used segment.
 uint64_t DeadBytes(const v1::Target& t) {
@@ -330,7 +302,7 @@ int RunStatus(const GlobalOptions& g) {
   auto state_name = [](const v1::Target& t) {
     return t.state() == v1::TARGET_STATE_UP ? "up" : t.state() == v1::TARGET_STATE_LOST ? "lost" : "down";
   };
-  auto transports = ProbeTransports(*map, g);
+  auto transports = ProbeTransports(*map, ToClientOptions(g));
   // Recovering for some containers only (writes to them missed it): their ids.
   auto recovering_ids = [](const v1::Target& t) {
     std::vector<uint64_t> ids;

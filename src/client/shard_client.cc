@@ -16,45 +16,19 @@ std::string ShardClient::Describe(const WireShardKey& key) const {
   return "target " + std::to_string(t->id) + " (" + t->address + (t->up ? ")" : ", down)");
 }
 
-ShardRequestHeader ShardClient::BaseHeader(const WireShardKey& key, uint64_t version, uint8_t flags) const {
-  ShardRequestHeader h{};
-  h.version = kShardProtocolVersion;
-  h.flags = flags;
-  h.deadline_s = RequestDeadline(retry_budget_);
-  h.map_epoch = view_->epoch();
-  h.shard_version = version;
-  h.key = key;
-  return h;
+std::vector<std::byte> ShardClient::Header(ShardRequest r) const {
+  r.map_epoch = view_->epoch();
+  if (r.op != ShardOp::kList) r.deadline_s = RequestDeadline(retry_budget_);
+  return EncodeShardRequest(r);
 }
 
-std::vector<std::byte> ShardClient::RequestHeader(const WireShardKey& key, uint64_t version,
+std::vector<std::byte> ShardClient::RequestHeader(ShardOp op, const WireShardKey& key, uint64_t version,
                                                  uint8_t flags) const {
-  return EncodeHeader(BaseHeader(key, version, flags));
+  return Header({.op = op, .key = key, .shard_version = version, .flags = flags});
 }
 
 std::vector<std::byte> ShardClient::RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const {
-  RangeReadHeader h{};
-  h.base = BaseHeader(key, 0);
-  h.offset = offset;
-  h.length = length;
-  return EncodeHeader(h);
-}
-
-std::vector<std::byte> ShardClient::RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
-                                                        std::optional<uint64_t> expected) const {
-  RangeWriteHeader h{};
-  h.base = BaseHeader(key, version, expected ? kWriteIfVersion : 0);
-  h.offset = offset;
-  h.expected_version = expected.value_or(0);
-  return EncodeHeader(h);
-}
-
-std::vector<std::byte> ShardClient::LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const {
-  LockRequestHeader h{};
-  h.base = BaseHeader(key, 0);
-  h.owner = owner;
-  h.ttl_ms = ttl_ms;
-  return EncodeHeader(h);
+  return Header({.op = ShardOp::kReadRange, .key = key, .offset = offset, .length = length});
 }
 
 Status ShardClient::AttachToken(std::vector<std::byte>& header, uint64_t container) {
@@ -96,7 +70,7 @@ RpcReply ShardClient::CallWithRetry(const WireShardKey& key, ShardOp op,
   for (int attempt = 0;; ++attempt) {
     RpcReply reply;
     auto target = Locate(key);
-    std::vector<std::byte> header = RequestHeader(key, version);
+    std::vector<std::byte> header = RequestHeader(op, key, version);
     if (!target.ok()) {
       reply.status = target.status();
     } else if (Status t = AttachToken(header, key.container); !t.ok()) {
@@ -133,16 +107,11 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
                                                  uint8_t flags, uint64_t* left_out) {
   std::vector<ListEntry> all;
   if (left_out) *left_out = 0;
-  ListRequestHeader h{};
-  h.version = kShardProtocolVersion;
-  h.flags = flags;
-  h.limit = 1000;
-  h.container = container;
+  ShardRequest req{.op = ShardOp::kList, .key = {.container = container}, .flags = flags, .limit = 1000};
   auto first = std::chrono::steady_clock::now();
   bool refetched = false;
   for (int attempt = 0;;) {
-    h.map_epoch = view_->epoch();
-    std::vector<std::byte> header = EncodeHeader(h);
+    std::vector<std::byte> header = Header(req);
     PS_RETURN_IF_ERROR(AttachToken(header, container));
     RpcReply r = rpc_->CallSync(target.address, static_cast<uint16_t>(ShardOp::kList), header, {});
     if (!r.status.ok()) {
@@ -159,11 +128,8 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
       PS_ASSIGN_OR_RETURN(ListReplyHeader rh, DecodeHeader<ListReplyHeader>(r.header, "list reply"));
       if (left_out) *left_out += rh.left_out;
     }
-    bool more = page.size() == h.limit;
-    if (!page.empty()) {
-      h.start_after = page.back().key;
-      h.flags |= kListHasStartAfter;
-    }
+    bool more = page.size() == req.limit;
+    if (!page.empty()) req.start_after = page.back().key;
     for (auto& e : page) all.push_back(std::move(e));
     if (!more) return all;
   }
@@ -173,7 +139,7 @@ void ShardClient::StartWrite(const WireShardKey& key, std::span<const std::byte>
                              uint64_t version, std::function<void(Status)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  std::vector<std::byte> header = RequestHeader(key, version);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
              [this, c = key.container, done = std::move(done)](RpcReply r) {
@@ -186,7 +152,7 @@ void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std:
                                   uint64_t version, std::function<void(Status)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  std::vector<std::byte> header = RangeWriteHeaderFor(key, offset, version, std::nullopt);
+  std::vector<std::byte> header = Header({.op = ShardOp::kWriteRange, .key = key, .shard_version = version, .offset = offset});
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWriteRange), header, data,
              [this, c = key.container, done = std::move(done)](RpcReply r) {
@@ -199,7 +165,7 @@ void ShardClient::StartRead(const WireShardKey& key,
                             std::function<void(Result<AlignedBuffer>)> done) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  std::vector<std::byte> header = RequestHeader(key, 0);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kRead, key, 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kRead), header, {},
              [this, c = key.container, done = std::move(done)](RpcReply r) {
@@ -265,7 +231,7 @@ std::string ShardClient::Name(const TargetRef& t) {
 void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
                                std::span<const std::byte> data, uint64_t version, bool only_if_not_older,
                                std::function<void(Status)> done) {
-  std::vector<std::byte> header = RequestHeader(key, version, only_if_not_older ? kWriteIfNotOlder : 0);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version, only_if_not_older ? kWriteIfNotOlder : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -277,7 +243,7 @@ void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
 void ShardClient::StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
                                     std::span<const std::byte> data, uint64_t version,
                                     std::optional<uint64_t> expected, std::function<void(Status)> done) {
-  std::vector<std::byte> header = RangeWriteHeaderFor(key, offset, version, expected);
+  std::vector<std::byte> header = Header({.op = ShardOp::kWriteRange, .key = key, .shard_version = version, .offset = offset, .expected_version = expected});
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWriteRange), header, data,
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -304,7 +270,7 @@ void ShardClient::StartReadTo(const TargetRef& target, const WireShardKey& key, 
 
 void ShardClient::StartDeleteTo(const TargetRef& target, const WireShardKey& key,
                                 std::function<void(Status)> done, std::optional<uint64_t> if_version) {
-  std::vector<std::byte> header = RequestHeader(key, if_version.value_or(0), if_version ? kDeleteIfVersion : 0);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kDelete, key, if_version.value_or(0), if_version ? kDeleteIfVersion : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kDelete), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -324,7 +290,7 @@ Status ShardClient::DeleteTo(const TargetRef& target, const WireShardKey& key, s
 
 void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
                               std::chrono::milliseconds ttl, std::function<void(Result<bool>)> done) {
-  std::vector<std::byte> header = LockHeader(key, owner, static_cast<uint32_t>(ttl.count()));
+  std::vector<std::byte> header = Header({.op = ShardOp::kLockStripe, .key = key, .owner = owner, .ttl_ms = static_cast<uint32_t>(ttl.count())});
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kLockStripe), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
@@ -339,7 +305,7 @@ void ShardClient::StartLockTo(const TargetRef& target, const WireShardKey& key, 
 
 void ShardClient::StartUnlockTo(const TargetRef& target, const WireShardKey& key, uint64_t owner,
                                 std::function<void(Status)> done) {
-  std::vector<std::byte> header = LockHeader(key, owner, 0);
+  std::vector<std::byte> header = Header({.op = ShardOp::kUnlockStripe, .key = key, .owner = owner});
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kUnlockStripe), header, {},
              [this, c = key.container, done = std::move(done)](RpcReply r) {
@@ -350,7 +316,7 @@ void ShardClient::StartUnlockTo(const TargetRef& target, const WireShardKey& key
 
 void ShardClient::StartStatTo(const TargetRef& target, const WireShardKey& key,
                               std::function<void(Result<ShardData>)> done) {
-  std::vector<std::byte> header = RequestHeader(key, 0);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kStat, key, 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kStat), header, {},
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {

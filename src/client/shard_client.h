@@ -18,6 +18,7 @@
 #include "client/cluster_view.h"
 #include "common/buffer.h"
 #include "protocol/shard_protocol.h"
+#include "protocol/shard_request.h"
 #include "client/rpc_caller.h"
 
 namespace penstock {
@@ -134,14 +135,10 @@ class ShardClient {
   // False when `s` is not retryable or the retry budget is spent; else sleeps a backoff step,
   // refreshes the map and returns true.
   bool BackoffAndRefresh(const Status& s, std::chrono::steady_clock::time_point first_try, int attempt);
-  // The common request header (protocol version, flags, the view's map epoch, version, key);
-  // the other headers start with it.
-  ShardRequestHeader BaseHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
-  std::vector<std::byte> RequestHeader(const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
+  // The header of `r` at this client's map epoch, with its deadline (shard_request.h).
+  std::vector<std::byte> Header(ShardRequest r) const;
+  std::vector<std::byte> RequestHeader(ShardOp op, const WireShardKey& key, uint64_t version, uint8_t flags = 0) const;
   std::vector<std::byte> RangeHeader(const WireShardKey& key, uint64_t offset, uint64_t length) const;
-  std::vector<std::byte> RangeWriteHeaderFor(const WireShardKey& key, uint64_t offset, uint64_t version,
-                                             std::optional<uint64_t> expected) const;
-  std::vector<std::byte> LockHeader(const WireShardKey& key, uint64_t owner, uint32_t ttl_ms) const;
   // Appends the token for `container` to `header` (nothing without a cache or key).
   Status AttachToken(std::vector<std::byte>& header, uint64_t container);
   // After a refusal of a token: forgets it; true when the status is such a refusal.

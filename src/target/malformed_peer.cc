@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "protocol/shard_protocol.h"
+#include "protocol/shard_request.h"
 #include "transport/raw_am_client.h"
 #include "transport/wire.h"
 
@@ -50,10 +51,7 @@ std::vector<std::byte> Envelope(uint64_t id, uint16_t opcode, const std::vector<
 // A stat of a shard no one writes (container 0xdead..): answered kNotFound (or refused by the
 // target's checks: a stale map, no capability), never a change.
 std::vector<std::byte> StatHeader() {
-  ShardRequestHeader h{};
-  h.version = kShardProtocolVersion;
-  h.key = WireShardKey{0xdeadbeefcafe, 1, 2, 3, 0, 0};
-  return EncodeHeader(h);
+  return EncodeShardRequest({.op = ShardOp::kStat, .key = WireShardKey{0xdeadbeefcafe, 1, 2, 3, 0, 0}});
 }
 
 std::vector<Case> Cases() {
