@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= 2
 PYTHON ?= /usr/bin/python3
 
-.PHONY: all bootstrap build test unit e2e fuzz demo bench clean
+.PHONY: all bootstrap build test check-layers unit e2e fuzz demo bench clean
 
 all: build
 
@@ -14,6 +14,10 @@ bootstrap:
 build: bootstrap
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@ninja -C $(BUILD) -j$(JOBS)
+
+# Layers only point down (docs/architecture.md): a lower layer including a higher one fails.
+check-layers:
+	$(PYTHON) scripts/check_layers.py
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -25,7 +29,7 @@ e2e: build
 fuzz: bootstrap
 	fuzz/run.sh 10
 
-test: unit e2e fuzz
+test: check-layers unit e2e fuzz
 
 demo: build
 	@PENSTOCK_BIN=$(abspath $(BUILD))/src/cli/penstock scripts/demo.sh

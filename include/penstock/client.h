@@ -136,9 +136,8 @@ class Client {
   // What this client's Object reads delivered so far, and how (see ReadPathStats).
   ReadPathStats read_path_stats() const;
 
-  class Impl;
-
  private:
+  class Impl;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

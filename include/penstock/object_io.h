@@ -44,15 +44,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "penstock/status.h"
@@ -72,11 +70,13 @@ struct IoCompletion {
 };
 
 // Where finished operations are reported. Either a callback (runs on a transport thread, must
-// not block, may issue more operations) or a queue drained with Poll()/Wait().
+// not block, may issue more operations) or a queue drained with Poll()/Wait(). Thread-safe.
+// A queue must outlive the operations submitted to it (in_flight() == 0 before destruction).
 class CompletionQueue {
  public:
-  CompletionQueue() = default;
-  explicit CompletionQueue(std::function<void(IoCompletion)> callback) : callback_(std::move(callback)) {}
+  CompletionQueue();
+  explicit CompletionQueue(std::function<void(IoCompletion)> callback);
+  ~CompletionQueue();
   CompletionQueue(const CompletionQueue&) = delete;
   CompletionQueue& operator=(const CompletionQueue&) = delete;
 
@@ -88,16 +88,11 @@ class CompletionQueue {
   // Operations submitted to this queue and not yet completed.
   size_t in_flight() const;
 
-  // Used by the library: an operation was submitted / finished.
-  void Started();
-  void Complete(IoCompletion c);
 
  private:
-  std::function<void(IoCompletion)> callback_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<IoCompletion> done_;
-  size_t in_flight_ = 0;
+  friend struct CompletionQueueAccess;  // the library's side (client/completion_queue_access.h)
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 using OpId = uint64_t;

@@ -100,7 +100,14 @@ inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 // EADDRINUSE -> kUnavailable, ...).
 Status ErrnoStatus(int err, std::string_view what);
 
-// Result<T>: either a T or a non-OK Status. Shaped like std::expected.
+namespace detail {
+// Prints "penstock: value() of a Result holding an error: <status>" to stderr and aborts.
+[[noreturn]] void DieOfValueOfError(const Status& status);
+}  // namespace detail
+
+// Result<T>: either a T or a non-OK Status. Shaped like std::expected. value() (and *, ->) of a
+// Result holding an error is a bug in the caller: it aborts the process, printing the status
+// (check ok() first, or use PS_ASSIGN_OR_RETURN / value_or).
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -119,9 +126,18 @@ class [[nodiscard]] Result {
   // The error; OK when the result holds a value.
   Status status() const { return ok() ? Status() : std::get<Status>(v_); }
 
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  T& value() & {
+    if (!ok()) detail::DieOfValueOfError(std::get<Status>(v_));
+    return *std::get_if<T>(&v_);
+  }
+  const T& value() const& {
+    if (!ok()) detail::DieOfValueOfError(std::get<Status>(v_));
+    return *std::get_if<T>(&v_);
+  }
+  T&& value() && {
+    if (!ok()) detail::DieOfValueOfError(std::get<Status>(v_));
+    return std::move(*std::get_if<T>(&v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "client/completion_queue_access.h"
+
 namespace penstock {
 
 bool AsyncOp::Finish(Status s, uint64_t bytes_done) {
@@ -14,7 +16,7 @@ bool AsyncOp::Finish(Status s, uint64_t bytes_done) {
     if (hold) held = IoCompletion{user_data, s, bytes_done};
   }
   if (tracker) tracker->Remove(id);
-  if (!hold) cq->Complete(IoCompletion{user_data, std::move(s), bytes_done});
+  if (!hold) CompletionQueueAccess::Complete(*cq, IoCompletion{user_data, std::move(s), bytes_done});
   return true;
 }
 
@@ -38,7 +40,7 @@ void AsyncOp::Unlend(const std::shared_ptr<AsyncOp>& op) {
     if (op->lent > 0) return;  // lent again meanwhile: that transfer's Unlend delivers
     completion.swap(op->held);
   }
-  if (completion) op->cq->Complete(std::move(*completion));
+  if (completion) CompletionQueueAccess::Complete(*op->cq, std::move(*completion));
 }
 
 void AsyncOp::AddPending(int n) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "client/completion_queue_access.h"
 #include "common/await.h"
 
 namespace penstock {
@@ -104,7 +105,7 @@ std::shared_ptr<AsyncOp> ObjectImpl::NewOp(std::vector<IoVec> iov, CompletionQue
   op->user_data = user_data;
   op->deadline = deadline;
   op->iov = std::move(iov);
-  cq.Started();
+  CompletionQueueAccess::Started(cq);
   tracker_->Add(op);
   return op;
 }

@@ -107,7 +107,7 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
                                                  uint8_t flags, uint64_t* left_out) {
   std::vector<ListEntry> all;
   if (left_out) *left_out = 0;
-  ShardRequest req{.op = ShardOp::kList, .key = {.container = container}, .flags = flags, .limit = 1000};
+  ShardRequest req{.op = ShardOp::kList, .key = WireShardKey{container, 0, 0, 0, 0, 0}, .flags = flags, .limit = 1000};
   auto first = std::chrono::steady_clock::now();
   bool refetched = false;
   for (int attempt = 0;;) {

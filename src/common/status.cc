@@ -1,6 +1,8 @@
 #include "penstock/status.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace penstock {
@@ -85,5 +87,15 @@ Status ErrnoStatus(int err, std::string_view what) {
   m += std::strerror(err);
   return Status(code, std::move(m));
 }
+
+namespace detail {
+
+void DieOfValueOfError(const Status& status) {
+  std::fprintf(stderr, "penstock: value() of a Result holding an error: %s\n", status.ToString().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace detail
 
 }  // namespace penstock

@@ -59,6 +59,17 @@ TEST(StatusTest, ResultFromOkStatusIsInternalError) {
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
 }
 
+// value() of an error is a bug in the caller: it aborts naming the status, instead of throwing
+// std::bad_variant_access that says nothing of what failed.
+TEST(StatusDeathTest, ValueOfAnErrorAbortsWithTheStatus) {
+  Result<int> r = NotFound("object 'x' in container 'c'");
+  EXPECT_DEATH((void)r.value(), "value\\(\\) of a Result holding an error: .*object 'x' in container 'c'");
+  EXPECT_DEATH((void)*r, "object 'x'");
+  const Result<std::string> c = Unavailable("target 3 is down");
+  EXPECT_DEATH((void)c->size(), "target 3 is down");
+  EXPECT_EQ(Result<int>(7).value(), 7);
+}
+
 TEST(StatusTest, ErrnoMapping) {
   EXPECT_EQ(ErrnoStatus(ENOENT, "open x").code(), StatusCode::kNotFound);
   EXPECT_EQ(ErrnoStatus(EACCES, "open x").code(), StatusCode::kPermissionDenied);

@@ -25,12 +25,12 @@ struct ShardRequest {
                               // from expected_version
   uint64_t offset = 0;        // kReadRange, kWriteRange
   uint64_t length = 0;        // kReadRange
-  std::optional<uint64_t> expected_version;  // kWriteRange: patch only over this stored version
+  std::optional<uint64_t> expected_version = std::nullopt;  // kWriteRange: patch only over this stored version
   uint64_t owner = 0;         // kLockStripe, kUnlockStripe
   uint32_t ttl_ms = 0;        // kLockStripe
   uint32_t limit = 0;         // kList: entries per page
-  std::optional<WireShardKey> start_after;   // kList: the page after this key (kListHasStartAfter)
-  std::span<const std::byte> capability;     // the token to attach (empty: none)
+  std::optional<WireShardKey> start_after = std::nullopt;  // kList: the page after this key (kListHasStartAfter)
+  std::span<const std::byte> capability = {};  // the token to attach (empty: none)
 };
 
 // The header bytes of `r` (fixed part + capability trailer), as a target decodes them.
