@@ -4,7 +4,8 @@
 // Registering memory (ucp_mem_map) pins it and gives each UCX context a handle (memh) for it, so
 // transfers into it skip per-transfer registration on transports that need it (RDMA). The
 // client registers once and reuses the handles across calls: a call engine asks Find() for the
-// handle of the memory a reply destination lent (rpc_call_engine.h, ReceiveInto).
+// handle of the memory a reply destination lent (rpc_call_engine.h, ReceiveInto). Not UCX's own
+// registration cache (rcache), which registers other memory per transfer (README.md).
 //
 // Ownership: the RpcClient holds the cache (shared); each RpcClient::Registration holds it too,
 // and takes its region out of it when destroyed (which must happen before the client is).

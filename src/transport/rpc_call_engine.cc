@@ -247,7 +247,7 @@ Result<std::shared_ptr<RpcCallEngine::Endpoint>> RpcCallEngine::Connect(const st
   PS_ASSIGN_OR_RETURN(SocketAddress addr, ResolveSocketAddress(address));
   auto e = std::make_shared<Endpoint>(options_.max_inflight_ops, options_.max_inflight_bytes);
   e->address = address;
-  e->impl = this;
+  e->engine = this;
   ucp_ep_params_t p{};
   p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -269,7 +269,7 @@ Result<std::shared_ptr<RpcCallEngine::Endpoint>> RpcCallEngine::Connect(const st
 
 void RpcCallEngine::OnEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
   auto* e = static_cast<Endpoint*>(arg);
-  e->impl->FailEndpoint(e, Unavailable("data-plane connection to " + e->address + " failed: " +
+  e->engine->FailEndpoint(e, Unavailable("data-plane connection to " + e->address + " failed: " +
                                        ucs_status_string(status) +
                                        "; is the target running and reachable?"));
 }

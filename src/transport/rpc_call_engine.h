@@ -96,7 +96,7 @@ class RpcCallEngine {
     std::unordered_set<uint64_t> calls;  // sent and queued
     InflightWindow window;               // calls handed to UCX and not yet finished
     std::deque<uint64_t> queue;          // calls waiting for the window, FIFO
-    RpcCallEngine* impl = nullptr;
+    RpcCallEngine* engine = nullptr;
   };
   struct PendingCall {
     std::shared_ptr<Endpoint> endpoint;
