@@ -36,6 +36,9 @@
 
 namespace penstock {
 
+class RpcCallEngine;      // one worker's calls (rpc_call_engine.h, internal)
+class RegistrationCache;  // memory registered by Register (registration_cache.h, internal)
+
 struct RpcClientOptions {
   std::chrono::milliseconds timeout{30000};  // per call, from Call() to the reply (queueing included)
   MetricsRegistry* metrics = nullptr;        // borrowed, may be null; must outlive the client
@@ -124,21 +127,18 @@ class RpcClient {
   // Rails (pieces of a multi-rail address) now avoided after a failed connection.
   std::vector<std::string> RailsDown();
 
-  class Impl;
-  struct Registry;
-
  private:
-  RpcClient(std::vector<std::unique_ptr<Impl>> impls, std::vector<size_t> slots,
-            std::shared_ptr<Registry> registry, std::chrono::milliseconds rail_retry_after);
+  RpcClient(std::vector<std::unique_ptr<RpcCallEngine>> engines, std::vector<size_t> slots,
+            std::shared_ptr<RegistrationCache> registry, std::chrono::milliseconds rail_retry_after);
   // The worker and rail for a call to multi-rail `address`: worker `first` (round robin) on its
   // own rail, unless that rail is down: then another worker's own rail that is not, else any
   // rail that is not, through worker `first`.
   std::pair<size_t, std::string> PickRail(const std::string& address, size_t first);
   void MarkRailDown(const std::string& rail);
 
-  std::vector<std::unique_ptr<Impl>> impls_;
-  std::vector<size_t> slots_;  // impls_[k] is worker slots_[k] of the options (its rail, RailFor)
-  std::shared_ptr<Registry> registry_;
+  std::vector<std::unique_ptr<RpcCallEngine>> engines_;  // one per worker that started
+  std::vector<size_t> slots_;  // engines_[k] is worker slots_[k] of the options (its rail, RailFor)
+  std::shared_ptr<RegistrationCache> registry_;
   std::unique_ptr<std::atomic<uint64_t>[]> calls_;  // per worker
   std::atomic<uint64_t> next_worker_{0};
   const std::chrono::milliseconds rail_retry_after_;

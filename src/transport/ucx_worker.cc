@@ -67,67 +67,69 @@ bool ZeroCopyMatters(const TlsList& tls) {
   return rdma || std::filesystem::exists("/dev/nvidiactl", ec);
 }
 
+// Transport-level defaults UCX reads only from the environment (ucp_config_modify rejects
+// them); set once, before the first ucp_init, and an operator's own setting wins.
+//  - MM_ERROR_HANDLING is left to the operator (UCX's default, n): UCX 1.13 then hides its
+//    shared-memory FIFOs (posix, sysv) from endpoints with peer-failure handling, as
+//    Penstock's are, and messages between processes on one host go over loopback tcp (bulk
+//    data by Penstock's direct copies). With it set, a peer killed while writing a message
+//    into a process's FIFO leaves an element that is never completed, and the process reads
+//    nothing more from any shared-memory peer of that worker: a client killed mid-write
+//    stalled a target for every other client on its host until restart (README.md).
+//  - TCP_CM_REUSEADDR=y: a restarted server can bind its port while old connections sit in
+//    TIME_WAIT (a live listener on the port is still reported as "in use").
+//  - TCP_PUT_ENABLE=n: 1.13's tcp put-zcopy rendezvous aborts the whole process (tcp_ep.c:939,
+//    assertion on UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK) when the peer dies in the middle of a
+//    put: a client crashed so once when a target was killed mid-write. Without it tcp
+//    rendezvous sends the bytes as active-message fragments (speed: docs/performance.md), and
+//    a dying peer fails only its own requests.
+void SetUcxEnvironmentDefaults() {
+  const char* tls_env = std::getenv("UCX_TLS");
+  const TlsList tls(tls_env);
+  const std::initializer_list<std::string_view> kSharedMemory = {"posix", "sysv", "cma", "sm",
+                                                                      "shm", "mm", "xpmem", "knem"};
+  const char* mm_eh = std::getenv("UCX_MM_ERROR_HANDLING");
+  const bool mm = mm_eh != nullptr && (std::strcmp(mm_eh, "y") == 0 || std::strcmp(mm_eh, "yes") == 0 ||
+                                       std::strcmp(mm_eh, "1") == 0 || std::strcmp(mm_eh, "on") == 0);
+  if (mm && tls.Allows({"posix", "sysv", "sm", "shm", "mm"})) {
+    PS_LOG_INFO("UCX_MM_ERROR_HANDLING={}: messages between processes on this host go through "
+                "shared-memory FIFOs; a peer killed while sending one stalls every other "
+                "shared-memory connection of the worker until this process restarts (unset it "
+                "to use loopback tcp; see src/transport/README.md)", mm_eh);
+  }
+  setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
+  setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
+  //  - ZCOPY_THRESH=inf, TCP_TX_SEG_SIZE=64K, on hosts without RDMA or GPU transports: 1.13
+  //    aborts the process (uct_iface.h:884, `comp->count > 0`, status ENDPOINT_TIMEOUT) when a
+  //    tcp peer dies while active-message zcopy fragments to it are in flight: a client
+  //    sending 16 MiB payloads to a target killed mid-transfer died so in ~1 run in 20
+  //    (RpcProcessTest.PeerDyingMidTransferFailsOnlyItsOwnCalls; 0 in 90 with this). Fragments
+  //    are then copied into 64 KiB send buffers instead (1 MiB calls over loopback tcp: no
+  //    slower, docs/performance.md). Where RDMA or GPU memory is in play zero-copy is kept.
+  if (!ZeroCopyMatters(tls)) {
+    setenv("UCX_ZCOPY_THRESH", "inf", /*overwrite=*/0);
+    setenv("UCX_TCP_TX_SEG_SIZE", "64K", /*overwrite=*/0);
+  }
+  //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
+  //    1.13: the connection manager needs tcp listed. Add it. With MM_ERROR_HANDLING on, make
+  //    rendezvous data use the shared-memory lane (get_zcopy) so tcp carries only the
+  //    connection set-up; without it tcp carries the messages too. See README.md.
+  if (!tls.unset() && !tls.Allows({"tcp", "rc", "dc", "ud", "ib"}) && tls.Names(kSharedMemory)) {
+    std::string with_cm = std::string(tls_env) + ",tcp";
+    setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
+    if (mm) setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
+    PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} ({})", tls_env, with_cm,
+                mm ? "tcp for connection set-up only, data over shared memory"
+                   : "messages over loopback tcp, bulk data by direct copies on this host");
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   std::unique_ptr<UcxWorker> w(new UcxWorker());
-  // Transport-level defaults UCX reads only from the environment (ucp_config_modify rejects
-  // them); set once, before the first ucp_init, and an operator's own setting wins.
-  //  - MM_ERROR_HANDLING is left to the operator (UCX's default, n): UCX 1.13 then hides its
-  //    shared-memory FIFOs (posix, sysv) from endpoints with peer-failure handling, as
-  //    Penstock's are, and messages between processes on one host go over loopback tcp (bulk
-  //    data by Penstock's direct copies). With it set, a peer killed while writing a message
-  //    into a process's FIFO leaves an element that is never completed, and the process reads
-  //    nothing more from any shared-memory peer of that worker: a client killed mid-write
-  //    stalled a target for every other client on its host until restart (README.md).
-  //  - TCP_CM_REUSEADDR=y: a restarted server can bind its port while old connections sit in
-  //    TIME_WAIT (a live listener on the port is still reported as "in use").
-  //  - TCP_PUT_ENABLE=n: 1.13's tcp put-zcopy rendezvous aborts the whole process (tcp_ep.c:939,
-  //    assertion on UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK) when the peer dies in the middle of a
-  //    put: a client crashed so once when a target was killed mid-write. Without it tcp
-  //    rendezvous sends the bytes as active-message fragments (speed: docs/performance.md), and
-  //    a dying peer fails only its own requests.
   static std::once_flag once;
-  std::call_once(once, [] {
-    const char* tls_env = std::getenv("UCX_TLS");
-    const TlsList tls(tls_env);
-    const std::initializer_list<std::string_view> kSharedMemory = {"posix", "sysv", "cma", "sm",
-                                                                        "shm", "mm", "xpmem", "knem"};
-    const char* mm_eh = std::getenv("UCX_MM_ERROR_HANDLING");
-    const bool mm = mm_eh != nullptr && (std::strcmp(mm_eh, "y") == 0 || std::strcmp(mm_eh, "yes") == 0 ||
-                                         std::strcmp(mm_eh, "1") == 0 || std::strcmp(mm_eh, "on") == 0);
-    if (mm && tls.Allows({"posix", "sysv", "sm", "shm", "mm"})) {
-      PS_LOG_INFO("UCX_MM_ERROR_HANDLING={}: messages between processes on this host go through "
-                  "shared-memory FIFOs; a peer killed while sending one stalls every other "
-                  "shared-memory connection of the worker until this process restarts (unset it "
-                  "to use loopback tcp; see src/transport/README.md)", mm_eh);
-    }
-    setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
-    setenv("UCX_TCP_PUT_ENABLE", "n", /*overwrite=*/0);
-    //  - ZCOPY_THRESH=inf, TCP_TX_SEG_SIZE=64K, on hosts without RDMA or GPU transports: 1.13
-    //    aborts the process (uct_iface.h:884, `comp->count > 0`, status ENDPOINT_TIMEOUT) when a
-    //    tcp peer dies while active-message zcopy fragments to it are in flight: a client
-    //    sending 16 MiB payloads to a target killed mid-transfer died so in ~1 run in 20
-    //    (RpcProcessTest.PeerDyingMidTransferFailsOnlyItsOwnCalls; 0 in 90 with this). Fragments
-    //    are then copied into 64 KiB send buffers instead (1 MiB calls over loopback tcp: no
-    //    slower, docs/performance.md). Where RDMA or GPU memory is in play zero-copy is kept.
-    if (!ZeroCopyMatters(tls)) {
-      setenv("UCX_ZCOPY_THRESH", "inf", /*overwrite=*/0);
-      setenv("UCX_TCP_TX_SEG_SIZE", "64K", /*overwrite=*/0);
-    }
-    //  - A shared-memory-only UCX_TLS (e.g. "posix,cma") cannot connect by socket address in
-    //    1.13: the connection manager needs tcp listed. Add it. With MM_ERROR_HANDLING on, make
-    //    rendezvous data use the shared-memory lane (get_zcopy) so tcp carries only the
-    //    connection set-up; without it tcp carries the messages too. See README.md.
-    if (!tls.unset() && !tls.Allows({"tcp", "rc", "dc", "ud", "ib"}) && tls.Names(kSharedMemory)) {
-      std::string with_cm = std::string(tls_env) + ",tcp";
-      setenv("UCX_TLS", with_cm.c_str(), /*overwrite=*/1);
-      if (mm) setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
-      PS_LOG_INFO("UCX_TLS={} has no connection manager; using UCX_TLS={} ({})", tls_env, with_cm,
-                  mm ? "tcp for connection set-up only, data over shared memory"
-                     : "messages over loopback tcp, bulk data by direct copies on this host");
-    }
-  });
+  std::call_once(once, SetUcxEnvironmentDefaults);
   w->name_ = options.name;
   if (options.context != nullptr) {
     w->context_ = options.context;
@@ -135,6 +137,13 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
     PS_ASSIGN_OR_RETURN(w->context_, NewContext(options));
     w->owns_context_ = true;
   }
+  PS_RETURN_IF_ERROR(w->CreateWorker());
+  PS_RETURN_IF_ERROR(w->SetUpWakeup());
+  return w;
+}
+
+// The UCP worker on context_ (single-threaded, with wake-up events), and its AM header limit.
+Status UcxWorker::CreateWorker() {
   ucs_status_t st;
 
   ucp_worker_params_t wp{};
@@ -142,33 +151,37 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::Create(const Options& options) {
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
   wp.events = UCP_WAKEUP_RMA | UCP_WAKEUP_AMO | UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV |
               UCP_WAKEUP_TX | UCP_WAKEUP_RX;
-  st = ucp_worker_create(w->context_, &wp, &w->worker_);
+  st = ucp_worker_create(context_, &wp, &worker_);
   if (st != UCS_OK) return UcxStatus(st, "worker create");
 
   ucp_worker_attr_t attr{};
   attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-  st = ucp_worker_query(w->worker_, &attr);
+  st = ucp_worker_query(worker_, &attr);
   if (st != UCS_OK) return UcxStatus(st, "worker query");
-  w->max_am_header_ = attr.max_am_header;
-  if (w->max_am_header_ < wire::kMaxAmHeader) {
+  max_am_header_ = attr.max_am_header;
+  if (max_am_header_ < wire::kMaxAmHeader) {
     PS_LOG_WARN("UCX supports AM headers of {} bytes, less than the {} Penstock may send; "
-                "large op headers will fail", w->max_am_header_, wire::kMaxAmHeader);
+                "large op headers will fail", max_am_header_, wire::kMaxAmHeader);
   }
+  return OkStatus();
+}
 
-  st = ucp_worker_get_efd(w->worker_, &w->worker_fd_);
+// The epoll set the progress thread sleeps in: the worker's event fd and our wake-up eventfd.
+Status UcxWorker::SetUpWakeup() {
+  ucs_status_t st = ucp_worker_get_efd(worker_, &worker_fd_);
   if (st != UCS_OK) return UcxStatus(st, "worker event fd");
-  w->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  w->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (w->epoll_fd_ < 0 || w->wake_fd_ < 0) return ErrnoStatus(errno, "data-plane epoll/eventfd");
-  for (int fd : {w->worker_fd_, w->wake_fd_}) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) return ErrnoStatus(errno, "data-plane epoll/eventfd");
+  for (int fd : {worker_fd_, wake_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    if (epoll_ctl(w->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
       return ErrnoStatus(errno, "data-plane epoll_ctl");
     }
   }
-  return w;
+  return OkStatus();
 }
 
 UcxWorker::~UcxWorker() {

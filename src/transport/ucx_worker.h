@@ -109,6 +109,9 @@ class UcxWorker {
 
  private:
   UcxWorker() = default;
+  // Create's steps, once context_ is set.
+  Status CreateWorker();
+  Status SetUpWakeup();
   void Loop();
   bool RunQueued();  // true when it ran anything
   // Completes messages that never left (their endpoint closed, the thread stopping) with
