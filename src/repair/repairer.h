@@ -44,6 +44,13 @@
 // gRPC (the admin key when mgmt runs --auth) and to the targets over the data plane, like any
 // client. Progress is in status() (MgmtStatus.repair, `penstock status`) and /metrics.
 //
+// Files: repairer.cc (this class: start, stop, the loop, status), repairer_pass.cc (a pass
+// from start to end, and one container's steps in order), scan.h (the listings), vote.h (the
+// verdicts over them: pure functions), repairer_heads.cc (head copies), repairer_rebuild.cc
+// (the stripe walk: copies, rebuilds, copies left behind), repair_jobs.h (rebuild workers, rate
+// limit), repairer_orphans.cc (orphans, tombstones, deleted containers), pass_state.h (what the
+// steps of a pass share).
+//
 // Thread safety: status() may be called from any thread; RunPass() from one thread at a time.
 #pragma once
 
@@ -65,11 +72,19 @@
 #include "common/metrics.h"
 #include "mgmt_client/tls.h"
 #include "protocol/object_head.h"
+#include "protocol/redundancy.h"
 #include "penstock/mgmt.pb.h"
 #include "penstock/status.h"
+#include "repair/scan.h"
+#include "repair/vote.h"
 
 namespace penstock {
 
+struct ContainerPass;
+struct PassMetrics;
+struct PassState;
+class RepairJobs;
+struct StripeRepair;
 
 struct RepairOptions {
   std::string mgmt_address;  // this mgmt's gRPC address
@@ -123,31 +138,62 @@ class Repairer {
   explicit Repairer(const RepairOptions& options);
   void Loop();
   void Update(const std::function<void(v1::RepairStatus&)>& fn);
+  // A mgmt that stopped leading stops changing anything: the new leader's passes take over
+  // (an old pass that went on could rewrite a head the new leader has since collected).
+  bool Deposed() const;
 
-  const RepairOptions options_;
-  DataPath dp_;
+  // A pass, step by step (repairer_pass.cc).
+  void NotePlacement(const PassState& pass);
+  void StartPassStatus(uint64_t epoch);
+  PassMetrics GetPassMetrics() const;
+  void RepairContainer(PassState& pass, const v1::Container& c, RepairJobs& jobs);
+  // Whether shard `k` held by `target` is off its slot in the current map (or its slots are
+  // unknown).
+  bool OffSlots(const Redundancy& red, uint32_t target, const WireShardKey& k) const;
+  // Clears pass.moves_done when a shard of the stripe `key` (shard 0) is off its slot.
+  void NoteStripeOffSlots(PassState& pass, const Redundancy& red, const WireShardKey& key,
+                          const StripeShards& shards) const;
+  void NoteUnnamedOffSlots(PassState& pass, const ContainerPass& cp) const;
+  void NoteUnwalkedOffSlots(PassState& pass, const ContainerPass& cp) const;
+  void EndPassStatus(int64_t took_ms);
+  void ReportPass(PassState& pass, int64_t took_ms);
 
-  // A data id no head named, as first noted: when, and its shards and newest version then.
-  struct Orphan {
-    std::chrono::steady_clock::time_point first_seen;
-    uint64_t shards = 0;
-    uint64_t newest = 0;
-  };
-  // A data id no head names, as this pass's listing found it: its newest version and its
-  // shards, by target.
-  struct Unnamed {
-    uint64_t newest = 0;
-    std::vector<std::pair<uint32_t, WireShardKey>> shards;
-  };
+  // Head copies (repairer_heads.cc): every copy slot of the head `newest` of object `id`
+  // holds the newest version (tombstones included); copies elsewhere go.
+  void RepairHeadCopies(PassState& pass, ContainerPass& cp, const Id128& id, const ListEntry& newest);
+  void WriteHeadCopy(PassState& pass, ContainerPass& cp, const Id128& id, const ListEntry& newest, const TargetRef& t,
+                     const WireShardKey& k);
+
+  // Stripes (repairer_rebuild.cc): the walk over `head`'s stripes, each voted on (vote.h),
+  // rebuilt or copied by a job where slots lack it, its copies left behind deleted.
+  void RepairStripes(PassState& pass, ContainerPass& cp, const ObjectHead& head, RepairJobs& jobs);
+  // Stripe `key` (shard 0) of `head`, which the listing found as `shards`.
+  void RepairStripe(PassState& pass, ContainerPass& cp, const ObjectHead& head, const StripeGeometry& geo,
+                    const WireShardKey& key, const StripeShards& shards, RepairJobs& jobs);
+  // A stripe no version of which `need` shards hold: a read decides whether it is lost.
+  void CheckUnversionedStripe(PassState& pass, ContainerPass& cp, const ObjectHead& head, const StripeGeometry& geo,
+                              const WireShardKey& key, const StripeShards& shards, uint32_t need);
+  // The job of one stripe: copies, then a rebuild of what could not be copied.
+  void RebuildStripe(PassState& pass, ContainerPass& cp, const StripeRepair& r, RepairJobs& jobs);
+
+  // Orphans, tombstones and deleted containers (repairer_orphans.cc).
+  // Collects `cp`'s orphans and tombstones when its listing was complete, else forgets what
+  // was noted of them; drops the heads of the tombstones collected from cp.scan.heads.
+  void CollectGarbage(PassState& pass, ContainerPass& cp);
+  // Drops what was noted of containers not in `containers` (deleted since).
+  void ForgetGoneContainers(const v1::ListContainersResponse& containers);
   // Notes what `container`'s listing found unnamed (`found`, by data id), drops what it no
   // longer finds, deletes what waited out `grace`. `heads_listed`: when this pass began listing
   // the container's heads; `data_listed`: when it had listed its shards.
-  void CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets,
-                      std::map<std::pair<uint64_t, uint64_t>, Unnamed> found,
+  void CollectOrphans(uint64_t container, const std::vector<TargetRef>& targets, std::map<Id128, Unnamed> found,
                       std::chrono::steady_clock::time_point heads_listed,
                       std::chrono::steady_clock::time_point data_listed, std::chrono::milliseconds grace);
-  // Drops what was noted for `container` (its listing was not complete this pass).
-  void ForgetOrphans(uint64_t container);
+  // Notes `container`'s heads whose copies are all one tombstone, drops what changed, deletes
+  // those noted `grace` before `heads_listed`; returns the heads deleted (by object id).
+  std::set<Id128> CollectTombstones(uint64_t container, const std::vector<TargetRef>& targets,
+                                    const std::map<Id128, HeadCopies>& heads,
+                                    std::chrono::steady_clock::time_point heads_listed,
+                                    std::chrono::milliseconds grace);
   // Notes the containers in `held` (container id -> the targets holding shards of it) that mgmt
   // recorded as `deleted`, drops what is no longer held, and deletes the shards of those noted
   // at least `grace` before `now`.
@@ -155,11 +201,20 @@ class Repairer {
                                 const std::set<uint64_t>& deleted, std::chrono::steady_clock::time_point now,
                                 std::chrono::milliseconds grace);
 
+  const RepairOptions options_;
+  DataPath dp_;
+
   std::mutex pass_mu_;  // one pass at a time
   // Guarded by pass_mu_: the newest placement epoch a pass started with, and when the first
   // pass with it started (see on_placement_settled).
   uint64_t placement_seen_ = 0;
   std::chrono::steady_clock::time_point placement_seen_at_{};
+  // A data id no head named, as first noted: when, and its shards and newest version then.
+  struct Orphan {
+    std::chrono::steady_clock::time_point first_seen;
+    uint64_t shards = 0;
+    uint64_t newest = 0;
+  };
   // Guarded by pass_mu_: (container, data hi, data lo) -> when it was first found unnamed.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Orphan> orphans_;
   // A tombstone as first noted: when, and its version.
@@ -167,20 +222,6 @@ class Repairer {
     std::chrono::steady_clock::time_point first_seen;
     uint64_t version = 0;
   };
-  // A head as this pass's listing found it: every copy's target and key, and whether all are
-  // the same tombstone (`version`).
-  struct HeadCopies {
-    bool same_tombstone = true;
-    uint64_t version = 0;
-    std::vector<std::pair<uint32_t, WireShardKey>> copies;
-    std::vector<uint64_t> versions;  // of each copy
-  };
-  // Notes `container`'s heads whose copies are all one tombstone, drops what changed, deletes
-  // those noted `grace` before `heads_listed`; returns the heads deleted (by object id).
-  std::set<std::pair<uint64_t, uint64_t>> CollectTombstones(
-      uint64_t container, const std::vector<TargetRef>& targets,
-      const std::map<std::pair<uint64_t, uint64_t>, HeadCopies>& heads,
-      std::chrono::steady_clock::time_point heads_listed, std::chrono::milliseconds grace);
   // Guarded by pass_mu_: (container, object hi, object lo) -> the tombstone first noted.
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Tombstone> tombstones_;
   // Guarded by pass_mu_: deleted container id -> when a pass first found targets holding it.
