@@ -195,6 +195,7 @@ struct CommitRequest;
 struct DecidedBatch;
 struct InFlightBatch;
 struct Extent;
+struct GcPass;
 struct IndexUpdate;
 class Device;
 class Index;
@@ -493,6 +494,28 @@ class Engine {
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
   // Moves the live shards out of `victim` (picked and pinned; gc_mu_ held).
   Result<bool> CleanVictim(uint32_t victim, bool throttled);
+  // The shards the owners list of `victim` names whose records, in the index, still have
+  // blocks there: in one extent (`live`) or in several runs (`mapped`).
+  Status ScanVictim(uint32_t victim, std::vector<std::pair<ShardKey, engine::ShardRecord>>& live,
+                    std::vector<std::pair<ShardKey, engine::ShardRecord>>& mapped);
+  // Moves the shards of `live` (each in one extent in the victim) in groups, in offset order
+  // (sorts `live`). False when stopping (as PaceGc).
+  Result<bool> MoveWholeShards(engine::GcPass& pass, std::vector<std::pair<ShardKey, engine::ShardRecord>>& live);
+  // Moves one group (MoveWholeShards): reads its span of the victim with one I/O, verifies each
+  // shard, copies them to the GC stream (unsynced, in contiguous runs) and commits their
+  // relocations. Returns the bytes written.
+  Result<uint64_t> MoveGroup(engine::GcPass& pass,
+                             std::span<const std::pair<ShardKey, engine::ShardRecord>> group);
+  // Moves the runs block-mapped shards have in the victim (MoveRuns), committed in groups of
+  // about kGroupBytes. False when stopping (as PaceGc).
+  Result<bool> MoveMappedShards(engine::GcPass& pass,
+                                const std::vector<std::pair<ShardKey, engine::ShardRecord>>& mapped);
+  // Commits GC's relocations `moves` as one batch and counts the bytes of those that applied
+  // (a shard written meanwhile keeps its new blocks: kAborted, fine).
+  void CommitMoves(const std::vector<std::unique_ptr<engine::CommitRequest>>& moves);
+  // A throttled pass with no writer waiting for space sleeps `bytes` off at GC's rate. False
+  // when the engine is stopping.
+  bool PaceGc(engine::GcPass& pass, uint64_t bytes);
   // Copies the blocks `key` (a shard in several runs) has in `victim` to one place (unsynced)
   // and returns the kRelocate to commit, or null when it has none there. A shard failing its
   // checksum is noted (NoteCorruptInGc) and moved all the same.
