@@ -109,7 +109,7 @@ inline void Finish(CommitRequest& r, Status s) {
 }
 
 // A batch the committer has decided and written, on its way to the applier, which commits it
-// to the index, moves its space accounting and finishes its requests (engine_commit.cc).
+// to the index, moves its space accounting and finishes its requests (engine_apply.cc).
 struct DecidedBatch {
   uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
   std::vector<CommitRequest*> requests;
@@ -213,7 +213,7 @@ struct CommitPipeline {
   std::unordered_map<ShardKey, std::pair<uint64_t, SharedRecord>, ShardKeyHash> in_flight_records;
   uint64_t in_flight_tags = 0;
   // The committer's alone: a batch too large for the journal was started and the next batch
-  // must wait until it is applied (Engine::StartBatch).
+  // must wait until it is applied (Engine::AdmitBatch).
   bool unjournaled_in_flight = false;
 };
 

@@ -10,17 +10,17 @@
 // committed, so after a crash Open rebuilds everything from the index and data that was written
 // but not indexed is garbage.
 //
-// Group commit (engine_commit.cc): writers reserve space for their data and queue it with their
-// index record; a committer thread takes everything queued, decides it against the index,
-// writes the batch's data and its index updates (one record of the index journal, journal.h, in
-// the device's header region) in one submission followed by one flush (data and journal record
-// durable together), acknowledges its writes and deletes (readers find their records in the
-// pipeline's pending map until they are indexed) and hands the batch to an applier thread, which
-// applies it to RocksDB unsynced (while the committer writes the next batch). RocksDB is synced
-// lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
-// space waits for it, and at close); Open replays the journal records the index lacks before
-// anything reads the index. Space a batch releases is not reused until the index is durable
-// through that batch, so every record Open may replay still names intact data.
+// Group commit (engine_commit.cc, engine_decide.cc, engine_apply.cc): writers reserve space for
+// their data and queue it with their index record; a committer thread takes everything queued,
+// decides it against the index, writes the batch's data and its index updates (one record of the
+// index journal, journal.h, in the device's header region) in one submission followed by one flush
+// (data and journal record durable together), acknowledges its writes and deletes (readers find
+// their records in the pipeline's pending map until they are indexed) and hands the batch to an
+// applier thread, which applies it to RocksDB unsynced (while the committer writes the next
+// batch). RocksDB is synced lazily (every index_sync_interval_ms while it changes, when the
+// journal region is full, when space waits for it, and at close); Open replays the journal records
+// the index lacks before anything reads the index. Space a batch releases is not reused until the
+// index is durable through that batch, so every record Open may replay still names intact data.
 // The committer and the applier are the only threads that mutate the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
 // the live blocks of the emptiest sealed segments (a concurrent write of a block wins)
