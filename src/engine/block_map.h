@@ -6,7 +6,7 @@
 // its blocks with one new run, so a shard written in ranges is several runs, possibly in several
 // segments, with holes (runs without space, reading as zeros) where it was extended past its end
 // without writing. The committer composes records with these functions at decision time
-// (engine_commit.cc); GC moves the blocks a shard has in its victim to one place (Relocated),
+// (engine_decide.cc); GC moves the blocks a shard has in its victim to one place (Relocated),
 // which needs no more landing space than the victim's live bytes.
 //
 // Pure functions over values, no I/O; thread-safe.

@@ -94,8 +94,22 @@ struct CommitRequest {
   Status status;      // valid once done
 };
 
+// Ends `r` with `s` (committer or applier): hands it to its `on_done`, or sets `status` and
+// `done` under `mu` and wakes its owner.
+inline void Finish(CommitRequest& r, Status s) {
+  if (r.on_done) {  // nobody waits: the callback owns the request from here
+    auto on_done = std::move(r.on_done);
+    on_done(r, std::move(s));
+    return;
+  }
+  std::lock_guard lock(r.mu);
+  r.status = std::move(s);
+  r.done = true;
+  r.cv.notify_one();
+}
+
 // A batch the committer has decided and written, on its way to the applier, which commits it
-// to the index, moves its space accounting and finishes its requests (engine_commit.cc).
+// to the index, moves its space accounting and finishes its requests (engine_apply.cc).
 struct DecidedBatch {
   uint64_t number = 0;  // order of hand-over (the pending overlay's tag)
   std::vector<CommitRequest*> requests;
@@ -163,7 +177,9 @@ struct InFlightBatch {
   AlignedBuffer record;              // its journal record (journaled)
   JournalPosition start;             // the journal's position before the record
   uint64_t tag = 0;                  // its entries' tag in CommitPipeline::in_flight_records
-  std::unique_ptr<Device::PendingWrites> io;  // null: nothing to write
+  // Its writes: the early ones while it is decided (Device::StartEarlyWrites), then all of
+  // them (ContinueWriteAll). Null: nothing to write.
+  std::unique_ptr<Device::PendingWrites> io;
   // Set by the completion thread (under Engine::commit_mu_) once `io` is finished.
   bool io_done = false;
   Status io_status;
@@ -197,7 +213,7 @@ struct CommitPipeline {
   std::unordered_map<ShardKey, std::pair<uint64_t, SharedRecord>, ShardKeyHash> in_flight_records;
   uint64_t in_flight_tags = 0;
   // The committer's alone: a batch too large for the journal was started and the next batch
-  // must wait until it is applied (Engine::StartBatch).
+  // must wait until it is applied (Engine::AdmitBatch).
   bool unjournaled_in_flight = false;
 };
 

@@ -101,6 +101,41 @@ std::string UuidText(const uint8_t (&uuid)[16]) {
   return out;
 }
 
+// First use (the index holds no superblock): formats the device and the index, unless the
+// device already holds a Penstock header (`on_device`) or is too small. Returns the layout.
+Result<DeviceHeader> FormatDeviceAndIndex(const EngineOptions& o, engine::Device& device,
+                                          engine::Index& index,
+                                          const std::optional<DeviceHeader>& on_device) {
+  if (on_device) {
+    return FailedPrecondition(fmt::format(
+        "data path '{}' already holds a Penstock device (uuid {}) but index '{}' is empty; "
+        "point index_dir at that device's index, or wipe the device's first 4 KiB to reformat "
+        "it (destroys its data)", device.name(), UuidText(on_device->uuid), index.dir()));
+  }
+  if (device.size() < kDeviceHeaderBytes + o.segment_bytes) {
+    return InvalidArgument(fmt::format(
+        "data path '{}' has {} bytes, too small for the 1 MiB header plus one segment of {} "
+        "bytes; raise capacity_bytes or lower segment_bytes", device.name(), device.size(),
+        o.segment_bytes));
+  }
+  DeviceHeader header;
+  std::random_device rd;
+  for (uint8_t& b : header.uuid) b = static_cast<uint8_t>(rd());
+  header.segment_bytes = o.segment_bytes;
+  header.segment_count = (device.size() - kDeviceHeaderBytes) / o.segment_bytes;
+  if (header.segment_count >= engine::kNoSegment) {  // segment ids are 32-bit; kNoSegment means none
+    return InvalidArgument(fmt::format("data path '{}' would have {} segments of {} bytes, more than the {} a "
+                                       "target can address; raise segment_bytes", device.name(),
+                                       header.segment_count, o.segment_bytes, engine::kNoSegment - 1));
+  }
+  // Index first: a crash before the device header is written is repaired on the next Open.
+  PS_RETURN_IF_ERROR(index.PutSuperblock(header));
+  PS_RETURN_IF_ERROR(WriteHeaderBlock(device, header));
+  PS_LOG_INFO("formatted {} ({} segments of {} bytes, uuid {}) with index {}", device.name(),
+              header.segment_count, header.segment_bytes, UuidText(header.uuid), index.dir());
+  return header;
+}
+
 // Pairs the device with the index: formats both on first use, and otherwise checks that the
 // device header and the index's superblock are the same. Returns the layout to use.
 Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& device,
@@ -108,37 +143,7 @@ Result<DeviceHeader> PairDeviceAndIndex(const EngineOptions& o, engine::Device& 
   std::optional<DeviceHeader> on_device;
   PS_RETURN_IF_ERROR(ReadHeaderBlock(device, on_device));
   PS_ASSIGN_OR_RETURN(std::optional<DeviceHeader> in_index, index.GetSuperblock());
-
-  if (!in_index) {
-    if (on_device) {
-      return FailedPrecondition(fmt::format(
-          "data path '{}' already holds a Penstock device (uuid {}) but index '{}' is empty; "
-          "point index_dir at that device's index, or wipe the device's first 4 KiB to reformat "
-          "it (destroys its data)", device.name(), UuidText(on_device->uuid), index.dir()));
-    }
-    if (device.size() < kDeviceHeaderBytes + o.segment_bytes) {
-      return InvalidArgument(fmt::format(
-          "data path '{}' has {} bytes, too small for the 1 MiB header plus one segment of {} "
-          "bytes; raise capacity_bytes or lower segment_bytes", device.name(), device.size(),
-          o.segment_bytes));
-    }
-    DeviceHeader header;
-    std::random_device rd;
-    for (uint8_t& b : header.uuid) b = static_cast<uint8_t>(rd());
-    header.segment_bytes = o.segment_bytes;
-    header.segment_count = (device.size() - kDeviceHeaderBytes) / o.segment_bytes;
-    if (header.segment_count >= engine::kNoSegment) {  // segment ids are 32-bit; kNoSegment means none
-      return InvalidArgument(fmt::format("data path '{}' would have {} segments of {} bytes, more than the {} a "
-                                         "target can address; raise segment_bytes", device.name(),
-                                         header.segment_count, o.segment_bytes, engine::kNoSegment - 1));
-    }
-    // Index first: a crash before the device header is written is repaired on the next Open.
-    PS_RETURN_IF_ERROR(index.PutSuperblock(header));
-    PS_RETURN_IF_ERROR(WriteHeaderBlock(device, header));
-    PS_LOG_INFO("formatted {} ({} segments of {} bytes, uuid {}) with index {}", device.name(),
-                header.segment_count, header.segment_bytes, UuidText(header.uuid), index.dir());
-    return header;
-  }
+  if (!in_index) return FormatDeviceAndIndex(o, device, index, on_device);
 
   const DeviceHeader& header = *in_index;
   if (header.segment_bytes != o.segment_bytes) {

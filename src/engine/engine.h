@@ -10,17 +10,17 @@
 // committed, so after a crash Open rebuilds everything from the index and data that was written
 // but not indexed is garbage.
 //
-// Group commit (engine_commit.cc): writers reserve space for their data and queue it with their
-// index record; a committer thread takes everything queued, decides it against the index,
-// writes the batch's data and its index updates (one record of the index journal, journal.h, in
-// the device's header region) in one submission followed by one flush (data and journal record
-// durable together), acknowledges its writes and deletes (readers find their records in the
-// pipeline's pending map until they are indexed) and hands the batch to an applier thread, which
-// applies it to RocksDB unsynced (while the committer writes the next batch). RocksDB is synced
-// lazily (every index_sync_interval_ms while it changes, when the journal region is full, when
-// space waits for it, and at close); Open replays the journal records the index lacks before
-// anything reads the index. Space a batch releases is not reused until the index is durable
-// through that batch, so every record Open may replay still names intact data.
+// Group commit (engine_commit.cc, engine_decide.cc, engine_apply.cc): writers reserve space for
+// their data and queue it with their index record; a committer thread takes everything queued,
+// decides it against the index, writes the batch's data and its index updates (one record of the
+// index journal, journal.h, in the device's header region) in one submission followed by one flush
+// (data and journal record durable together), acknowledges its writes and deletes (readers find
+// their records in the pipeline's pending map until they are indexed) and hands the batch to an
+// applier thread, which applies it to RocksDB unsynced (while the committer writes the next
+// batch). RocksDB is synced lazily (every index_sync_interval_ms while it changes, when the
+// journal region is full, when space waits for it, and at close); Open replays the journal records
+// the index lacks before anything reads the index. Space a batch releases is not reused until the
+// index is durable through that batch, so every record Open may replay still names intact data.
 // The committer and the applier are the only threads that mutate the index.
 // Space is reclaimed one whole segment at a time. Garbage collection (engine_gc.cc) relocates
 // the live blocks of the emptiest sealed segments (a concurrent write of a block wins)
@@ -195,6 +195,7 @@ struct CommitRequest;
 struct DecidedBatch;
 struct InFlightBatch;
 struct Extent;
+struct GcPass;
 struct IndexUpdate;
 class Device;
 class Index;
@@ -375,9 +376,6 @@ class Engine {
                                   uint64_t length = UINT64_MAX, ShardInfo* info = nullptr);
   void MarkCorrupt(const ShardKey& key);
 
-  // Group commit (engine_commit.cc).
-  Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
-  void Enqueue(engine::CommitRequest* request);  // queue one with on_done set; no wait
   // A range write's last step: checksums `blocks` (whole blocks for the request's range),
   // reserves space for them, commits `req` and waits; counts `bytes` written when it succeeds.
   Status CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes);
@@ -385,6 +383,13 @@ class Engine {
   Status CheckRange(const ShardKey& key, uint64_t offset, uint64_t size) const;
   void CountWrite(uint64_t bytes);  // a write or range write of `bytes` succeeded
   void CountRead(uint64_t bytes);   // a client read (Read, ReadRange, async) of `bytes` succeeded
+  // The key's record as acknowledged (nullopt: absent): PendingRecord, else the index's. With
+  // `memory_only`, kUnavailable when that means reading the index from disk.
+  Result<std::optional<engine::ShardRecord>> CurrentRecord(const ShardKey& key, bool memory_only = false);
+
+  // Group commit: the committer (engine_commit.cc).
+  Status Commit(std::span<engine::CommitRequest* const> requests);  // queue, wait until done
+  void Enqueue(engine::CommitRequest* request);  // queue one with on_done set; no wait
   void CommitLoop();
   // Committer, under commit_mu_ (`lock`), no batch in flight: waits while more requests are
   // on their way to a batch of few (CommitGather).
@@ -398,27 +403,73 @@ class Engine {
   // Committer: decides `todo` and starts writing its data and journal record (the batch is
   // then in flight: CommitPipeline::in_flight).
   void StartBatch(std::vector<engine::CommitRequest*> todo);
+  // Committer, before deciding `todo`: once the index failed, fails all of it and returns
+  // false. Otherwise waits while kMaxUnappliedBatches are handed over and not applied, and
+  // after a batch too large for the journal finishes the batches in flight (the requests to
+  // decide again go before `todo`) and waits until it is applied.
+  bool AdmitBatch(std::vector<engine::CommitRequest*>& todo);
+  // Committer: notes in `b` where the journal stands before it; for a journaled batch (of
+  // `record_bytes`) encodes its record after its data writes and moves the journal past it.
+  void PlaceJournalRecord(engine::InFlightBatch& b, uint64_t record_bytes);
+  // Committer: starts the I/O of `b` (decided, its writes laid out; `has_data`: a request that
+  // applies holds an extent, which needs a flush even with nothing to write) and puts it in
+  // flight, its records in CommitPipeline::in_flight_records; a small batch with none in
+  // flight waits for its own I/O here.
+  void LaunchBatch(std::unique_ptr<engine::InFlightBatch> b, bool has_data);
   // Committer: waits for the oldest batch in flight; hands it over and acknowledges it. When
   // its writes failed: fails what must fail, finishes the batches after it and returns their
   // requests (and its own that may go again) to be decided again, or with `start_redo` starts
   // them as a batch itself and returns nothing.
   std::vector<engine::CommitRequest*> FinishOldestBatch(bool start_redo = true);
+  // Committer: the writes of `b`, the oldest batch, failed (`io`, with context, or a data
+  // write of its own: `write_failed`). Fails what must fail, finishes the batches after it,
+  // sets the journal back (or wraps it) and returns the requests to decide again; empty when
+  // none may go again (a failed wrap fails them all too).
+  std::vector<engine::CommitRequest*> UnwindFailedBatch(engine::InFlightBatch& b, const Status& io,
+                                                        bool write_failed);
+  // Committer: `b`, the oldest batch, is durable: counts it, hands it to the applier and
+  // acknowledges what a journaled batch may (its writes and deletes).
+  void AcknowledgeBatch(std::unique_ptr<engine::InFlightBatch> b);
+  // Committer: the shard count and corrupt-shard list after `r`, which applies as `u`.
+  void CountCommitted(const engine::CommitRequest& r, const engine::IndexUpdate& u);
   // Committer: finishes every batch in flight, stopping at a failed one (returns as above).
   std::vector<engine::CommitRequest*> FinishAllBatches();
   // Committer: has the applier wrap the journal once everything handed over is applied.
   Status WrapJournal();
   void FailRequest(engine::CommitRequest& r, const Status& s);  // abandons its extent too
-  // Committer: fills the bytes of a merge_edges range write's blocks outside its range from
+  // Committer: hands `batch` to the applier.
+  void HandOver(std::unique_ptr<engine::DecidedBatch> batch);
+
+  // Group commit: deciding a batch (engine_decide.cc). Committer thread only.
+  // Decides every request of `d` (d.requests set) against the index as the batches before it
+  // and its own earlier requests leave it: fills d.applies, d.verdict, d.updates, d.update_of.
+  // Returns whether a request that applies holds an extent.
+  bool DecideBatch(engine::DecidedBatch& d);
+  // The record of `key` as the batches before this one leave it (nullopt inside: absent): in
+  // flight, handed over, cached, else the index's. Errors: the index's.
+  Result<engine::SharedRecord> RecordBeforeBatch(const ShardKey& key);
+  // Decides kWriteRange `r` against u.old (`earlier`: the requests before it in its batch):
+  // OK with its record, written blocks, in `u`, or why it does not apply.
+  Status DecideRangeWrite(engine::CommitRequest& r, std::span<engine::CommitRequest* const> earlier,
+                          engine::IndexUpdate& u);
+  // Fills the bytes of a merge_edges range write's blocks outside its range from
   // `old` (its key's record as the batch leaves it; blocks not yet durable, written by a batch
   // in flight or earlier in this one, come from `earlier` requests' buffers) and checksums them
   // again. Errors: kDataLoss (an old block
   // fails its checksum), device errors.
   Status MergeEdges(engine::CommitRequest& r, const engine::SharedRecord& old,
                     std::span<engine::CommitRequest* const> earlier);
-  // Committer: hands `batch` to the applier.
-  void HandOver(std::unique_ptr<engine::DecidedBatch> batch);
+
+  // Group commit: the applier (engine_apply.cc).
   void ApplyLoop();
   void ApplyBatch(engine::DecidedBatch& batch);
+  // Applier: writes `batch`'s updates to the index (unsynced with its journal position when
+  // journaled, else synced) unless the index failed before. Returns the index's state after
+  // it; a failure is kept in CommitPipeline::index_failed, and fails every later batch.
+  Status WriteIndexBatch(const engine::DecidedBatch& batch);
+  // Applier: moves the space accounting for request `i` of `batch` (applied): its extent live,
+  // the space its key's old record no longer uses dead (under the key's lock).
+  void CommitSpace(const engine::DecidedBatch& batch, size_t i);
   // Applier: syncs the index if it holds batches not yet durable, then lets released space
   // be reused and wakes RequestIndexSync callers.
   void SyncIndex();
@@ -433,9 +484,6 @@ class Engine {
   // The record a batch handed to the applier gives `key` (nullopt inside: deleted), if one
   // does and is not yet in the index. Readers look here first.
   std::optional<std::optional<engine::ShardRecord>> PendingRecord(const ShardKey& key) const;
-  // The key's record as acknowledged (nullopt: absent): PendingRecord, else the index's. With
-  // `memory_only`, kUnavailable when that means reading the index from disk.
-  Result<std::optional<engine::ShardRecord>> CurrentRecord(const ShardKey& key, bool memory_only = false);
   // SegmentTable::Allocate, after an index sync if space only waits for one.
   Result<engine::Extent> AllocateSpace(uint64_t bytes, engine::AppendStream stream);
 
@@ -446,6 +494,28 @@ class Engine {
   Result<bool> CleanOneSegment(uint64_t min_dead_bytes, bool throttled);
   // Moves the live shards out of `victim` (picked and pinned; gc_mu_ held).
   Result<bool> CleanVictim(uint32_t victim, bool throttled);
+  // The shards the owners list of `victim` names whose records, in the index, still have
+  // blocks there: in one extent (`live`) or in several runs (`mapped`).
+  Status ScanVictim(uint32_t victim, std::vector<std::pair<ShardKey, engine::ShardRecord>>& live,
+                    std::vector<std::pair<ShardKey, engine::ShardRecord>>& mapped);
+  // Moves the shards of `live` (each in one extent in the victim) in groups, in offset order
+  // (sorts `live`). False when stopping (as PaceGc).
+  Result<bool> MoveWholeShards(engine::GcPass& pass, std::vector<std::pair<ShardKey, engine::ShardRecord>>& live);
+  // Moves one group (MoveWholeShards): reads its span of the victim with one I/O, verifies each
+  // shard, copies them to the GC stream (unsynced, in contiguous runs) and commits their
+  // relocations. Returns the bytes written.
+  Result<uint64_t> MoveGroup(engine::GcPass& pass,
+                             std::span<const std::pair<ShardKey, engine::ShardRecord>> group);
+  // Moves the runs block-mapped shards have in the victim (MoveRuns), committed in groups of
+  // about kGroupBytes. False when stopping (as PaceGc).
+  Result<bool> MoveMappedShards(engine::GcPass& pass,
+                                const std::vector<std::pair<ShardKey, engine::ShardRecord>>& mapped);
+  // Commits GC's relocations `moves` as one batch and counts the bytes of those that applied
+  // (a shard written meanwhile keeps its new blocks: kAborted, fine).
+  void CommitMoves(const std::vector<std::unique_ptr<engine::CommitRequest>>& moves);
+  // A throttled pass with no writer waiting for space sleeps `bytes` off at GC's rate. False
+  // when the engine is stopping.
+  bool PaceGc(engine::GcPass& pass, uint64_t bytes);
   // Copies the blocks `key` (a shard in several runs) has in `victim` to one place (unsynced)
   // and returns the kRelocate to commit, or null when it has none there. A shard failing its
   // checksum is noted (NoteCorruptInGc) and moved all the same.

@@ -127,10 +127,8 @@ std::pair<uint64_t, double> Run(unsigned threads, uint64_t count, double seconds
   return {done.load(), std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args a;
+// Reads the command line into `a`. False (the error or the usage printed) when it cannot.
+bool ParseArgs(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--dir") a.dir = v;
@@ -148,15 +146,20 @@ int main(int argc, char** argv) {
     else if (k == "--registered") a.registered = std::stoull(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
+      return false;
     }
   }
   if (a.dir.empty() || a.mode.empty()) {
     std::fprintf(stderr, "usage: %s --dir DIR --mode seqwrite|seqread|randwrite|randread|"
                  "randwrite-range|randwrite-async|randread-async --bs BYTES --qd N --size BYTES [--seconds S] "
                  "[--device file|null] [--zero-fill 0|1] [--zero-rate BYTES_PER_S] [--shard BYTES] [--batches-in-flight N] [--registered BYTES (32M; 0: no registered buffers)]\n", argv[0]);
-    return 2;
+    return false;
   }
+  return true;
+}
+
+// Sets the process's memory up as a target's. False (the error printed) when it cannot.
+bool SetUpMemory(const Args& a) {
   // Keep freed shard buffers in the heap instead of unmapping them: otherwise every Read
   // page-faults a fresh zeroed buffer, which costs more than the I/O at these sizes. A daemon
   // serving large shards wants the same setting (or a buffer pool).
@@ -167,9 +170,13 @@ int main(int argc, char** argv) {
   if (a.registered > 0) {
     if (Status s = BufferPool::Global().ReserveArena(a.registered); !s.ok()) {
       std::fprintf(stderr, "%s\n", s.ToString().c_str());
-      return 1;
+      return false;
     }
   }
+  return true;
+}
+
+EngineOptions OptionsFor(const Args& a) {
   EngineOptions o;
   o.data_path = a.dir + "/engine.dat";
   o.index_dir = a.dir + "/engine.idx";
@@ -180,116 +187,147 @@ int main(int argc, char** argv) {
   if (a.gather_us) o.commit_gather_us = *a.gather_us;
   if (a.zero_rate) o.zero_rate_bytes_per_sec = *a.zero_rate;
   o.queue_depth = static_cast<unsigned>(std::max<uint64_t>(64, 2 * a.qd));
-  auto opened = Engine::Open(o);
-  if (!opened.ok()) {
-    std::fprintf(stderr, "%s\n", opened.status().ToString().c_str());
-    return 1;
+  return o;
+}
+
+// One thread keeps `qd` asynchronous operations in flight for `seconds`; `start(i, done)`
+// starts operation i and arranges for done(status) to run once.
+template <typename Start>
+std::pair<uint64_t, double> RunAsync(uint64_t qd, double seconds, Start start) {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t in_flight = 0, done_ops = 0, issued = 0;
+  Status failed;
+  const double cpu0 = ProcessCpuSeconds();
+  auto t0 = Clock::now();
+  auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::vector<double> lat;  // guarded by mu
+  std::unique_lock lock(mu);
+  for (;;) {
+    cv.wait(lock, [&] { return in_flight < qd || !failed.ok(); });
+    if (!failed.ok() || Clock::now() >= deadline) break;
+    ++in_flight;
+    const uint64_t i = issued++;
+    lock.unlock();
+    const auto started = Clock::now();
+    start(i, [&, started](Status st) {
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
+      std::lock_guard g(mu);
+      lat.push_back(us);
+      --in_flight;
+      if (st.ok()) ++done_ops;
+      else if (failed.ok()) failed = st;
+      cv.notify_one();
+    });
+    lock.lock();
   }
-  Engine& e = **opened;
-  const uint64_t keys = a.size / a.bs;
-  // Aligned, like the payload a target receives from the transport (an AlignedBuffer).
-  AlignedBuffer data(a.bs);
-  for (size_t i = 0; i < data.size(); ++i) data.data()[i] = static_cast<std::byte>(i * 131 + 7);
-  auto write = [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i % keys), data.span(), i); };
-  auto read = [&](std::mt19937_64&, uint64_t i) { return e.Read(KeyOf(i % keys)).status(); };
-  auto prefill = [&] {
+  cv.wait(lock, [&] { return in_flight == 0; });
+  if (!failed.ok()) {
+    std::fprintf(stderr, "%s\n", failed.ToString().c_str());
+    std::exit(1);
+  }
+  g_run_cpu_seconds = ProcessCpuSeconds() - cpu0;
+  {
+    std::lock_guard g(g_lat_mu);
+    g_latencies_us = std::move(lat);
+  }
+  return std::pair<uint64_t, double>{done_ops, std::chrono::duration<double>(Clock::now() - t0).count()};
+}
+
+// A timed phase: operations done, seconds taken.
+using Timed = std::pair<uint64_t, double>;
+
+// What the modes work on: the engine, the options, and the --bs bytes every write stores.
+struct Bench {
+  Engine& e;
+  const Args& a;
+  const uint64_t keys;  // --size / --bs shards
+  AlignedBuffer data;   // aligned, like the payload a target receives from the transport
+
+  Status Write(uint64_t i) { return e.Write(KeyOf(i % keys), data.span(), i); }
+  Status Read(uint64_t i) { return e.Read(KeyOf(i % keys)).status(); }
+  // Writes the set of shards once unless it is there already.
+  void Prefill() {
     if (e.Stat(KeyOf(keys - 1)).ok() && e.Stat(KeyOf(0)).ok()) return;
-    Run(static_cast<unsigned>(a.qd), keys, 0, write);
-  };
-  // One thread keeps `qd` asynchronous operations in flight for `seconds`; `start(i, done)`
-  // starts operation i and arranges for done(status) to run once.
-  auto run_async = [&](auto start) {
-    std::mutex mu;
-    std::condition_variable cv;
-    uint64_t in_flight = 0, done_ops = 0, issued = 0;
-    Status failed;
-    const double cpu0 = ProcessCpuSeconds();
-    auto t0 = Clock::now();
-    auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
-    std::vector<double> lat;  // guarded by mu
-    std::unique_lock lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return in_flight < a.qd || !failed.ok(); });
-      if (!failed.ok() || Clock::now() >= deadline) break;
-      ++in_flight;
-      const uint64_t i = issued++;
-      lock.unlock();
-      const auto started = Clock::now();
-      start(i, [&, started](Status st) {
-        const double us = std::chrono::duration<double, std::micro>(Clock::now() - started).count();
-        std::lock_guard g(mu);
-        lat.push_back(us);
-        --in_flight;
-        if (st.ok()) ++done_ops;
-        else if (failed.ok()) failed = st;
-        cv.notify_one();
-      });
-      lock.lock();
-    }
-    cv.wait(lock, [&] { return in_flight == 0; });
-    if (!failed.ok()) {
-      std::fprintf(stderr, "%s\n", failed.ToString().c_str());
-      std::exit(1);
-    }
-    g_run_cpu_seconds = ProcessCpuSeconds() - cpu0;
-    {
-      std::lock_guard g(g_lat_mu);
-      g_latencies_us = std::move(lat);
-    }
-    return std::pair<uint64_t, double>{done_ops, std::chrono::duration<double>(Clock::now() - t0).count()};
-  };
-  std::pair<uint64_t, double> r;
-  EngineStats before = e.Stats();
-  if (a.mode == "randwrite-range") {
-    if (a.shard < a.bs || a.shard % a.bs != 0 || a.size < a.shard) {
-      std::fprintf(stderr, "randwrite-range needs --shard a multiple of --bs and --size >= --shard\n");
-      return 2;
-    }
-    const uint64_t shards = a.size / a.shard;
-    AlignedBuffer whole(a.shard);
-    for (size_t i = 0; i < whole.size(); ++i) whole.data()[i] = static_cast<std::byte>(i * 31 + 1);
-    if (!e.Stat(KeyOf(shards - 1)).ok() || e.Stat(KeyOf(shards - 1))->length != a.shard) {
-      Run(static_cast<unsigned>(a.qd), shards, 0,
-          [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i), whole.span(), i); });
-    }
-    before = e.Stats();
-    const uint64_t slots = a.shard / a.bs;
-    r = Run(static_cast<unsigned>(a.qd), 0, a.seconds, [&](std::mt19937_64& rng, uint64_t i) {
-      return e.WriteRange(KeyOf(rng() % shards), (rng() % slots) * a.bs, data.span(), i);
-    });
-  } else if (a.mode == "randwrite-async") {
-    if (a.bs % 4096 != 0) {
-      std::fprintf(stderr, "randwrite-async needs --bs a multiple of 4096\n");
-      return 2;
-    }
-    std::mt19937_64 rng(1);
-    r = run_async([&](uint64_t i, auto done) {
-      e.WriteRangeAsync(KeyOf(rng() % keys), 0, data.span(), i + 1, done);
-    });
-  } else if (a.mode == "randread-async") {
-    prefill();
-    before = e.Stats();
-    std::mt19937_64 rng(1);
-    r = run_async([&](uint64_t, auto done) {
-      const ShardKey k = KeyOf(rng() % keys);
-      Engine::ReadDone read_done = [done](Result<AlignedBuffer> got, ShardInfo) { done(got.status()); };
-      if (!e.TryReadRangeAsync(k, 0, a.bs, read_done)) done(e.ReadRange(k, 0, a.bs).status());
-    });
-  } else if (a.mode == "seqwrite") {
-    r = Run(static_cast<unsigned>(a.qd), keys, 0, write);
-  } else if (a.mode == "seqread") {
-    prefill();
-    r = Run(static_cast<unsigned>(a.qd), keys, 0, read);
-  } else if (a.mode == "randwrite") {
-    r = Run(static_cast<unsigned>(a.qd), 0, a.seconds, write);
-  } else if (a.mode == "randread") {
-    prefill();
-    r = Run(static_cast<unsigned>(a.qd), 0, a.seconds, read);
-  } else {
-    std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
-    return 2;
+    Run(static_cast<unsigned>(a.qd), keys, 0, [&](std::mt19937_64&, uint64_t i) { return Write(i); });
   }
-  EngineStats s = e.Stats();
+};
+
+// randwrite-range (prefills the --shard-byte shards first, then counts from there in
+// `before`). nullopt (printed) for --shard and --size that do not fit --bs.
+std::optional<Timed> RunRangeWrites(Bench& b, EngineStats& before) {
+  const Args& a = b.a;
+  Engine& e = b.e;
+  if (a.shard < a.bs || a.shard % a.bs != 0 || a.size < a.shard) {
+    std::fprintf(stderr, "randwrite-range needs --shard a multiple of --bs and --size >= --shard\n");
+    return std::nullopt;
+  }
+  const uint64_t shards = a.size / a.shard;
+  AlignedBuffer whole(a.shard);
+  for (size_t i = 0; i < whole.size(); ++i) whole.data()[i] = static_cast<std::byte>(i * 31 + 1);
+  if (!e.Stat(KeyOf(shards - 1)).ok() || e.Stat(KeyOf(shards - 1))->length != a.shard) {
+    Run(static_cast<unsigned>(a.qd), shards, 0,
+        [&](std::mt19937_64&, uint64_t i) { return e.Write(KeyOf(i), whole.span(), i); });
+  }
+  before = e.Stats();
+  const uint64_t slots = a.shard / a.bs;
+  return Run(static_cast<unsigned>(a.qd), 0, a.seconds, [&](std::mt19937_64& rng, uint64_t i) {
+    return e.WriteRange(KeyOf(rng() % shards), (rng() % slots) * a.bs, b.data.span(), i);
+  });
+}
+
+// randwrite-async. nullopt (printed) when --bs is not whole blocks.
+std::optional<Timed> RunAsyncWrites(Bench& b) {
+  if (b.a.bs % 4096 != 0) {
+    std::fprintf(stderr, "randwrite-async needs --bs a multiple of 4096\n");
+    return std::nullopt;
+  }
+  std::mt19937_64 rng(1);
+  return RunAsync(b.a.qd, b.a.seconds, [&](uint64_t i, auto done) {
+    b.e.WriteRangeAsync(KeyOf(rng() % b.keys), 0, b.data.span(), i + 1, done);
+  });
+}
+
+// randread-async (prefills first, then counts from there in `before`).
+Timed RunAsyncReads(Bench& b, EngineStats& before) {
+  Engine& e = b.e;
+  b.Prefill();
+  before = e.Stats();
+  std::mt19937_64 rng(1);
+  return RunAsync(b.a.qd, b.a.seconds, [&](uint64_t, auto done) {
+    const ShardKey k = KeyOf(rng() % b.keys);
+    Engine::ReadDone read_done = [done](Result<AlignedBuffer> got, ShardInfo) { done(got.status()); };
+    if (!e.TryReadRangeAsync(k, 0, b.a.bs, read_done)) done(e.ReadRange(k, 0, b.a.bs).status());
+  });
+}
+
+// Runs --mode; a mode that prefills may count from there on in `before`. nullopt (printed)
+// for an unknown mode or options it cannot run with.
+std::optional<Timed> RunMode(Bench& b, EngineStats& before) {
+  const Args& a = b.a;
+  const auto threads = static_cast<unsigned>(a.qd);
+  auto write = [&](std::mt19937_64&, uint64_t i) { return b.Write(i); };
+  auto read = [&](std::mt19937_64&, uint64_t i) { return b.Read(i); };
+  if (a.mode == "randwrite-range") return RunRangeWrites(b, before);
+  if (a.mode == "randwrite-async") return RunAsyncWrites(b);
+  if (a.mode == "randread-async") return RunAsyncReads(b, before);
+  if (a.mode == "seqwrite") return Run(threads, b.keys, 0, write);
+  if (a.mode == "seqread") {
+    b.Prefill();
+    return Run(threads, b.keys, 0, read);
+  }
+  if (a.mode == "randwrite") return Run(threads, 0, a.seconds, write);
+  if (a.mode == "randread") {
+    b.Prefill();
+    return Run(threads, 0, a.seconds, read);
+  }
+  std::fprintf(stderr, "unknown mode %s\n", a.mode.c_str());
+  return std::nullopt;
+}
+
+// Prints the JSON line (see the top of this file) for `r`, the engine's counters going from
+// `before` to `s`.
+void PrintReport(const Args& a, const Timed& r, const EngineStats& before, const EngineStats& s) {
   const uint64_t logical = s.bytes_written - before.bytes_written;
   const double amplification = logical == 0 ? 0.0
                                : static_cast<double>(s.device_bytes_written - before.device_bytes_written) /
@@ -316,5 +354,25 @@ int main(int argc, char** argv) {
                                   lat.empty() ? 0.0 : lat.back(), s.gc_segments_cleaned - before.gc_segments_cleaned,
                                   s.gc_bytes_moved - before.gc_bytes_moved,
                                   s.registered_buffer_ios - before.registered_buffer_ios).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!ParseArgs(argc, argv, a)) return 2;
+  if (!SetUpMemory(a)) return 1;
+  auto opened = Engine::Open(OptionsFor(a));
+  if (!opened.ok()) {
+    std::fprintf(stderr, "%s\n", opened.status().ToString().c_str());
+    return 1;
+  }
+  Engine& e = **opened;
+  Bench bench{.e = e, .a = a, .keys = a.size / a.bs, .data = AlignedBuffer(a.bs)};
+  for (size_t i = 0; i < bench.data.size(); ++i) bench.data.data()[i] = static_cast<std::byte>(i * 131 + 7);
+  EngineStats before = e.Stats();
+  const std::optional<Timed> r = RunMode(bench, before);
+  if (!r) return 2;
+  PrintReport(a, *r, before, e.Stats());
   return 0;
 }

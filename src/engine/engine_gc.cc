@@ -61,7 +61,47 @@ constexpr uint64_t kGroupBytes = 8ull << 20;  // relocated per committer batch
 constexpr int kScansPerVictim = 3;  // rescans while range writes leave blocks in the victim
 constexpr auto kIdlePoll = std::chrono::milliseconds(100);
 
+// The end of the group that starts at live[next] (sorted by offset): shards whose span in the
+// victim is at most kGroupBytes (or one larger shard), read with one I/O, then written to the
+// GC stream in contiguous runs.
+size_t GroupEnd(const std::vector<std::pair<ShardKey, ShardRecord>>& live, size_t next) {
+  size_t end = next + 1;
+  const uint64_t span_start = live[next].second.runs[0].offset;
+  while (end < live.size()) {
+    const ShardRecord& r = live[end].second;
+    if (r.runs[0].offset + r.stored_bytes() - span_start > kGroupBytes) break;
+    ++end;
+  }
+  return end;
+}
+
+// The kRelocate of `key`'s blocks in `victim`, copied to `extent` (unsynced), against
+// `record`, the key's record GC read.
+std::unique_ptr<CommitRequest> Relocation(const ShardKey& key, ShardRecord record, uint32_t victim,
+                                          const engine::Extent& extent) {
+  auto req = std::make_unique<CommitRequest>();
+  req->kind = CommitRequest::Kind::kRelocate;
+  req->key = key;
+  req->record = engine::Relocated(record, victim, extent.segment, extent.offset);
+  req->extent = extent;
+  req->from = victim;
+  req->expected = std::move(record);
+  return req;
+}
+
 }  // namespace
+
+namespace engine {
+
+// One GC pass over a victim (Engine::CleanVictim): what its steps share.
+struct GcPass {
+  uint32_t victim = kNoSegment;  // picked and pinned
+  bool throttled = false;        // paced to gc_rate_bytes_per_sec while no writer waits for space
+  Pacer pacer;
+  std::set<ShardKey> corrupt;  // found corrupt in this pass (counted once, moved all the same)
+};
+
+}  // namespace engine
 
 Result<engine::Extent> Engine::AllocateForWrite(uint64_t bytes) {
   // While writers wait for GC to make room, a new one queues behind them (space_mu_) instead of
@@ -162,123 +202,16 @@ Result<bool> Engine::CleanOneSegment(uint64_t min_dead_bytes, bool throttled) {
 }
 
 Result<bool> Engine::CleanVictim(uint32_t victim, bool throttled) {
-  engine::Pacer pacer(throttled ? options_.gc_rate_bytes_per_sec : 0);
-  std::set<ShardKey> corrupt;  // found corrupt in this pass (counted once, moved all the same)
+  engine::GcPass pass{.victim = victim, .throttled = throttled,
+                      .pacer = engine::Pacer(throttled ? options_.gc_rate_bytes_per_sec : 0), .corrupt = {}};
   for (int scan = 0; scan < kScansPerVictim && table_->live_bytes(victim) > 0; ++scan) {
     // Shards in one extent (in the victim), and shards in several runs (one of them in it).
     std::vector<std::pair<ShardKey, ShardRecord>> live, mapped;
-    std::set<ShardKey> seen;
-    for (const ShardKey& key : owners_->Owners(victim)) {
-      if (!seen.insert(key).second) continue;
-      PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record,
-                          index_->Get(key, /*memory_only=*/false, /*fill_cache=*/false));
-      // Rewritten or deleted since the owners were listed: nothing of it to move.
-      if (!record || std::none_of(record->runs.begin(), record->runs.end(),
-                                  [&](const engine::BlockRun& run) { return run.segment == victim; })) {
-        continue;
-      }
-      (record->contiguous() ? live : mapped).emplace_back(key, std::move(*record));
-    }
-    std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) {
-      return x.second.runs[0].offset < y.second.runs[0].offset;
-    });
-    size_t next = 0;
-    while (next < live.size()) {
-      // A group: shards whose span in the victim is at most kGroupBytes (or one larger shard),
-      // read with one I/O, then written to the GC stream in contiguous runs.
-      size_t end = next + 1;
-      const uint64_t span_start = live[next].second.runs[0].offset;
-      uint64_t span_end = span_start + live[next].second.stored_bytes();
-      while (end < live.size()) {
-        const ShardRecord& r = live[end].second;
-        if (r.runs[0].offset + r.stored_bytes() - span_start > kGroupBytes) break;
-        span_end = r.runs[0].offset + r.stored_bytes();
-        ++end;
-      }
-      AlignedBuffer in(span_end - span_start);
-      PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(victim, span_start), {in.data(), in.size()})
-                             .WithContext(fmt::format("GC of segment {}", victim)));
-      AlignedBuffer out(span_end - span_start);
-      struct Run {
-        uint64_t device_offset, out_offset, length;
-      };
-      std::vector<Run> runs;
-      std::vector<std::unique_ptr<CommitRequest>> group;
-      uint64_t cursor = 0;
-      Status failed;
-      for (; next < end; ++next) {
-        const auto& [key, record] = live[next];
-        const uint64_t bytes = record.stored_bytes();
-        std::span<const std::byte> blocks(in.data() + (record.runs[0].offset - span_start), bytes);
-        // The victim is pinned, so these bytes are what the record named at scan time.
-        if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
-          NoteCorruptInGc(key, victim, corrupt);
-        }
-        auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
-        if (!extent.ok()) {
-          failed = extent.status();
-          break;
-        }
-        std::memcpy(out.data() + cursor, blocks.data(), bytes);
-        uint64_t at = DeviceOffset(extent->segment, extent->offset);
-        if (!runs.empty() && runs.back().device_offset + runs.back().length == at) {
-          runs.back().length += bytes;
-        } else {
-          runs.push_back({at, cursor, bytes});
-        }
-        cursor += bytes;
-        auto req = std::make_unique<CommitRequest>();
-        req->kind = CommitRequest::Kind::kRelocate;
-        req->key = key;
-        req->record = engine::Relocated(record, victim, extent->segment, extent->offset);
-        req->extent = *extent;
-        req->from = victim;
-        req->expected = record;
-        group.push_back(std::move(req));
-      }
-      for (const Run& run : runs) {
-        if (!failed.ok()) break;
-        failed = device_->WriteUnsynced(run.device_offset, {out.data() + run.out_offset, run.length});
-      }
-      if (!failed.ok()) {
-        for (auto& r : group) table_->Abandon(r->extent);
-        return failed.WithContext(fmt::format("GC of segment {}", victim));
-      }
-      device_bytes_written_.fetch_add(cursor, std::memory_order_relaxed);
-      std::vector<CommitRequest*> queued;
-      for (auto& r : group) queued.push_back(r.get());
-      if (!queued.empty()) {
-        (void)Commit(queued);  // kAborted for shards overwritten meanwhile: fine
-        for (CommitRequest* r : queued) {
-          if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
-        }
-      }
-      if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(cursor))) {
-        return true;  // stopping
-      }
-    }
-    // Block-mapped shards, their moves committed in groups like the others.
-    std::vector<std::unique_ptr<CommitRequest>> moves;
-    uint64_t moved = 0;
-    for (size_t m = 0; m < mapped.size(); ++m) {
-      PS_ASSIGN_OR_RETURN(std::unique_ptr<CommitRequest> move, MoveRuns(victim, mapped[m].first, corrupt));
-      if (move) {
-        moved += move->extent.length;
-        moves.push_back(std::move(move));
-      }
-      if (moved < kGroupBytes && m + 1 < mapped.size()) continue;
-      std::vector<CommitRequest*> queued;
-      for (auto& r : moves) queued.push_back(r.get());
-      if (!queued.empty()) (void)Commit(queued);  // kAborted for shards written meanwhile: fine
-      for (CommitRequest* r : queued) {
-        if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
-      }
-      moves.clear();
-      if (throttled && gc_waiters_.load() == 0 && !SleepUntil(pacer.Account(moved))) {
-        return true;  // stopping
-      }
-      moved = 0;
-    }
+    PS_RETURN_IF_ERROR(ScanVictim(victim, live, mapped));
+    PS_ASSIGN_OR_RETURN(bool going_on, MoveWholeShards(pass, live));
+    if (!going_on) return true;  // stopping
+    PS_ASSIGN_OR_RETURN(going_on, MoveMappedShards(pass, mapped));
+    if (!going_on) return true;  // stopping
   }
   if (table_->live_bytes(victim) == 0) {
     gc_segments_cleaned_.fetch_add(1, std::memory_order_relaxed);
@@ -286,6 +219,124 @@ Result<bool> Engine::CleanVictim(uint32_t victim, bool throttled) {
     gc_stuck_.insert(victim);  // blocks written meanwhile stay; do not pick it again until a retry
   }
   return true;
+}
+
+Status Engine::ScanVictim(uint32_t victim, std::vector<std::pair<ShardKey, ShardRecord>>& live,
+                          std::vector<std::pair<ShardKey, ShardRecord>>& mapped) {
+  std::set<ShardKey> seen;
+  for (const ShardKey& key : owners_->Owners(victim)) {
+    if (!seen.insert(key).second) continue;
+    PS_ASSIGN_OR_RETURN(std::optional<ShardRecord> record,
+                        index_->Get(key, /*memory_only=*/false, /*fill_cache=*/false));
+    // Rewritten or deleted since the owners were listed: nothing of it to move.
+    if (!record || std::none_of(record->runs.begin(), record->runs.end(),
+                                [&](const engine::BlockRun& run) { return run.segment == victim; })) {
+      continue;
+    }
+    (record->contiguous() ? live : mapped).emplace_back(key, std::move(*record));
+  }
+  return OkStatus();
+}
+
+Result<bool> Engine::MoveWholeShards(engine::GcPass& pass, std::vector<std::pair<ShardKey, ShardRecord>>& live) {
+  std::sort(live.begin(), live.end(), [](const auto& x, const auto& y) {
+    return x.second.runs[0].offset < y.second.runs[0].offset;
+  });
+  size_t next = 0;
+  while (next < live.size()) {
+    const size_t end = GroupEnd(live, next);
+    PS_ASSIGN_OR_RETURN(uint64_t written,
+                        MoveGroup(pass, std::span<const std::pair<ShardKey, ShardRecord>>(live).subspan(next, end - next)));
+    next = end;
+    if (!PaceGc(pass, written)) return false;
+  }
+  return true;
+}
+
+Result<uint64_t> Engine::MoveGroup(engine::GcPass& pass,
+                                   std::span<const std::pair<ShardKey, ShardRecord>> group) {
+  const uint32_t victim = pass.victim;
+  const uint64_t span_start = group.front().second.runs[0].offset;
+  const uint64_t span_end = group.back().second.runs[0].offset + group.back().second.stored_bytes();
+  AlignedBuffer in(span_end - span_start);
+  PS_RETURN_IF_ERROR(device_->Read(DeviceOffset(victim, span_start), {in.data(), in.size()})
+                         .WithContext(fmt::format("GC of segment {}", victim)));
+  AlignedBuffer out(span_end - span_start);
+  struct Run {
+    uint64_t device_offset, out_offset, length;
+  };
+  std::vector<Run> runs;
+  std::vector<std::unique_ptr<CommitRequest>> moves;
+  uint64_t cursor = 0;
+  Status failed;
+  for (const auto& [key, record] : group) {
+    const uint64_t bytes = record.stored_bytes();
+    std::span<const std::byte> blocks(in.data() + (record.runs[0].offset - span_start), bytes);
+    // The victim is pinned, so these bytes are what the record named at scan time.
+    if (device_->persistent() && engine::BlockChecksums(blocks) != record.block_crcs) {
+      NoteCorruptInGc(key, victim, pass.corrupt);
+    }
+    auto extent = AllocateSpace(bytes, engine::AppendStream::kGc);
+    if (!extent.ok()) {
+      failed = extent.status();
+      break;
+    }
+    std::memcpy(out.data() + cursor, blocks.data(), bytes);
+    uint64_t at = DeviceOffset(extent->segment, extent->offset);
+    if (!runs.empty() && runs.back().device_offset + runs.back().length == at) {
+      runs.back().length += bytes;
+    } else {
+      runs.push_back({at, cursor, bytes});
+    }
+    cursor += bytes;
+    moves.push_back(Relocation(key, record, victim, *extent));
+  }
+  for (const Run& run : runs) {
+    if (!failed.ok()) break;
+    failed = device_->WriteUnsynced(run.device_offset, {out.data() + run.out_offset, run.length});
+  }
+  if (!failed.ok()) {
+    for (auto& r : moves) table_->Abandon(r->extent);
+    return failed.WithContext(fmt::format("GC of segment {}", victim));
+  }
+  device_bytes_written_.fetch_add(cursor, std::memory_order_relaxed);
+  CommitMoves(moves);  // kAborted for shards overwritten meanwhile: fine
+  return cursor;
+}
+
+Result<bool> Engine::MoveMappedShards(engine::GcPass& pass,
+                                      const std::vector<std::pair<ShardKey, ShardRecord>>& mapped) {
+  // Block-mapped shards, their moves committed in groups like the others.
+  std::vector<std::unique_ptr<CommitRequest>> moves;
+  uint64_t moved = 0;
+  for (size_t m = 0; m < mapped.size(); ++m) {
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<CommitRequest> move, MoveRuns(pass.victim, mapped[m].first, pass.corrupt));
+    if (move) {
+      moved += move->extent.length;
+      moves.push_back(std::move(move));
+    }
+    if (moved < kGroupBytes && m + 1 < mapped.size()) continue;
+    CommitMoves(moves);  // kAborted for shards written meanwhile: fine
+    moves.clear();
+    if (!PaceGc(pass, moved)) return false;
+    moved = 0;
+  }
+  return true;
+}
+
+void Engine::CommitMoves(const std::vector<std::unique_ptr<CommitRequest>>& moves) {
+  std::vector<CommitRequest*> queued;
+  for (auto& r : moves) queued.push_back(r.get());
+  if (queued.empty()) return;
+  (void)Commit(queued);
+  for (CommitRequest* r : queued) {
+    if (r->status.ok()) gc_bytes_moved_.fetch_add(r->extent.length, std::memory_order_relaxed);
+  }
+}
+
+bool Engine::PaceGc(engine::GcPass& pass, uint64_t bytes) {
+  if (!pass.throttled || gc_waiters_.load() != 0) return true;
+  return SleepUntil(pass.pacer.Account(bytes));
 }
 
 void Engine::NoteCorruptInGc(const ShardKey& key, uint32_t victim, std::set<ShardKey>& corrupt) {
@@ -336,14 +387,7 @@ Result<std::unique_ptr<CommitRequest>> Engine::MoveRuns(uint32_t victim, const S
     return written.WithContext(fmt::format("GC of segment {}", victim));
   }
   device_bytes_written_.fetch_add(bytes, std::memory_order_relaxed);
-  auto req = std::make_unique<CommitRequest>();
-  req->kind = CommitRequest::Kind::kRelocate;
-  req->key = key;
-  req->record = engine::Relocated(*record, victim, extent.segment, extent.offset);
-  req->extent = extent;
-  req->from = victim;
-  req->expected = std::move(record);
-  return req;
+  return Relocation(key, std::move(*record), victim, extent);
 }
 
 }  // namespace penstock
