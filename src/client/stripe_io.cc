@@ -11,60 +11,6 @@ namespace penstock {
 
 using Clock = std::chrono::steady_clock;
 
-uint64_t NewerThan(uint64_t version, uint64_t stored) { return std::max(version, stored + 1); }
-
-uint64_t NewVersion() {
-  static std::atomic<uint64_t> last{0};
-  const uint64_t now = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-  uint64_t prev = last.load();
-  uint64_t next;
-  do {
-    next = std::max(now, prev + 1);
-  } while (!last.compare_exchange_weak(prev, next));
-  return next;
-}
-
-Timer::Timer() : thread_([this] { Run(); }) {}
-
-Timer::~Timer() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_one();
-  thread_.join();
-}
-
-void Timer::After(std::chrono::milliseconds delay, std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    due_.emplace(Clock::now() + delay, std::move(fn));
-  }
-  cv_.notify_one();
-}
-
-void Timer::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    if (due_.empty()) {
-      cv_.wait(lock);
-      continue;
-    }
-    auto first = due_.begin();
-    if (first->first > Clock::now()) {
-      cv_.wait_until(lock, first->first);
-      continue;
-    }
-    auto fn = std::move(first->second);
-    due_.erase(first);
-    lock.unlock();
-    fn();
-    lock.lock();
-  }
-}
-
 StripeIo::StripeIo(ShardClient* shards, ClusterView* view, std::chrono::milliseconds straggler)
     : shards_(shards), view_(view), straggler_(straggler) {}
 

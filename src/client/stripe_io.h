@@ -50,39 +50,14 @@
 #include <thread>
 
 #include "client/shard_client.h"
+#include "client/stripe_geometry.h"
+#include "client/timer.h"
+#include "client/write_version.h"
 #include "codec/erasure.h"
 #include "common/thread_pool.h"
 #include "protocol/redundancy.h"
 
 namespace penstock {
-
-struct StripeGeometry {
-  Redundancy red;
-  uint64_t stripe_unit = 0;
-  uint64_t cell = 0;  // bytes per ec cell; the stripe unit otherwise
-
-  static StripeGeometry For(const Redundancy& red, uint64_t stripe_unit) {
-    return {red, stripe_unit, red.cell_size(stripe_unit)};
-  }
-  // Length of every shard of an ec stripe of `length` logical bytes.
-  uint64_t shard_length(uint64_t length) const { return length < cell ? length : cell; }
-};
-
-// Runs callbacks after a delay on one thread. Thread-safe.
-class Timer {
- public:
-  Timer();
-  ~Timer();
-  void After(std::chrono::milliseconds delay, std::function<void()> fn);
-
- private:
-  void Run();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 struct StripeIoStats {
   std::atomic<uint64_t> degraded_writes{0};   // stripes acknowledged with shards missing
@@ -428,12 +403,5 @@ class StripeIo {
 // How heads of a container with `red` are kept: none stays none; a protected container's
 // heads are replicated on m + 1 targets.
 Redundancy HeadRedundancy(const Redundancy& red);
-
-// A process-wide increasing version for shard and head writes: microseconds since the Unix
-// epoch, strictly increasing within the process (later writes win in reads and repair).
-uint64_t NewVersion();
-// `version`, or stored + 1 when that is not above `stored` (a writer whose clock is behind the
-// one that wrote the stored version).
-uint64_t NewerThan(uint64_t version, uint64_t stored);
 
 }  // namespace penstock
