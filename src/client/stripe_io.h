@@ -50,39 +50,14 @@
 #include <thread>
 
 #include "client/shard_client.h"
+#include "client/stripe_geometry.h"
+#include "client/timer.h"
+#include "client/write_version.h"
 #include "codec/erasure.h"
 #include "common/thread_pool.h"
 #include "protocol/redundancy.h"
 
 namespace penstock {
-
-struct StripeGeometry {
-  Redundancy red;
-  uint64_t stripe_unit = 0;
-  uint64_t cell = 0;  // bytes per ec cell; the stripe unit otherwise
-
-  static StripeGeometry For(const Redundancy& red, uint64_t stripe_unit) {
-    return {red, stripe_unit, red.cell_size(stripe_unit)};
-  }
-  // Length of every shard of an ec stripe of `length` logical bytes.
-  uint64_t shard_length(uint64_t length) const { return length < cell ? length : cell; }
-};
-
-// Runs callbacks after a delay on one thread. Thread-safe.
-class Timer {
- public:
-  Timer();
-  ~Timer();
-  void After(std::chrono::milliseconds delay, std::function<void()> fn);
-
- private:
-  void Run();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> due_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 struct StripeIoStats {
   std::atomic<uint64_t> degraded_writes{0};   // stripes acknowledged with shards missing
@@ -257,8 +232,9 @@ class StripeIo {
   ErasureCoder& Coder(const Redundancy& red);
 
  private:
-  struct WriteState;
-  struct ReadState;
+  // The operations live in files by concern; the declarations below are grouped the same way.
+
+  // Retries of whole stripe operations (stripe_retry.cc).
   static constexpr int kStaleMapRetries = 3;
   struct Retries {
     int stale_left = 0;                 // stale-map refusals still retried at once
@@ -269,42 +245,85 @@ class StripeIo {
   Retries RetriesFor(const StripeGeometry& g, const WireShardKey& key, std::optional<RetryPolicy> policy) const;
   // Runs `attempt`; after a stale-map refusal (or, under a policy, a transient failure) it
   // refreshes the map on the timer thread and runs it again, as `st` allows; then `done`.
+  // Instantiated for Status and Result<ShardData>.
   template <typename R>
   void WithRetries(std::shared_ptr<std::function<void(std::function<void(R)>)>> attempt,
                    std::function<void(R)> done, Retries st);
-  // One attempt of Write, Read, Delete.
+
+  // Whole-stripe writes (stripe_write.cc).
+  struct WriteState;  // stripe_io_internal.h
+  // One attempt of Write.
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                  uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known);
-  void WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
-                      std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
-                      std::shared_ptr<StripeKnowledge> known);
-  // WriteRange of an ec stripe (see WriteRange).
-  void WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
-                    std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
-                    std::shared_ptr<StripeKnowledge> known);
   using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
   // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
   // the write as the class comment says (st: data, owned and done set; version and known
   // when the write keeps a StripeKnowledge).
   void WriteSlots(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<WriteState> st,
                   const ShardSender& send);
-  void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-                std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
-  void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
-  // DeleteOnce of an unprotected stripe: earlier placements' copies, then the slot's (as
-  // DeleteFrom). Never blocks (retries run it on the timer thread).
-  void DeleteUnprotected(const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
-  // Deletes `key` on `t`, fetching a refused capability token again once; kNotFound is OK.
-  void DeleteFrom(const TargetRef& t, const WireShardKey& key, bool refetched, std::function<void(Status)> done);
+  // After each shard's answer (under st->mu, which it may release): finishes the write once
+  // it is decided, or arms the straggler timer once K shards are written.
+  void DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteState>& st, std::unique_lock<std::mutex>& lock);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
   // cells). Both must outlive the shard requests. Used by Write and RepairShards.
   std::vector<std::span<const std::byte>> EncodeShards(const StripeGeometry& g, std::span<const std::byte> data,
                                                        std::vector<std::shared_ptr<AlignedBuffer>>& owned);
-  void ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
-              std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
+
+  // Range writes of unprotected and replicated stripes (stripe_write_range.cc).
+  // One attempt of WriteRange.
+  void WriteRangeOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                      std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                      std::shared_ptr<StripeKnowledge> known);
+  // WriteRangeOnce of an unprotected stripe.
+  void PatchUnprotected(const WireShardKey& key, uint64_t begin, std::shared_ptr<const AlignedBuffer> data,
+                        uint64_t version, std::function<void(Status)> done);
+  // While a join is not settled: unless `at` (the stripe's target) holds shard `key`, copies
+  // it there from where an earlier placement put it (CopyFromEarlier). OK: `at` may be
+  // patched now (it holds the shard, or none exists).
+  void MoveFromEarlier(const TargetRef& at, const WireShardKey& key, std::function<void(Status)> done);
+  // Writes `held` (read from `source`) to `at` at its version, unless `at` holds a newer one;
+  // deletes it there again when `source` no longer holds it (a delete came between).
+  void CopyFromEarlier(const TargetRef& at, const WireShardKey& key, std::shared_ptr<TargetRef> source,
+                       std::shared_ptr<ShardData> held, std::function<void(Status)> done);
+  // WriteRangeOnce of a replicated stripe: over the version `known` tells, or the newest the
+  // copies tell (AskCopyVersions).
+  void PatchReplicas(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                     std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                     std::shared_ptr<StripeKnowledge> known);
+  // Asks each of `asks` (shard, target) for its version (kStat); `decided` gets the newest,
+  // whether a copy holds none, and the error of one whose version is unknown (failed, or late
+  // by `straggler`: suspected).
+  using CopyVersions = std::function<void(const Status& error, uint64_t newest, bool some_missing)>;
+  void AskCopyVersions(const WireShardKey& key, const std::vector<std::pair<uint32_t, TargetRef>>& asks,
+                       CopyVersions decided);
+  // Patches every copy with `data` at `begin` over version `expected` (kWriteIfVersion), with a
+  // version above it (NewerThan `requested_version`), and decides as WriteSlots does.
+  void PatchCopies(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                   std::shared_ptr<const AlignedBuffer> data, uint64_t requested_version, uint64_t expected,
+                   std::shared_ptr<StripeKnowledge> known, std::function<void(Status)> done);
+
+  // Range writes of ec stripes: read-modify-write with a parity delta (stripe_write_ec_range.cc).
+  struct EcRangeWrite;
+  // WriteRange of an ec stripe (see WriteRange).
+  void WriteEcRange(const StripeGeometry& g, const WireShardKey& key, uint64_t begin,
+                    std::shared_ptr<const AlignedBuffer> data, uint64_t version, std::function<void(Status)> done,
+                    std::shared_ptr<StripeKnowledge> known);
+  // Once the old cells are in (or the straggler timer fired): updates parity and writes.
+  void PatchEcCells(const std::shared_ptr<EcRangeWrite>& w);
+
+  // Reads: unprotected and replicated stripes (stripe_read.cc).
+  struct ReplicaRead;
+  struct ReplicaChain;
+  // One attempt of Read.
+  void ReadOnce(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+                std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
   void ReadReplica(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                    std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
+  // Once the first replica and the others' versions are in, or the straggler timer fired
+  // (`data_late`: the first replica had not answered): the answer, or ReadReplicaChain.
+  // Under st->mu, which it releases when it decides.
+  void DecideReplicaRead(const std::shared_ptr<ReplicaRead>& st, std::unique_lock<std::mutex>& lock, bool data_late);
   // Replicas in `order` one after the other (a late one starts the next), first success at
   // `min_version` or newer wins (an older one missed a write a replica told of);
   // `corrupt` replicas get the good bytes back.
@@ -312,12 +331,33 @@ class StripeIo {
                         std::vector<std::pair<uint32_t, TargetRef>> order,
                         std::vector<std::pair<uint32_t, TargetRef>> corrupt, uint64_t min_version,
                         std::function<void(Result<ShardData>)> done);
+  // Reads the next replica of the chain, if any is left.
+  void TryNextReplica(const std::shared_ptr<ReplicaChain>& st);
+  // A replica of the chain answered (under st->mu, which it releases).
+  void OnReplicaReply(const std::shared_ptr<ReplicaChain>& st, uint32_t shard, const TargetRef& target,
+                      Result<ShardData> r, std::unique_lock<std::mutex>& l);
+
+  // Reads of ec stripes, fast and degraded (stripe_read_ec.cc).
+  struct EcRead;
+  void ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
+              std::function<void(Result<ShardData>)> done, std::shared_ptr<StripeDestination> into);
+  // With every reply of the fast path in (or the straggler timer fired with the data cells
+  // in): the answer, or GiveUpEcRead. Under st->mu, which it releases.
+  void DecideEcRead(const std::shared_ptr<EcRead>& st, std::unique_lock<std::mutex>& lock);
+  // The fast path cannot answer: ReadEcDegraded instead (releases st->mu).
+  void GiveUpEcRead(const std::shared_ptr<EcRead>& st, std::unique_lock<std::mutex>& lock);
   // Degraded ec read of cell range [lo, hi) from every slot.
   void ReadEcDegraded(const StripeGeometry& g, const WireShardKey& key, uint64_t begin, uint64_t length,
                       std::function<void(Result<ShardData>)> done);
-  // Replicated whole-record operations for heads: one attempt on every copy.
-  Result<ShardData> ReadHeadOnce(const Redundancy& red, const WireShardKey& key);
+  // Decides with the replies at hand (under st->mu, which it releases when it decides);
+  // `final` when no more will come, `late` when the straggler timer ran out.
+  void DecideEcDegraded(const std::shared_ptr<EcRead>& st, std::unique_lock<std::mutex>& lock, bool final, bool late);
+  // Decodes the range from the cells of `version`, writes back corrupt shards read whole, and
+  // answers (releases st->mu).
+  void DecodeEcDegraded(const std::shared_ptr<EcRead>& st, uint64_t version, bool all_checked,
+                        std::unique_lock<std::mutex>& lock);
 
+  // The earlier-placement fallback (stripe_earlier.cc).
   // Shard reads of protected stripes and heads, and of unprotected ones (`width` 1): from `t`,
   // the target of slot key.shard; when it holds nothing (kNotFound) and a join is not settled
   // yet, from slot key.shard of each earlier placement in turn (ClusterView::EarlierSlots): the
@@ -341,16 +381,39 @@ class StripeIo {
   // Where earlier placements put the shards of `key` (`width` 1: shard key.shard; else every
   // index), as (shard index, target), leaving out each slot's current target (down ones included).
   std::vector<std::pair<uint32_t, TargetRef>> EarlierCopies(size_t width, const WireShardKey& key) const;
-  // Deletes them, so that a read falling back there cannot find what was deleted; blocking.
-  // Whether one was there. Best effort, unless `everywhere`: then a down target or a failed
-  // delete is kUnavailable (retry).
+
+  // Deletes (stripe_delete.cc).
+  // One attempt of Delete.
+  void DeleteOnce(const StripeGeometry& g, const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
+  // The (shard, target) pairs DeleteOnce of a protected stripe sends to: the up slots (the first
+  // `slot_requests`), then earlier placements' copies when `everywhere` (otherwise their deletes
+  // start here, best effort). An error when a copy that must go is down.
+  Result<std::vector<std::pair<uint32_t, TargetRef>>> DeleteTargets(const StripeGeometry& g, const WireShardKey& key,
+                                                                    bool everywhere, size_t& slot_requests);
+  // DeleteOnce of an unprotected stripe: earlier placements' copies, then the slot's (as
+  // DeleteFrom). Never blocks (retries run it on the timer thread).
+  void DeleteUnprotected(const WireShardKey& key, bool everywhere, std::function<void(Status)> done);
+  // Deletes `key` on `t`, fetching a refused capability token again once; kNotFound is OK.
+  void DeleteFrom(const TargetRef& t, const WireShardKey& key, bool refetched, std::function<void(Status)> done);
+  // Deletes the copies EarlierCopies names, so that a read falling back there cannot find what
+  // was deleted; blocking. Whether one was there. Best effort, unless `everywhere`: then a down
+  // target or a failed delete is kUnavailable (retry).
   Result<bool> DeleteEarlier(size_t width, const WireShardKey& key, bool everywhere);
 
+  // Heads (stripe_heads.cc).
+  // Replicated whole-record operations for heads: one attempt on every copy.
+  Result<ShardData> ReadHeadOnce(const Redundancy& red, const WireShardKey& key);
+
+  // Suspicion of late targets, and read repair (stripe_io.cc).
   // A target that let a request wait past `straggler` (stopped, overloaded: a gray failure) is
   // treated as down by this client for kSuspectFor, so later stripes do not wait for it too.
   static constexpr std::chrono::seconds kSuspectFor{10};
   void Suspect(const TargetRef& t);
   bool Suspected(uint32_t id) const;  // within kSuspectFor of a Suspect
+  // Read repair: writes `bytes` back to shard `key` on `t` in the background.
+  void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
+
+  // Answers of reads that do not know every copy's version (stripe_map_confirm.cc).
   // Whether a read knows the version of the copy on slot target `t` (it answered, or has none;
   // a target the map shows down or recovering is not asked, unless this client only suspects it).
   bool Checked(const TargetRef& t, const std::optional<Result<ShardData>>& reply) const;
@@ -358,9 +421,17 @@ class StripeIo {
   // says the map is still at `placed_at` (otherwise a stale-map refusal, MapMovedDuringRead).
   void Answer(uint64_t placed_at, const WireShardKey& key, bool confirm, std::function<void(Result<ShardData>)> done,
               Result<ShardData> r);
-  // Read repair: writes `bytes` back to shard `key` on `t` in the background.
-  void WriteBack(const TargetRef& t, const WireShardKey& key, std::shared_ptr<AlignedBuffer> bytes, uint64_t version);
+  // Calls `done(true)` once a map fetched from mgmt after this call still has epoch `epoch`
+  // (false: the map changed, or mgmt could not be asked). For a read answered without the
+  // version of every copy it asked (a replica late or failing): a copy that missed a write is
+  // marked in mgmt's map before the write is acknowledged, so a map unchanged since the read
+  // was placed means it read no copy an acknowledged write missed. One fetch at a time, on a
+  // thread of its own (started with the first call), serving every caller that came before it
+  // began.
+  void ConfirmMap(uint64_t epoch, std::function<void(bool)> done);
+  void ConfirmLoop();
 
+  // Reports of the targets writes missed (stripe_missed_reports.cc).
   // Runs report_ for the shards of `key` that `written` says were not written, naming the
   // targets the write went to (`targets`, by shard; see above), then `done` with its result.
   // report_ blocks (a call to mgmt), so it runs on reports_, never on the transport or timer
@@ -377,16 +448,6 @@ class StripeIo {
   static constexpr int kMissedRoundsPerTask = 4;
   // Runs `fn`, which may block (a call to mgmt), on reports_ (inline when there is none).
   void RunBlocking(std::function<void()> fn);
-
-  // Calls `done(true)` once a map fetched from mgmt after this call still has epoch `epoch`
-  // (false: the map changed, or mgmt could not be asked). For a read answered without the
-  // version of every copy it asked (a replica late or failing): a copy that missed a write is
-  // marked in mgmt's map before the write is acknowledged, so a map unchanged since the read
-  // was placed means it read no copy an acknowledged write missed. One fetch at a time, on a
-  // thread of its own (started with the first call), serving every caller that came before it
-  // began.
-  void ConfirmMap(uint64_t epoch, std::function<void(bool)> done);
-  void ConfirmLoop();
 
   ShardClient* shards_;
   ClusterView* view_;
@@ -428,12 +489,5 @@ class StripeIo {
 // How heads of a container with `red` are kept: none stays none; a protected container's
 // heads are replicated on m + 1 targets.
 Redundancy HeadRedundancy(const Redundancy& red);
-
-// A process-wide increasing version for shard and head writes: microseconds since the Unix
-// epoch, strictly increasing within the process (later writes win in reads and repair).
-uint64_t NewVersion();
-// `version`, or stored + 1 when that is not above `stored` (a writer whose clock is behind the
-// one that wrote the stored version).
-uint64_t NewerThan(uint64_t version, uint64_t stored);
 
 }  // namespace penstock
