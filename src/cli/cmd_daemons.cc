@@ -166,9 +166,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   return 0;
 }
 
-}  // namespace
-
-void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
+void AddMgmtCommand(CLI::App& root, std::vector<Command>& out) {
   auto mf = std::make_shared<MgmtFlags>();
   CLI::App* m = root.add_subcommand("mgmt", "run the control-plane daemon (gRPC) in the foreground");
   EnableConfigFile(*m, &mf->config);
@@ -202,7 +200,9 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
       ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
   AddTlsSettings(*m, &mf->tls, /*server=*/true);
   out.push_back({m, [m, mf] { return RunMgmt(m, *mf); }});
+}
 
+void AddTargetCommand(CLI::App& root, std::vector<Command>& out) {
   auto tf = std::make_shared<TargetFlags>();
   CLI::App* t = root.add_subcommand("target", "run a storage target daemon in the foreground");
   EnableConfigFile(*t, &tf->config);
@@ -243,6 +243,13 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "admin-key-file", &tf->admin_key_file, "file whose first line is mgmt's admin API key");
   AddTlsSettings(*t, &tf->tls);
   out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});
+}
+
+}  // namespace
+
+void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
+  AddMgmtCommand(root, out);
+  AddTargetCommand(root, out);
 }
 
 }  // namespace penstock::cli
