@@ -32,55 +32,95 @@ struct BenchFlags {
   bool sequential = false;
 };
 
-int RunBenchCommand(BenchFlags& f) {
+// The run these flags ask for (but its container: see RunBenchCommand). Errors: kInvalidArgument
+// naming the flag.
+Result<BenchOptions> ToBenchOptions(const BenchFlags& f) {
   BenchOptions o;
   if (f.mode == "write") o.mode = BenchMode::kWrite;
   else if (f.mode == "seq") o.mode = BenchMode::kSeq;
   else if (f.mode == "rand") o.mode = BenchMode::kRand;
   else if (f.mode == "mixed") o.mode = BenchMode::kMixed;
-  else return ReportError(InvalidArgument("unknown bench mode '" + f.mode + "'; use write, seq, rand or mixed"), f.g.json);
+  else return InvalidArgument("unknown bench mode '" + f.mode + "'; use write, seq, rand or mixed");
   try {
     o.size = ParseSize(f.size, "--size");
   } catch (const CLI::ValidationError& e) {
-    return ReportError(InvalidArgument(e.what()), f.g.json);
+    return InvalidArgument(e.what());
   }
   // Each operation in flight holds a buffer of --size (and write one pattern of it).
   if (o.size == 0 || o.size > kMaxBenchSize) {
-    return ReportError(InvalidArgument("--size " + f.size + " is out of range: give 1 byte to " +
-                                       HumanBytes(static_cast<double>(kMaxBenchSize)) + " per operation"),
-                       f.g.json);
+    return InvalidArgument("--size " + f.size + " is out of range: give 1 byte to " +
+                           HumanBytes(static_cast<double>(kMaxBenchSize)) + " per operation");
   }
   o.concurrency = f.concurrency;
   o.seconds = f.seconds;
   o.objects = f.objects;
   o.mixed_write_percent = f.write_percent;
   if (f.sequential && o.mode != BenchMode::kMixed) {
-    return ReportError(InvalidArgument("--sequential applies to mixed only (seq reads in order already; rand is "
-                                       "random by name)"),
-                       f.g.json);
+    return InvalidArgument("--sequential applies to mixed only (seq reads in order already; rand is "
+                           "random by name)");
   }
   o.sequential = f.sequential;
   if (f.container.empty() && f.redundancy.empty()) {
-    return ReportError(InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container"), f.g.json);
+    return InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container");
   }
   if (!f.container.empty() && !f.redundancy.empty()) {
-    return ReportError(InvalidArgument("--redundancy makes a throw-away container, and --container '" + f.container +
-                                       "' keeps its own redundancy; give one of them"),
-                       f.g.json);
+    return InvalidArgument("--redundancy makes a throw-away container, and --container '" + f.container +
+                           "' keeps its own redundancy; give one of them");
   }
+  return o;
+}
+
+// A throw-away container of redundancy `redundancy` for a write run; returns its name.
+Result<std::string> MakeThrowawayContainer(Client& client, BenchMode mode, const std::string& redundancy) {
+  if (mode != BenchMode::kWrite) {
+    return InvalidArgument("a throw-away container holds nothing to read; give --container");
+  }
+  std::string name = "bench-" + std::to_string(std::random_device{}() % 1000000);
+  ContainerProps props;
+  props.redundancy = redundancy;
+  PS_RETURN_IF_ERROR(client.CreateContainer(name, props).status());
+  return name;
+}
+
+void PrintBenchResult(const BenchFlags& f, const BenchOptions& o, const BenchResult& r, bool throwaway) {
+  if (f.g.json) {
+    nlohmann::json j = {{"mode", r.mode}, {"container", f.container}, {"size", o.size},
+                        {"concurrency", o.concurrency}, {"sequential", o.sequential}, {"ops", r.ops}, {"errors", r.errors},
+                        {"bytes", r.bytes}, {"seconds", r.seconds}, {"mb_per_s", r.mb_per_s},
+                        {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
+                        {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
+                        {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects},
+                        {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied}};
+    if (!r.first_error.empty()) j["first_error"] = r.first_error;
+    PrintJson(j);
+    return;
+  }
+  if (throwaway) std::printf("container %s (kept: --no-cleanup)\n", f.container.c_str());
+  std::printf("%s: %llu ops (%llu errors) of %s in %.2f s, concurrency %u\n", r.mode.c_str(),
+              static_cast<unsigned long long>(r.ops), static_cast<unsigned long long>(r.errors),
+              HumanBytes(static_cast<double>(o.size)).c_str(), r.seconds, o.concurrency);
+  std::printf("  %.1f MB/s  %.0f IOPS\n", r.mb_per_s, r.iops);
+  std::printf("  latency us: p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f\n", r.p50_us, r.p99_us, r.p999_us, r.max_us);
+  std::printf("  client CPU: %.2f s (%.2f s per GB)\n", r.cpu_seconds, r.cpu_seconds_per_gb);
+  if (r.read_bytes > 0) {
+    std::printf("  client copies per byte read: %.3f\n",
+                static_cast<double>(r.read_bytes_copied) / static_cast<double>(r.read_bytes));
+  }
+  if (!r.first_error.empty()) std::printf("  first error: %s\n", r.first_error.c_str());
+}
+
+int RunBenchCommand(BenchFlags& f) {
+  auto opts = ToBenchOptions(f);
+  if (!opts.ok()) return ReportError(opts.status(), f.g.json);
+  BenchOptions& o = *opts;
   InitLogging("penstock", f.g.log_level).IgnoreError();
   auto client = Client::Connect(ToClientOptions(f.g));
   if (!client.ok()) return ReportError(client.status(), f.g.json);
   bool throwaway = false;
   if (f.container.empty()) {
-    if (o.mode != BenchMode::kWrite) {
-      return ReportError(InvalidArgument("a throw-away container holds nothing to read; give --container"), f.g.json);
-    }
-    f.container = "bench-" + std::to_string(std::random_device{}() % 1000000);
-    ContainerProps props;
-    props.redundancy = f.redundancy;
-    auto c = (*client)->CreateContainer(f.container, props);
-    if (!c.ok()) return ReportError(c.status(), f.g.json);
+    auto name = MakeThrowawayContainer(**client, o.mode, f.redundancy);
+    if (!name.ok()) return ReportError(name.status(), f.g.json);
+    f.container = *name;
     throwaway = true;
   }
   o.container = f.container;
@@ -99,32 +139,8 @@ int RunBenchCommand(BenchFlags& f) {
     for (uint64_t i = 0; i < result->objects; ++i) (*client)->Delete(f.container, BenchObjectName(i)).IgnoreError();
   }
   if (!result.ok()) return ReportError(result.status(), f.g.json);
-  const BenchResult& r = *result;
-  if (f.g.json) {
-    nlohmann::json j = {{"mode", r.mode}, {"container", f.container}, {"size", o.size},
-                        {"concurrency", o.concurrency}, {"sequential", o.sequential}, {"ops", r.ops}, {"errors", r.errors},
-                        {"bytes", r.bytes}, {"seconds", r.seconds}, {"mb_per_s", r.mb_per_s},
-                        {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
-                        {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
-                        {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects},
-                        {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied}};
-    if (!r.first_error.empty()) j["first_error"] = r.first_error;
-    PrintJson(j);
-  } else {
-    if (throwaway) std::printf("container %s (kept: --no-cleanup)\n", f.container.c_str());
-    std::printf("%s: %llu ops (%llu errors) of %s in %.2f s, concurrency %u\n", r.mode.c_str(),
-                static_cast<unsigned long long>(r.ops), static_cast<unsigned long long>(r.errors),
-                HumanBytes(static_cast<double>(o.size)).c_str(), r.seconds, o.concurrency);
-    std::printf("  %.1f MB/s  %.0f IOPS\n", r.mb_per_s, r.iops);
-    std::printf("  latency us: p50 %.0f  p99 %.0f  p99.9 %.0f  max %.0f\n", r.p50_us, r.p99_us, r.p999_us, r.max_us);
-    std::printf("  client CPU: %.2f s (%.2f s per GB)\n", r.cpu_seconds, r.cpu_seconds_per_gb);
-    if (r.read_bytes > 0) {
-      std::printf("  client copies per byte read: %.3f\n",
-                  static_cast<double>(r.read_bytes_copied) / static_cast<double>(r.read_bytes));
-    }
-    if (!r.first_error.empty()) std::printf("  first error: %s\n", r.first_error.c_str());
-  }
-  return r.errors == 0 ? 0 : 1;
+  PrintBenchResult(f, o, *result, throwaway);
+  return result->errors == 0 ? 0 : 1;
 }
 
 }  // namespace

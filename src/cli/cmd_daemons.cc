@@ -1,15 +1,17 @@
 // `penstock mgmt` and `penstock target`: run a daemon in the foreground until SIGINT/SIGTERM.
+// Only flags live here: the daemons assemble themselves (mgmt/mgmt_daemon.h,
+// target/target_server.h).
+#include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "common/config.h"
 #include "common/log.h"
-#include <fstream>
 
-#include "mgmt/mgmt_server.h"
+#include "mgmt/mgmt_daemon.h"
 #include "protocol/object_head.h"
-#include "repair/repairer.h"
 #include "target/target_server.h"
 
 namespace penstock::cli {
@@ -73,6 +75,25 @@ Result<std::string> AdminKey(const std::string& key, const std::string& file) {
   return line;
 }
 
+// The daemon these flags ask for, but for the admin key (AdminKey reads it).
+MgmtDaemonOptions ToDaemonOptions(const MgmtFlags& f, uint64_t repair_rate) {
+  MgmtDaemonOptions d;
+  MgmtServerOptions& o = d.server;
+  o.listen = f.listen;
+  o.metrics_listen = f.metrics_listen;
+  o.data_dir = f.data_dir;
+  o.meta = f.meta;
+  o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+  o.lost_timeout_ms = f.lost_timeout_ms;
+  o.orphan_grace_ms = f.orphan_grace_ms;
+  o.auth = f.auth;
+  o.token_ttl_ms = f.token_ttl_ms;
+  o.tls = f.tls;
+  d.repair_interval = std::chrono::milliseconds(f.repair_interval_ms);
+  d.repair_rate_bytes_per_s = repair_rate;
+  return d;
+}
+
 int RunMgmt(CLI::App* app, MgmtFlags& f) {
   uint64_t repair_rate = 0;
   try {
@@ -85,56 +106,15 @@ int RunMgmt(CLI::App* app, MgmtFlags& f) {
   }
   if (Status s = InitLogging("mgmt", f.log_level); !s.ok()) return ReportError(s, false);
   BlockTerminationSignals();
-  MgmtServerOptions o;
-  o.listen = f.listen;
-  o.metrics_listen = f.metrics_listen;
-  o.data_dir = f.data_dir;
-  o.meta = f.meta;
-  o.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
-  o.lost_timeout_ms = f.lost_timeout_ms;
-  o.orphan_grace_ms = f.orphan_grace_ms;
-  o.auth = f.auth;
-  o.admin_key = f.admin_key;
-  o.token_ttl_ms = f.token_ttl_ms;
-  o.tls = f.tls;
+  MgmtDaemonOptions o = ToDaemonOptions(f, repair_rate);
   auto admin_key = AdminKey(f.admin_key, f.admin_key_file);
   if (!admin_key.ok()) return ReportError(admin_key.status(), false);
-  o.admin_key = *admin_key;
-  auto server = MgmtServer::Start(o);
-  if (!server.ok()) return ReportError(server.status(), false);
-  MgmtServer* raw = server->get();
-  RepairOptions ro;
-  ro.mgmt_address = raw->address();
-  ro.api_key = o.admin_key;
-  ro.tls = o.tls;  // mgmt's certificate doubles as the repair client's (one CA signs both)
-  ro.interval = std::chrono::milliseconds(f.repair_interval_ms);
-  ro.orphan_grace = std::chrono::milliseconds(f.orphan_grace_ms);
-  ro.rate_bytes_per_s = repair_rate;
-  ro.is_leader = [raw] { return raw->is_leader(); };
-  ro.metrics = raw->metrics();
-  ro.on_clean_pass = [raw](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers, uint64_t epoch,
-                           std::chrono::steady_clock::time_point started) {
-    auto r = raw->state()->MarkRecovered(ids, containers, epoch, started);
-    if (!r.ok()) PS_LOG_WARN("could not clear the recovering flag: {}", r.status().ToString());
-  };
-  // A target that is up heartbeated within the timeout, so it learned the placement by then.
-  ro.settle_after = std::chrono::milliseconds(f.heartbeat_timeout_ms);
-  ro.on_placement_settled = [raw](uint64_t placement_epoch) {
-    auto r = raw->state()->MarkPlacementSettled(placement_epoch);
-    if (!r.ok()) PS_LOG_WARN("could not record that the data moves are done: {}", r.status().ToString());
-  };
-  auto repair = Repairer::Start(ro);
-  if (!repair.ok()) {
-    raw->Shutdown();
-    return ReportError(repair.status().WithContext("starting the repair service"), false);
-  }
-  Repairer* rep = repair->get();
-  raw->set_repair_status([rep] { return rep->status(); });
+  o.server.admin_key = *admin_key;
+  auto daemon = MgmtDaemon::Start(o);
+  if (!daemon.ok()) return ReportError(daemon.status(), false);
   int sig = WaitForTerminationSignal();
   PS_LOG_INFO("signal {} received; shutting down", sig);
-  raw->set_repair_status({});
-  (*repair)->Stop();
-  (*server)->Shutdown();
+  (*daemon)->Stop();
   return 0;
 }
 
@@ -186,9 +166,7 @@ int RunTarget(CLI::App* app, TargetFlags& f) {
   return 0;
 }
 
-}  // namespace
-
-void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
+void AddMgmtCommand(CLI::App& root, std::vector<Command>& out) {
   auto mf = std::make_shared<MgmtFlags>();
   CLI::App* m = root.add_subcommand("mgmt", "run the control-plane daemon (gRPC) in the foreground");
   EnableConfigFile(*m, &mf->config);
@@ -222,7 +200,9 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
       ->check(CLI::Range(int64_t{1000}, int64_t{86400000}));
   AddTlsSettings(*m, &mf->tls, /*server=*/true);
   out.push_back({m, [m, mf] { return RunMgmt(m, *mf); }});
+}
 
+void AddTargetCommand(CLI::App& root, std::vector<Command>& out) {
   auto tf = std::make_shared<TargetFlags>();
   CLI::App* t = root.add_subcommand("target", "run a storage target daemon in the foreground");
   EnableConfigFile(*t, &tf->config);
@@ -263,6 +243,13 @@ void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*t, "admin-key-file", &tf->admin_key_file, "file whose first line is mgmt's admin API key");
   AddTlsSettings(*t, &tf->tls);
   out.push_back({t, [t, tf] { return RunTarget(t, *tf); }});
+}
+
+}  // namespace
+
+void AddDaemonCommands(CLI::App& root, std::vector<Command>& out) {
+  AddMgmtCommand(root, out);
+  AddTargetCommand(root, out);
 }
 
 }  // namespace penstock::cli

@@ -52,7 +52,10 @@ void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server = false);
 
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
-void AddClusterCommands(CLI::App& root, std::vector<Command>& out);
+// `up`, `down` (cmd_up.cc).
+void AddLocalClusterCommands(CLI::App& root, std::vector<Command>& out);
+// `status`, `out` (cmd_cluster.cc).
+void AddStatusCommands(CLI::App& root, std::vector<Command>& out);
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
 void AddTenantCommands(CLI::App& root, std::vector<Command>& out);
 void AddBenchCommand(CLI::App& root, std::vector<Command>& out);

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   root.set_version_flag("--version", "penstock 0.1.0");
   std::vector<penstock::cli::Command> commands;
   penstock::cli::AddDaemonCommands(root, commands);
-  penstock::cli::AddClusterCommands(root, commands);
+  penstock::cli::AddLocalClusterCommands(root, commands);
+  penstock::cli::AddStatusCommands(root, commands);
   penstock::cli::AddObjectCommands(root, commands);
   penstock::cli::AddTenantCommands(root, commands);
   penstock::cli::AddBenchCommand(root, commands);

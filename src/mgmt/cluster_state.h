@@ -1,5 +1,10 @@
 // cluster_state.h — the mgmt state machine: target registry, map epoch, containers, and
 // failure detection from heartbeats. No gRPC here; MgmtService is a thin adapter over it.
+// One class, its code split by concept: cluster_state.cc (Load, Reload, epoch commits, the map
+// and summary), cluster_state_targets.cc (RegisterTarget, Heartbeat), cluster_state_liveness.cc
+// (CheckLiveness, MarkTargetLost), cluster_state_recovery.cc (MarkRecovering, MarkRecovered,
+// MarkPlacementSettled), cluster_state_containers.cc (the container catalogue); the MetaStore
+// keys they share are in cluster_state_keys.h.
 //
 // Durability: every change that matters after a restart (a target's identity, addresses and
 // UP/DOWN state, the epoch, containers, id counters) is committed to the MetaStore *before*

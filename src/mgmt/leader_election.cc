@@ -48,20 +48,24 @@ void LeaderElection::Lose(const std::string& why) {
 }
 
 void LeaderElection::Step() {
-  const auto now = Clock::now();
-  const auto ttl = std::chrono::milliseconds(options_.ttl_s * 1000);
   bool leader;
   {
     std::lock_guard<std::mutex> lock(mu_);
     leader = leader_;
   }
+  if (!KeepLease(leader)) return;
+  ElectionRound(leader);
+}
 
+bool LeaderElection::KeepLease(bool leader) {
+  const auto now = Clock::now();
+  const auto ttl = std::chrono::milliseconds(options_.ttl_s * 1000);
   // 1. The lease: grant one, or keep ours alive every ttl/3.
   if (lease_ == 0) {
     Result<int64_t> l = etcd_->LeaseGrant(options_.ttl_s);
     if (!l.ok()) {
       PS_LOG_WARN("mgmt {}: cannot get an election lease: {}", options_.address, l.status().ToString());
-      return;
+      return false;
     }
     lease_ = *l;
     last_keepalive_ok_ = now;
@@ -74,17 +78,20 @@ void LeaderElection::Step() {
     } else if (left.ok() || left.status().code() == StatusCode::kNotFound) {
       lease_ = 0;
       if (leader) Lose("its etcd lease expired");
-      return;
+      return false;
     } else {
       next_keepalive_ = now + options_.poll;
       if (leader && now - last_keepalive_ok_ >= ttl) {
         Lose("no lease keep-alive for " + std::to_string(options_.ttl_s) + " s (" +
              left.status().message() + ")");
-        return;
+        return false;
       }
     }
   }
+  return true;
+}
 
+void LeaderElection::ElectionRound(bool leader) {
   // 2. Campaign (follower) or check that the key still carries our term (leader).
   Result<EtcdTxnResult> r =
       leader ? etcd_->Txn(json::array(), json::array({etcd::Range(options_.key)}))

@@ -64,6 +64,10 @@ class LeaderElection {
   void Run();
   // One round: keep the lease alive, campaign or check the term. Called on the loop thread.
   void Step();
+  // Step's parts: the lease (false: this round ends here), then the campaign (a follower) or
+  // the check that the key still carries our term (`leader`).
+  bool KeepLease(bool leader);
+  void ElectionRound(bool leader);
   void Lose(const std::string& why);
 
   EtcdClient* const etcd_;

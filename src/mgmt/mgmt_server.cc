@@ -57,76 +57,13 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
 
   std::unique_ptr<MgmtServer> s(new MgmtServer(options));
   PS_RETURN_IF_ERROR(s->OpenStore());
-  ClusterStateOptions state_options;
-  state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
-  state_options.orphan_grace_ms = options.orphan_grace_ms;
-  if (options.lost_timeout_ms < 0) {
-    return InvalidArgument("lost timeout " + std::to_string(options.lost_timeout_ms) +
-                           " ms must not be negative; fix --lost-timeout-ms (0: never automatically)");
-  }
-  state_options.lost_timeout_ms = options.lost_timeout_ms;
-  PS_ASSIGN_OR_RETURN(s->state_, ClusterState::Load(s->store_.get(), state_options));
-  if (options.auth && options.admin_key.empty()) {
-    return InvalidArgument("--auth needs an admin key to manage tenants; set PENSTOCK_ADMIN_KEY (or --admin-key)");
-  }
-  if (options.token_ttl_ms <= 0) {
-    return InvalidArgument("token TTL " + std::to_string(options.token_ttl_ms) + " ms must be positive");
-  }
-  mgmt::TenantRegistryOptions tenant_options;
-  tenant_options.auth_enabled = options.auth;
-  tenant_options.admin_key = options.admin_key;
-  PS_ASSIGN_OR_RETURN(s->tenants_, mgmt::TenantRegistry::Load(s->store_.get(), tenant_options));
-  s->service_ = std::make_unique<MgmtService>(s->state_.get(), &s->metrics_, s->tenants_.get(),
-                                              options.token_ttl_ms);
-
-  if (s->etcd_store_ != nullptr) {
-    // Over etcd every RPC but a few is for the leader only: the hooks go in before the server
-    // serves, and answer "not the leader" until this instance's election says otherwise.
-    mgmt::Leadership l;
-    l.meta = options.meta;
-    l.is_leader = [raw = s.get()] {
-      mgmt::LeaderElection* e = raw->election_ptr_.load();
-      return e != nullptr && e->is_leader();
-    };
-    l.leader_address = [raw = s.get()] {
-      mgmt::LeaderElection* e = raw->election_ptr_.load();
-      return e != nullptr ? e->leader_address() : std::string();
-    };
-    s->service_->set_leadership(std::move(l));
-  }
-
-  grpc::ServerBuilder builder;
-  // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int selected_port = 0;
-  builder.AddListeningPort(options.listen, creds, &selected_port);
-  builder.RegisterService(s->service_.get());
-  s->server_ = builder.BuildAndStart();
-  if (!s->server_ || selected_port == 0) {
-    if (s->server_) s->server_->Shutdown();
-    s->server_.reset();
-    return Unavailable("mgmt port " + options.listen +
-                       " is in use; choose another with --listen");
-  }
-  const bool bracket = host.find(':') != std::string::npos;
-  s->address_ = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(selected_port);
-  s->service_->set_address(s->address_);
+  PS_RETURN_IF_ERROR(s->LoadState());
+  s->InstallLeadership();
+  PS_RETURN_IF_ERROR(s->Serve(creds, host));
   s->StartElection();
-
-  if (!options.metrics_listen.empty()) {
-    std::string mhost;
-    uint16_t mport = 0;
-    if (!SplitHostPort(options.metrics_listen, &mhost, &mport)) {
-      s->Shutdown();
-      return InvalidArgument("mgmt metrics address '" + options.metrics_listen +
-                             "' is not host:port; fix --metrics-listen");
-    }
-    Result<std::unique_ptr<HttpServer>> http = HttpServer::Start(mhost, mport, &s->metrics_, "--metrics-listen");
-    if (!http.ok()) {
-      s->Shutdown();
-      return http.status();
-    }
-    s->http_ = std::move(http).value();
+  if (Status st = s->ServeMetrics(); !st.ok()) {
+    s->Shutdown();
+    return st;
   }
   s->RegisterMetrics();
   s->liveness_ = std::thread([raw = s.get()] { raw->RunLivenessLoop(); });
@@ -138,6 +75,80 @@ Result<std::unique_ptr<MgmtServer>> MgmtServer::Start(const MgmtServerOptions& o
               options.meta.empty() ? "rocksdb" : options.meta, options.data_dir,
               options.heartbeat_timeout_ms, s->metrics_port());
   return s;
+}
+
+Status MgmtServer::LoadState() {
+  const MgmtServerOptions& options = options_;
+  ClusterStateOptions state_options;
+  state_options.heartbeat_timeout_ms = options.heartbeat_timeout_ms;
+  state_options.orphan_grace_ms = options.orphan_grace_ms;
+  if (options.lost_timeout_ms < 0) {
+    return InvalidArgument("lost timeout " + std::to_string(options.lost_timeout_ms) +
+                           " ms must not be negative; fix --lost-timeout-ms (0: never automatically)");
+  }
+  state_options.lost_timeout_ms = options.lost_timeout_ms;
+  PS_ASSIGN_OR_RETURN(state_, ClusterState::Load(store_.get(), state_options));
+  if (options.auth && options.admin_key.empty()) {
+    return InvalidArgument("--auth needs an admin key to manage tenants; set PENSTOCK_ADMIN_KEY (or --admin-key)");
+  }
+  if (options.token_ttl_ms <= 0) {
+    return InvalidArgument("token TTL " + std::to_string(options.token_ttl_ms) + " ms must be positive");
+  }
+  mgmt::TenantRegistryOptions tenant_options;
+  tenant_options.auth_enabled = options.auth;
+  tenant_options.admin_key = options.admin_key;
+  PS_ASSIGN_OR_RETURN(tenants_, mgmt::TenantRegistry::Load(store_.get(), tenant_options));
+  service_ = std::make_unique<MgmtService>(state_.get(), &metrics_, tenants_.get(), options.token_ttl_ms);
+  return OkStatus();
+}
+
+void MgmtServer::InstallLeadership() {
+  if (etcd_store_ == nullptr) return;
+  // Over etcd every RPC but a few is for the leader only: the hooks go in before the server
+  // serves, and answer "not the leader" until this instance's election says otherwise.
+  mgmt::Leadership l;
+  l.meta = options_.meta;
+  l.is_leader = [this] {
+    mgmt::LeaderElection* e = election_ptr_.load();
+    return e != nullptr && e->is_leader();
+  };
+  l.leader_address = [this] {
+    mgmt::LeaderElection* e = election_ptr_.load();
+    return e != nullptr ? e->leader_address() : std::string();
+  };
+  service_->set_leadership(std::move(l));
+}
+
+Status MgmtServer::Serve(const std::shared_ptr<grpc::ServerCredentials>& creds, const std::string& host) {
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which lets a second mgmt silently share the port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int selected_port = 0;
+  builder.AddListeningPort(options_.listen, creds, &selected_port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || selected_port == 0) {
+    if (server_) server_->Shutdown();
+    server_.reset();
+    return Unavailable("mgmt port " + options_.listen +
+                       " is in use; choose another with --listen");
+  }
+  const bool bracket = host.find(':') != std::string::npos;
+  address_ = (bracket ? "[" + host + "]" : host) + ":" + std::to_string(selected_port);
+  service_->set_address(address_);
+  return OkStatus();
+}
+
+Status MgmtServer::ServeMetrics() {
+  if (options_.metrics_listen.empty()) return OkStatus();
+  std::string mhost;
+  uint16_t mport = 0;
+  if (!SplitHostPort(options_.metrics_listen, &mhost, &mport)) {
+    return InvalidArgument("mgmt metrics address '" + options_.metrics_listen +
+                           "' is not host:port; fix --metrics-listen");
+  }
+  PS_ASSIGN_OR_RETURN(http_, HttpServer::Start(mhost, mport, &metrics_, "--metrics-listen"));
+  return OkStatus();
 }
 
 Status MgmtServer::OpenStore() {

@@ -5,8 +5,9 @@
 // the cluster state, serves the
 // penstock.v1.Mgmt gRPC service (TLS when options.tls says so, see tls.h) on options.listen, runs a
 // liveness thread that marks silent targets DOWN, and serves Prometheus text on
-// options.metrics_listen. The daemon's main() is Start() + Wait() + Shutdown() from a
-// signal-handling thread.
+// options.metrics_listen. The `penstock mgmt` process runs it inside MgmtDaemon
+// (mgmt_daemon.h), beside the repair service; tests and in-process tools use it alone, as
+// Start() + Wait() + Shutdown() from another thread.
 //
 // HA (meta = "etcd://..."): several MgmtServers share one etcd; a LeaderElection
 // (leader_election.h) picks one. Only the leader serves (followers answer UNAVAILABLE naming
@@ -42,6 +43,7 @@
 
 namespace grpc {
 class Server;
+class ServerCredentials;
 }
 
 namespace penstock {
@@ -129,6 +131,14 @@ class MgmtServer {
   void RegisterMetrics();
   // Opens the store named by options_.meta (and, for etcd, prepares the election).
   Status OpenStore();
+  // Loads the cluster state and the tenants from the store, and makes the gRPC service.
+  Status LoadState();
+  // etcd only: the service's leadership hooks, before it serves (see election_ptr_).
+  void InstallLeadership();
+  // Serves the service on options_.listen; sets address_.
+  Status Serve(const std::shared_ptr<grpc::ServerCredentials>& creds, const std::string& host);
+  // Serves /metrics on options_.metrics_listen (unless empty).
+  Status ServeMetrics();
   // etcd only: starts the election once address_ is known.
   void StartElection();
 
