@@ -62,27 +62,9 @@ Result<std::string> LoadOrCreateTargetUuid(const std::string& data_dir) {
   return std::string(buf);
 }
 
-Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& options) {
-  if (options.mgmt.empty()) {
-    return InvalidArgument("no mgmt address; pass --mgmt HOST:PORT (or set PENSTOCK_MGMT)");
-  }
-  std::vector<RpcRail> rails;
-  if (!options.rails.empty()) {
-    PS_ASSIGN_OR_RETURN(rails, ParseRails(options.rails));
-  }
-  std::unique_ptr<TargetServer> t(new TargetServer());
-  t->options_ = options;
-  PS_ASSIGN_OR_RETURN(t->uuid_, LoadOrCreateTargetUuid(options.data_dir));
-  if (t->options_.fault_domain.empty()) t->options_.fault_domain = t->uuid_;
+namespace {
 
-  // The buffer arena the engine's io_uring rings register (made before the engine, whose
-  // rings register it as they are made); request and reply buffers come from it first.
-  if (options.registered_buffer_bytes > 0) {
-    if (Status s = BufferPool::Global().ReserveArena(options.registered_buffer_bytes);
-        !s.ok() && s.code() != StatusCode::kAlreadyExists) {
-      PS_LOG_WARN("registered buffers off: {}", s.ToString());
-    }
-  }
+EngineOptions EngineOptionsFor(const TargetOptions& options) {
   EngineOptions eo;
   eo.data_path = options.device.empty() ? options.data_dir + "/data.img" : options.device;
   eo.index_dir = options.data_dir + "/index";
@@ -93,25 +75,30 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
   eo.gc_rate_bytes_per_sec = options.gc_rate_bytes_per_sec;
   eo.scrub_rate_bytes_per_sec = options.scrub_rate_bytes_per_sec;
   eo.zero_rate_bytes_per_sec = options.zero_rate_bytes_per_sec;
-  // After a kill -9 the kernel may hold the dead process's lock on the data file for a moment
-  // (while it tears down its io_uring): retry briefly before giving up.
+  return eo;
+}
+
+// After a kill -9 the kernel may hold the dead process's lock on the data file for a moment
+// (while it tears down its io_uring): retry briefly before giving up.
+Result<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& eo) {
   auto open_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
     auto engine = Engine::Open(eo);
-    if (engine.ok()) {
-      t->engine_ = std::move(*engine);
-      break;
-    }
+    if (engine.ok()) return engine;
     if (engine.status().code() != StatusCode::kUnavailable ||
         std::chrono::steady_clock::now() >= open_deadline) {
       return engine.status();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
 
-  Engine* engine = t->engine_.get();
-  auto gauge = [&](const char* name, const char* help, auto field) {
-    t->metrics_.AddCallbackGauge(name, help, {}, [engine, field] {
+}  // namespace
+
+void TargetServer::AddEngineGauges() {
+  Engine* engine = engine_.get();
+  auto gauge = [this, engine](const char* name, const char* help, auto field) {
+    metrics_.AddCallbackGauge(name, help, {}, [engine, field] {
       return static_cast<double>(engine->Stats().*field);
     });
   };
@@ -158,24 +145,54 @@ Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& o
         &EngineStats::zero_pending_segments);
   gauge("penstock_engine_zeroed_bytes", "Bytes written with zeros by background zeroing.",
         &EngineStats::zeroed_bytes);
+}
 
-  t->service_ = std::make_unique<ShardService>(engine, &t->metrics_, options.io_threads);
+Status TargetServer::ServeDataPlane(std::vector<RpcRail> rails) {
+  service_ = std::make_unique<ShardService>(engine_.get(), &metrics_, options_.io_threads);
   RpcServerOptions ro;
-  ro.max_incoming_bytes = options.max_incoming_bytes;
-  ro.host = options.listen_host;
-  ro.port = options.port;
-  ro.metrics = &t->metrics_;
-  ro.workers = options.data_workers;
+  ro.max_incoming_bytes = options_.max_incoming_bytes;
+  ro.host = options_.listen_host;
+  ro.port = options_.port;
+  ro.metrics = &metrics_;
+  ro.workers = options_.data_workers;
   ro.rails = std::move(rails);
   // Reads started on a transport thread complete on it (no hand-off from the device's
   // completion thread before the reply goes out).
   ro.on_worker_start = [](const RpcServerOptions::AddSource& add_source) {
     return Engine::CompleteReadsOnThisThread(add_source);
   };
-  ShardService* service = t->service_.get();
-  PS_ASSIGN_OR_RETURN(t->rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
+  ShardService* service = service_.get();
+  PS_ASSIGN_OR_RETURN(rpc_, RpcServer::Start(ro, [service](RpcRequest req, Responder respond) {
                         service->Handle(std::move(req), std::move(respond));
                       }));
+  return OkStatus();
+}
+
+Result<std::unique_ptr<TargetServer>> TargetServer::Start(const TargetOptions& options) {
+  if (options.mgmt.empty()) {
+    return InvalidArgument("no mgmt address; pass --mgmt HOST:PORT (or set PENSTOCK_MGMT)");
+  }
+  std::vector<RpcRail> rails;
+  if (!options.rails.empty()) {
+    PS_ASSIGN_OR_RETURN(rails, ParseRails(options.rails));
+  }
+  std::unique_ptr<TargetServer> t(new TargetServer());
+  t->options_ = options;
+  PS_ASSIGN_OR_RETURN(t->uuid_, LoadOrCreateTargetUuid(options.data_dir));
+  if (t->options_.fault_domain.empty()) t->options_.fault_domain = t->uuid_;
+
+  // The buffer arena the engine's io_uring rings register (made before the engine, whose
+  // rings register it as they are made); request and reply buffers come from it first.
+  if (options.registered_buffer_bytes > 0) {
+    if (Status s = BufferPool::Global().ReserveArena(options.registered_buffer_bytes);
+        !s.ok() && s.code() != StatusCode::kAlreadyExists) {
+      PS_LOG_WARN("registered buffers off: {}", s.ToString());
+    }
+  }
+  const EngineOptions eo = EngineOptionsFor(options);
+  PS_ASSIGN_OR_RETURN(t->engine_, OpenEngine(eo));
+  t->AddEngineGauges();
+  PS_RETURN_IF_ERROR(t->ServeDataPlane(std::move(rails)));
   PS_ASSIGN_OR_RETURN(t->http_, HttpServer::Start(options.listen_host, options.metrics_port, &t->metrics_, "--metrics-port"));
 
   PS_RETURN_IF_ERROR(t->Register());

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/http_server.h"
 #include "common/metrics.h"
@@ -26,6 +27,7 @@ namespace penstock {
 
 class MgmtClient;
 class RpcServer;
+struct RpcRail;
 class ShardService;
 
 struct TargetOptions {
@@ -81,6 +83,9 @@ class TargetServer {
   uint64_t placement_epoch() const;
 
  private:
+  // Start's steps: the engine's figures as metrics; the shard service on the data plane.
+  void AddEngineGauges();
+  Status ServeDataPlane(std::vector<RpcRail> rails);
   TargetServer() = default;
   Status Register();
   void HeartbeatLoop();
