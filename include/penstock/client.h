@@ -21,11 +21,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "penstock/object_io.h"
+#include "penstock/redundancy.h"
 #include "penstock/status.h"
 
 namespace penstock {
@@ -61,14 +63,16 @@ struct ClientOptions {
 };
 
 struct ContainerProps {
-  std::string redundancy = "none";
+  // none, rep:N or ec:K+M (ParseRedundancy parses the text form), and the write quorum
+  // (min_durable; 0: the scheme's default). Unset: none.
+  std::optional<Redundancy> redundancy;
   uint64_t stripe_unit = 1 << 20;
 };
 
 struct ContainerInfo {
   uint64_t id = 0;
   std::string name;
-  std::string redundancy;
+  Redundancy redundancy;  // min_durable always set
   uint64_t stripe_unit = 0;
   int64_t created_ms = 0;
 };

@@ -77,7 +77,7 @@ Result<std::string> MakeThrowawayContainer(Client& client, BenchMode mode, const
   }
   std::string name = "bench-" + std::to_string(std::random_device{}() % 1000000);
   ContainerProps props;
-  props.redundancy = redundancy;
+  PS_ASSIGN_OR_RETURN(props.redundancy, ParseRedundancy(redundancy));
   PS_RETURN_IF_ERROR(client.CreateContainer(name, props).status());
   return name;
 }

@@ -71,7 +71,9 @@ void ReportTransfer(const GlobalOptions& g, bool quiet, const char* verb, const 
 
 int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   ContainerProps props;
-  props.redundancy = f.redundancy;
+  auto red = ParseRedundancy(f.redundancy);
+  if (!red.ok()) return ReportError(red.status(), g.json);
+  props.redundancy = *red;
   try {
     props.stripe_unit = ParseSize(f.stripe_unit, "--stripe-unit");
   } catch (const CLI::ValidationError& e) {
@@ -82,11 +84,11 @@ int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   auto info = (*c)->CreateContainer(f.container, props);
   if (!info.ok()) return ReportError(info.status(), g.json);
   if (g.json) {
-    PrintJson(json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy},
+    PrintJson(json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy.ToString()},
                    {"stripe_unit", info->stripe_unit}});
   } else {
     std::cout << "created container '" << info->name << "' (id " << info->id << ", stripe unit "
-              << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy " << info->redundancy << ")\n";
+              << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy " << info->redundancy.ToString() << ")\n";
   }
   return 0;
 }
@@ -99,7 +101,7 @@ int ContainerList(const GlobalOptions& g) {
   if (g.json) {
     json j = json::array();
     for (const auto& i : *list) {
-      j.push_back({{"id", i.id}, {"name", i.name}, {"redundancy", i.redundancy}, {"stripe_unit", i.stripe_unit},
+      j.push_back({{"id", i.id}, {"name", i.name}, {"redundancy", i.redundancy.ToString()}, {"stripe_unit", i.stripe_unit},
                    {"created_ms", i.created_ms}});
     }
     PrintJson(j);
@@ -107,7 +109,7 @@ int ContainerList(const GlobalOptions& g) {
   }
   for (const auto& i : *list) {
     std::printf("%-24s id=%-6llu redundancy=%-8s stripe_unit=%s\n", i.name.c_str(),
-                static_cast<unsigned long long>(i.id), i.redundancy.c_str(),
+                static_cast<unsigned long long>(i.id), i.redundancy.ToString().c_str(),
                 HumanBytes(static_cast<double>(i.stripe_unit)).c_str());
   }
   return 0;

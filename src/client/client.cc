@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "mgmt_client/cluster_map_watch.h"
 #include "mgmt_client/mgmt_client.h"
+#include "mgmt_client/redundancy_proto.h"
 #include "protocol/object_head.h"
 #include "transport/rpc_client.h"
 
@@ -35,8 +36,10 @@ int64_t NowMs() {
       .count();
 }
 
-ContainerInfo FromProto(const v1::Container& c) {
-  return {c.id(), c.name(), c.redundancy(), c.stripe_unit(), c.created_ms()};
+Result<ContainerInfo> FromProto(const v1::Container& c) {
+  PS_ASSIGN_OR_RETURN(Redundancy red, ContainerRedundancy(c));
+  if (red.min_durable == 0) red.min_durable = red.DefaultQuorum();
+  return ContainerInfo{c.id(), c.name(), red, c.stripe_unit(), c.created_ms()};
 }
 
 class MemorySource : public ObjectSource {
@@ -136,15 +139,7 @@ class Client::Impl : public DataPath {
     return {c.id, hi, lo, UINT64_MAX, 0, 0};
   }
 
-  static Redundancy RedundancyOf(const ContainerInfo& c) {
-    auto r = ParseRedundancy(c.redundancy);
-    if (!r.ok()) {
-      PS_LOG_WARN("container '{}' has redundancy '{}' this client does not know; treating it as none", c.name,
-                  c.redundancy);
-      return {};
-    }
-    return *r;
-  }
+  static const Redundancy& RedundancyOf(const ContainerInfo& c) { return c.redundancy; }
 
   // The head of `name`, or kNotFound naming the object.
   Result<ObjectHead> ReadHead(const ContainerInfo& c, const std::string& name) {
@@ -268,7 +263,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 Result<ContainerInfo> Client::CreateContainer(const std::string& name, const ContainerProps& props) {
   v1::CreateContainerRequest req;
   req.set_name(name);
-  req.set_redundancy(props.redundancy);
+  if (props.redundancy) *req.mutable_scheme() = RedundancyToProto(*props.redundancy);
   req.set_stripe_unit(props.stripe_unit);
   PS_ASSIGN_OR_RETURN(v1::Container c, impl_->mgmt->CreateContainer(req));
   return FromProto(c);
@@ -279,7 +274,10 @@ Result<ContainerInfo> Client::GetContainer(const std::string& name) { return imp
 Result<std::vector<ContainerInfo>> Client::ListContainers() {
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse r, impl_->mgmt->ListContainers(v1::ListContainersRequest()));
   std::vector<ContainerInfo> out;
-  for (const auto& c : r.containers()) out.push_back(FromProto(c));
+  for (const auto& c : r.containers()) {
+    PS_ASSIGN_OR_RETURN(ContainerInfo info, FromProto(c));
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

@@ -156,7 +156,7 @@ TEST(ClientMapWatchTest, EpochFollowsMembershipWithoutAnyCall) {
 constexpr uint64_t kRepStripeUnit = 64 * 1024;
 Result<ContainerInfo> Rep2Container(testing::InProcessCluster& cluster) {
   ContainerProps rep;
-  rep.redundancy = "rep:2";
+  rep.redundancy = *ParseRedundancy("rep:2");
   rep.stripe_unit = kRepStripeUnit;
   return cluster.client().CreateContainer("r", rep);
 }
@@ -191,7 +191,7 @@ TEST(ClientJoinTest, ObjectsStayReadableUntilRepairHasMovedThem) {
   uint32_t seed = 1;
   for (const std::string red : {"none", "rep:2", "ec:2+1"}) {
     ContainerProps p;
-    p.redundancy = red;
+    p.redundancy = *ParseRedundancy(red);
     p.stripe_unit = 64 * 1024;
     ASSERT_TRUE(client.CreateContainer(red == "none" ? "n" : red == "rep:2" ? "r" : "e", p).ok());
   }
@@ -390,7 +390,7 @@ TEST(ClientDegradedWriteTest, AMissedWriteStopsReadsOfItsContainerOnly) {
   auto r = Rep2Container(cluster);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ContainerProps rep;
-  rep.redundancy = "rep:2";
+  rep.redundancy = *ParseRedundancy("rep:2");
   rep.stripe_unit = kRepStripeUnit;
   auto other = cluster.client().CreateContainer("other", rep);
   ASSERT_TRUE(other.ok()) << other.status().ToString();

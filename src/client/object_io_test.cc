@@ -98,7 +98,7 @@ TEST_F(ObjectIoTest, RandomRangesMatchModelWithRedundancy) {
     const std::string container = std::string("io-") + (red[0] == 'r' ? "rep" : "ec");
     ContainerProps p;
     p.stripe_unit = kStripe;
-    p.redundancy = red;
+    p.redundancy = *ParseRedundancy(red);
     ASSERT_TRUE(cluster_->client().CreateContainer(container, p).ok());
     auto opened = cluster_->client().Open(container, "model", {.create = true});
     ASSERT_TRUE(opened.ok()) << opened.status().ToString();
@@ -291,7 +291,7 @@ TEST_F(ObjectIoTest, TwoClientsWritingOneObjectLoseNoUpdate) {
       container = std::string("two-") + (red[0] == 'r' ? "rep" : "ec");
       ContainerProps p;
       p.stripe_unit = kStripe;
-      p.redundancy = red;
+      p.redundancy = *ParseRedundancy(red);
       ASSERT_TRUE(cluster_->client().CreateContainer(container, p).ok());
     }
     auto a = cluster_->client().Open(container, "two-clients", {.create = true});

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "protocol/redundancy.h"
+#include "penstock/redundancy.h"
 
 namespace penstock {
 

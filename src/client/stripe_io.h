@@ -55,7 +55,7 @@
 #include "client/write_version.h"
 #include "codec/erasure.h"
 #include "common/thread_pool.h"
-#include "protocol/redundancy.h"
+#include "penstock/redundancy.h"
 
 namespace penstock {
 

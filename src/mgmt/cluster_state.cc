@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "mgmt/cluster_state_keys.h"
+#include "mgmt_client/redundancy_proto.h"
 #include "protocol/object_head.h"
 #include "protocol/shard_protocol.h"
 
@@ -99,6 +100,11 @@ Status LoadContainers(MetaStore* store, LoadedState* l) {
   for (const auto& [key, value] : container_rows) {
     v1::Container c;
     if (!c.ParseFromString(value)) return Unparsable(key);
+    if (!c.has_scheme()) {  // stored by a mgmt older than the typed scheme: read its text once
+      PS_ASSIGN_OR_RETURN(Redundancy r, ContainerRedundancy(c));
+      if (r.min_durable == 0) r.min_durable = r.DefaultQuorum();
+      *c.mutable_scheme() = RedundancyToProto(r);
+    }
     if (c.id() >= l->next_container_id) l->next_container_id = c.id() + 1;
     l->containers[c.name()] = std::move(c);
   }

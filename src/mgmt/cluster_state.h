@@ -38,12 +38,14 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "mgmt/meta_store.h"
 #include "penstock/mgmt.pb.h"
+#include "penstock/redundancy.h"
 #include "penstock/status.h"
 
 namespace penstock::mgmt {
@@ -143,12 +145,14 @@ class ClusterState {
   ClusterSummary Summary() const;
   int64_t heartbeat_timeout_ms() const { return options_.heartbeat_timeout_ms; }
 
-  // Creates a container; redundancy "" means "none", stripe_unit 0 means 1 MiB.
-  // Errors: kInvalidArgument (name, redundancy, stripe unit — see container_rules.h);
+  // Creates a container; no redundancy means "none", stripe_unit 0 means 1 MiB. The stored
+  // scheme always has its min_durable set (the scheme's default when it came as 0).
+  // Errors: kInvalidArgument (name, stripe unit — see container_rules.h; redundancy —
+  // ValidateRedundancy);
   // kFailedPrecondition when the redundancy needs more targets than the cluster has (not LOST);
   // kAlreadyExists "container 'x' already exists".
   // `tenant_id` owns it (0: the built-in default tenant).
-  Result<v1::Container> CreateContainer(const std::string& name, const std::string& redundancy,
+  Result<v1::Container> CreateContainer(const std::string& name, std::optional<Redundancy> redundancy,
                                         uint64_t stripe_unit, uint64_t tenant_id = 0);
   // Errors: kNotFound "container 'x' does not exist; create it with `penstock container create x`".
   Result<v1::Container> GetContainer(const std::string& name) const;

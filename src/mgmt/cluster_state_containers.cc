@@ -8,7 +8,8 @@
 #include "mgmt/cluster_state.h"
 #include "mgmt/cluster_state_keys.h"
 #include "mgmt/container_rules.h"
-#include "protocol/redundancy.h"
+#include "mgmt_client/redundancy_proto.h"
+#include "penstock/redundancy.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -21,17 +22,19 @@ Status NoSuchContainer(const std::string& name) {
 }  // namespace
 
 Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
-                                                    const std::string& redundancy,
+                                                    std::optional<Redundancy> redundancy,
                                                     uint64_t stripe_unit, uint64_t tenant_id) {
   PS_RETURN_IF_ERROR(ValidateContainerName(name));
-  PS_ASSIGN_OR_RETURN(std::string red, NormalizeRedundancy(redundancy));
+  Redundancy scheme = redundancy.value_or(Redundancy{});
+  PS_RETURN_IF_ERROR(ValidateRedundancy(scheme));
+  if (scheme.min_durable == 0) scheme.min_durable = scheme.DefaultQuorum();
   PS_ASSIGN_OR_RETURN(uint64_t unit, NormalizeStripeUnit(stripe_unit));
+  const std::string red = scheme.ToString();
 
   std::lock_guard<std::mutex> lock(mu_);
   if (containers_.count(name) != 0) {
     return AlreadyExists("container '" + name + "' already exists");
   }
-  PS_ASSIGN_OR_RETURN(Redundancy scheme, ParseRedundancy(red));
   uint32_t usable = 0;
   for (const auto& [id, t] : targets_) usable += t.state() != v1::TARGET_STATE_LOST;
   if (scheme.protected_() && scheme.width() > usable) {
@@ -43,6 +46,7 @@ Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
   c.set_id(next_container_id_);
   c.set_name(name);
   c.set_redundancy(red);
+  *c.mutable_scheme() = RedundancyToProto(scheme);
   c.set_stripe_unit(unit);
   c.set_created_ms(options_.now_ms());
   c.set_tenant_id(tenant_id);

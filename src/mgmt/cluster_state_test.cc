@@ -11,6 +11,13 @@
 namespace penstock::mgmt {
 namespace {
 
+// The scheme of `text` ("": none given).
+std::optional<Redundancy> R(const char* text) {
+  if (*text == 0) return std::nullopt;
+  return *ParseRedundancy(text);
+}
+
+
 constexpr int64_t kTimeout = 5000;
 
 class ClusterStateTest : public ::testing::Test {
@@ -210,8 +217,8 @@ TEST_F(ClusterStateTest, LostTargetsGiveUpTheirPlaceForGood) {
   Reload();
   Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
   Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
-  ASSERT_TRUE(state_->CreateContainer("two", "rep:2", 0).ok());
-  EXPECT_EQ(state_->CreateContainer("three", "ec:2+1", 0).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(state_->CreateContainer("two", R("rep:2"), 0).ok());
+  EXPECT_EQ(state_->CreateContainer("three", R("ec:2+1"), 0).status().code(), StatusCode::kFailedPrecondition);
 
   // Down first, then lost once silent past the lost timeout (one bump each).
   now_ += kTimeout + 1;
@@ -231,7 +238,7 @@ TEST_F(ClusterStateTest, LostTargetsGiveUpTheirPlaceForGood) {
   EXPECT_EQ(back.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(back.status().message().find("empty its data directory"), std::string::npos);
   EXPECT_EQ(state_->Heartbeat(Hb(a.target_id, "uuid-a")).status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(state_->CreateContainer("again", "rep:2", 0).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(state_->CreateContainer("again", R("rep:2"), 0).status().code(), StatusCode::kFailedPrecondition);
 
   // An operator can declare a live target lost; the state survives a reload.
   Result<uint64_t> e = state_->MarkTargetLost(b.target_id);
@@ -280,9 +287,9 @@ TEST_F(ClusterStateTest, MgmtDowntimeDoesNotCountAsATargetsSilence) {
 TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b")).ok());
-  const uint64_t one = state_->CreateContainer("one", "rep:2", 0)->id();
-  const uint64_t two = state_->CreateContainer("two", "rep:2", 0)->id();
-  const uint64_t gone = state_->CreateContainer("gone", "rep:2", 0)->id();
+  const uint64_t one = state_->CreateContainer("one", R("rep:2"), 0)->id();
+  const uint64_t two = state_->CreateContainer("two", R("rep:2"), 0)->id();
+  const uint64_t gone = state_->CreateContainer("gone", R("rep:2"), 0)->id();
   EXPECT_EQ(state_->MarkRecovering(999, {1}).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(*state_->MarkRecovering(one, {1, 1}), 3u);
   EXPECT_EQ(*state_->MarkRecovering(one, {1}), 3u);  // a repeat changes nothing
@@ -387,7 +394,7 @@ TEST_F(ClusterStateTest, PlacementEpochFollowsOnlyPlacementChanges) {
 // data, which never goes back, never runs ahead of the placement, and survives a reload.
 TEST_F(ClusterStateTest, SettledPlacementFollowsRepairAndSurvivesReload) {
   Registration a = *state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"));
-  ASSERT_TRUE(state_->CreateContainer("c1", "none", 0).ok());
+  ASSERT_TRUE(state_->CreateContainer("c1", R("none"), 0).ok());
   Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b"));
   v1::ClusterMap m = state_->GetClusterMap();
   EXPECT_EQ(m.settled_placement_epoch(), 0u);
@@ -419,7 +426,7 @@ TEST_F(ClusterStateTest, CapacityChangeInHeartbeatBumps) {
 }
 
 TEST_F(ClusterStateTest, Containers) {
-  Result<v1::Container> c = state_->CreateContainer("ckpt", "", 0);
+  Result<v1::Container> c = state_->CreateContainer("ckpt", R(""), 0);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->id(), 1u);
   EXPECT_EQ(c->name(), "ckpt");
@@ -427,7 +434,7 @@ TEST_F(ClusterStateTest, Containers) {
   EXPECT_EQ(c->stripe_unit(), 1u << 20);
   EXPECT_EQ(c->created_ms(), now_);
 
-  Result<v1::Container> d = state_->CreateContainer("data.set-1", "none", 65536);
+  Result<v1::Container> d = state_->CreateContainer("data.set-1", R("none"), 65536);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->id(), 2u);
   EXPECT_EQ(d->stripe_unit(), 65536u);
@@ -445,7 +452,7 @@ TEST_F(ClusterStateTest, Containers) {
   ASSERT_TRUE(state_->DeleteContainer("ckpt").ok());
   EXPECT_EQ(state_->ListContainers().size(), 1u);
   // A re-created container gets a new id, never a reused one.
-  EXPECT_EQ(state_->CreateContainer("ckpt", "none", 0)->id(), 3u);
+  EXPECT_EQ(state_->CreateContainer("ckpt", R("none"), 0)->id(), 3u);
   // The deletion is recorded (repair empties only recorded ids), and survives a reload.
   Reload();
   EXPECT_EQ(state_->DeletedContainerIds(), (std::vector<uint64_t>{1}));
@@ -454,12 +461,12 @@ TEST_F(ClusterStateTest, Containers) {
   EXPECT_FALSE(state_->ContainerIdRetired(3));  // live, the re-created one
   EXPECT_FALSE(state_->ContainerIdRetired(4));  // never given out
   EXPECT_FALSE(state_->ContainerIdRetired(0));
-  EXPECT_EQ(state_->CreateContainer("next", "none", 0)->id(), 4u);
+  EXPECT_EQ(state_->CreateContainer("next", R("none"), 0)->id(), 4u);
 }
 
 TEST_F(ClusterStateTest, ContainerErrors) {
-  ASSERT_TRUE(state_->CreateContainer("x", "none", 0).ok());
-  Result<v1::Container> dup = state_->CreateContainer("x", "none", 0);
+  ASSERT_TRUE(state_->CreateContainer("x", R("none"), 0).ok());
+  Result<v1::Container> dup = state_->CreateContainer("x", R("none"), 0);
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(dup.status().message(), "container 'x' already exists");
 
@@ -471,15 +478,15 @@ TEST_F(ClusterStateTest, ContainerErrors) {
   EXPECT_EQ(del.code(), StatusCode::kNotFound);
   EXPECT_EQ(del.message(), missing.status().message());
 
-  Result<v1::Container> rep = state_->CreateContainer("z", "rep:3", 0);
+  Result<v1::Container> rep = state_->CreateContainer("z", R("rep:3"), 0);
   EXPECT_EQ(rep.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(rep.status().message(),
             "redundancy rep:3 puts each stripe on 3 targets, but the cluster has 0; add targets or choose a "
             "narrower scheme");
-  EXPECT_EQ(state_->CreateContainer("z", "rep:x", 0).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(state_->CreateContainer("bad/name", "none", 0).status().code(),
+  EXPECT_EQ(state_->CreateContainer("z", Redundancy{Redundancy::Kind::kErasure, 4, 0, 0}, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->CreateContainer("bad/name", R("none"), 0).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(state_->CreateContainer("z", "none", 1000).status().code(),
+  EXPECT_EQ(state_->CreateContainer("z", R("none"), 1000).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(state_->ListContainers().size(), 1u);
 }
@@ -489,7 +496,7 @@ TEST_F(ClusterStateTest, ContainerErrors) {
 TEST_F(ClusterStateTest, FailedReloadKeepsTheState) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "host-b")).ok());
-  ASSERT_TRUE(state_->CreateContainer("keep", "none", 0).ok());
+  ASSERT_TRUE(state_->CreateContainer("keep", R("none"), 0).ok());
   const v1::ClusterMap before = state_->GetClusterMap();
   store_.set_fail_scans(true);
   EXPECT_EQ(state_->Reload().code(), StatusCode::kUnavailable);
@@ -504,11 +511,11 @@ TEST_F(ClusterStateTest, FailedReloadKeepsTheState) {
 
 TEST_F(ClusterStateTest, FailedCommitChangesNothing) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
-  ASSERT_TRUE(state_->CreateContainer("keep", "none", 0).ok());
+  ASSERT_TRUE(state_->CreateContainer("keep", R("none"), 0).ok());
   store_.set_fail_writes(true);
   EXPECT_EQ(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000")).status().code(),
             StatusCode::kUnavailable);
-  EXPECT_EQ(state_->CreateContainer("new", "none", 0).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(state_->CreateContainer("new", R("none"), 0).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(state_->DeleteContainer("keep").code(), StatusCode::kUnavailable);
   now_ += 2 * kTimeout;
   EXPECT_EQ(state_->CheckLiveness(now_).status().code(), StatusCode::kUnavailable);
@@ -520,14 +527,14 @@ TEST_F(ClusterStateTest, FailedCommitChangesNothing) {
 
   store_.set_fail_writes(false);
   EXPECT_EQ(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000"))->target_id, 2u);
-  EXPECT_EQ(state_->CreateContainer("new", "none", 0)->id(), 2u);
+  EXPECT_EQ(state_->CreateContainer("new", R("none"), 0)->id(), 2u);
 }
 
 TEST_F(ClusterStateTest, StateSurvivesReload) {
   ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
   Registration b = *state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000", "rack-2"));
-  ASSERT_TRUE(state_->CreateContainer("c1", "none", 8192).ok());
-  ASSERT_TRUE(state_->CreateContainer("c2", "none", 0).ok());
+  ASSERT_TRUE(state_->CreateContainer("c1", R("none"), 8192).ok());
+  ASSERT_TRUE(state_->CreateContainer("c2", R("none"), 0).ok());
   ASSERT_TRUE(state_->DeleteContainer("c2").ok());
   // b heartbeats, a goes DOWN.
   now_ += kTimeout;
@@ -555,7 +562,7 @@ TEST_F(ClusterStateTest, StateSurvivesReload) {
   EXPECT_EQ(state_->GetContainer("c1")->stripe_unit(), 8192u);
   // Counters survive: ids are not reused.
   EXPECT_EQ(state_->RegisterTarget(Reg("uuid-c", "10.0.0.3:5000"))->target_id, 3u);
-  EXPECT_EQ(state_->CreateContainer("c3", "none", 0)->id(), 3u);
+  EXPECT_EQ(state_->CreateContainer("c3", R("none"), 0)->id(), 3u);
   // Known uuid keeps its id after reload.
   EXPECT_EQ(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000"))->target_id, 1u);
 }
@@ -580,7 +587,7 @@ TEST_F(ClusterStateTest, ReloadTakesOverAnotherWritersStateWithGracePeriod) {
   ASSERT_TRUE(other.ok());
   ASSERT_TRUE((*other)->RegisterTarget(Reg("u1", "10.0.0.1:7000")).ok());
   ASSERT_TRUE((*other)->RegisterTarget(Reg("u2", "10.0.0.2:7000")).ok());
-  ASSERT_TRUE((*other)->CreateContainer("data", "", 0).ok());
+  ASSERT_TRUE((*other)->CreateContainer("data", R(""), 0).ok());
   EXPECT_EQ(state_->Summary().epoch, 0u);  // not seen before the reload
 
   now_ += kTimeout - 1;  // the old leader saw its last heartbeats long ago

@@ -2,7 +2,6 @@
 
 #include <cctype>
 
-#include "protocol/redundancy.h"
 
 namespace penstock::mgmt {
 namespace {
@@ -30,11 +29,6 @@ Status ValidateContainerName(std::string_view name) {
     }
   }
   return OkStatus();
-}
-
-Result<std::string> NormalizeRedundancy(std::string_view redundancy) {
-  PS_ASSIGN_OR_RETURN(Redundancy r, ParseRedundancy(redundancy));
-  return r.ToString();
 }
 
 Result<uint64_t> NormalizeStripeUnit(uint64_t stripe_unit) {

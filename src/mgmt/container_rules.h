@@ -1,6 +1,6 @@
-// container_rules.h — validation of container properties given at creation: name, redundancy,
-// stripe unit. Pure functions over values (no I/O, no state), shared by mgmt and usable by the
-// CLI to fail early. Thread-safe.
+// container_rules.h — validation of container properties given at creation: name and stripe
+// unit (redundancy: ValidateRedundancy, penstock/redundancy.h). Pure functions over values (no
+// I/O, no state), shared by mgmt and usable by the CLI to fail early. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +19,6 @@ inline constexpr uint64_t kMaxStripeUnit = 64ull << 20;  // 64 MiB
 // OK when `name` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
 // Errors: kInvalidArgument naming the name and the rule.
 Status ValidateContainerName(std::string_view name);
-
-// The canonical text of `redundancy` ("" and "rep:1" mean "none"; see protocol/redundancy.h).
-// Errors: kInvalidArgument naming the text and the accepted forms.
-Result<std::string> NormalizeRedundancy(std::string_view redundancy);
 
 // The stripe unit to use for `stripe_unit` (0 means kDefaultStripeUnit).
 // Errors: kInvalidArgument unless it is a multiple of 4 KiB within [4 KiB, 64 MiB].

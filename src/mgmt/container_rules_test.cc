@@ -19,20 +19,6 @@ TEST(ContainerRules, Names) {
   }
 }
 
-TEST(ContainerRules, Redundancy) {
-  EXPECT_EQ(*NormalizeRedundancy(""), "none");
-  EXPECT_EQ(*NormalizeRedundancy("none"), "none");
-  EXPECT_EQ(*NormalizeRedundancy("rep:3"), "rep:3");
-  EXPECT_EQ(*NormalizeRedundancy("rep:1"), "none");
-  EXPECT_EQ(*NormalizeRedundancy("ec:4+2"), "ec:4+2");
-  for (const char* bad : {"raid5", "rep:", "ec:4", "NONE", "rep:x"}) {
-    Result<std::string> r = NormalizeRedundancy(bad);
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.status().message().find("use none"), std::string::npos);
-  }
-}
-
 TEST(ContainerRules, StripeUnit) {
   EXPECT_EQ(*NormalizeStripeUnit(0), kDefaultStripeUnit);
   EXPECT_EQ(*NormalizeStripeUnit(4096), 4096u);

@@ -179,7 +179,7 @@ TEST_F(MgmtHaTest, CrashedLeaderIsReplacedAfterLeaseExpiryAndFenced) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 6s);
 
   // The stale leader's writes are fenced off.
-  auto late = servers_[leader]->state()->CreateContainer("late", "", 0);
+  auto late = servers_[leader]->state()->CreateContainer("late", std::nullopt, 0);
   EXPECT_EQ(late.status().code(), StatusCode::kUnavailable) << late.status().ToString();
 
   // The HA client and the watch carry on with the new leader.

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "mgmt_client/redundancy_proto.h"
 #include "protocol/capability.h"
 
 #ifndef PENSTOCK_VERSION
@@ -134,14 +135,31 @@ grpc::Status MgmtService::GetClusterMap(grpc::ServerContext*, const v1::GetClust
   return Done("GetClusterMap", OkStatus());
 }
 
+namespace {
+
+// The scheme a create asks for: its typed `scheme`, or the text of a client older than it
+// (parsed here, at the edge); none when it gives neither.
+Result<std::optional<Redundancy>> RequestedRedundancy(const v1::CreateContainerRequest& req) {
+  if (req.has_scheme()) {
+    PS_ASSIGN_OR_RETURN(Redundancy r, RedundancyFromProto(req.scheme()));
+    return std::optional<Redundancy>(r);
+  }
+  if (req.redundancy().empty()) return std::optional<Redundancy>();
+  PS_ASSIGN_OR_RETURN(Redundancy r, ParseRedundancy(req.redundancy()));
+  return std::optional<Redundancy>(r);
+}
+
+}  // namespace
+
 grpc::Status MgmtService::CreateContainer(grpc::ServerContext* ctx,
                                           const v1::CreateContainerRequest* req,
                                           v1::Container* resp) {
   if (Status g = CheckLeader(); !g.ok()) return Done("CreateContainer", g);
   Result<Caller> caller = Authenticate(ctx);
   if (!caller.ok()) return Done("CreateContainer", caller.status());
-  Result<v1::Container> r =
-      state_->CreateContainer(req->name(), req->redundancy(), req->stripe_unit(), caller->tenant);
+  Result<std::optional<Redundancy>> red = RequestedRedundancy(*req);
+  if (!red.ok()) return Done("CreateContainer", red.status());
+  Result<v1::Container> r = state_->CreateContainer(req->name(), *red, req->stripe_unit(), caller->tenant);
   if (r.ok()) *resp = std::move(r).value();
   return Done("CreateContainer", r.status());
 }

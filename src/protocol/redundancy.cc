@@ -1,4 +1,4 @@
-#include "protocol/redundancy.h"
+#include "penstock/redundancy.h"
 
 #include <charconv>
 
@@ -59,6 +59,34 @@ Result<Redundancy> ParseRedundancy(std::string_view text) {
     return r;
   }
   return InvalidArgument("redundancy '" + std::string(text) + "' is not a redundancy scheme" + forms);
+}
+
+Status ValidateRedundancy(const Redundancy& r) {
+  const std::string what = "redundancy " + r.ToString();
+  switch (r.kind) {
+    case Redundancy::Kind::kNone:
+      if (r.k != 1 || r.m != 0) return InvalidArgument(what + " must have k 1 and m 0");
+      break;
+    case Redundancy::Kind::kReplicate:
+      if (r.k != 1 || r.m < 1 || r.m + 1 > kMaxReplicas) {
+        return InvalidArgument(what + " needs 2 to " + std::to_string(kMaxReplicas) + " copies");
+      }
+      break;
+    case Redundancy::Kind::kErasure:
+      if (r.k < 1 || r.k > kMaxDataShards || r.m < 1 || r.m > kMaxParityShards) {
+        return InvalidArgument(what + " needs 1 <= K <= " + std::to_string(kMaxDataShards) + " and 1 <= M <= " +
+                               std::to_string(kMaxParityShards));
+      }
+      break;
+    default:
+      return InvalidArgument("redundancy of unknown kind " + std::to_string(static_cast<int>(r.kind)));
+  }
+  if (r.min_durable != 0 && (r.min_durable < r.k || r.min_durable > r.width())) {
+    return InvalidArgument(what + " cannot acknowledge writes on " + std::to_string(r.min_durable) +
+                           " durable shards: --min-durable must be between " + std::to_string(r.k) + " (K) and " +
+                           std::to_string(r.width()) + " (every shard)");
+  }
+  return OkStatus();
 }
 
 }  // namespace penstock

@@ -14,7 +14,7 @@
 
 #include "common/metrics.h"
 #include "penstock/mgmt.pb.h"
-#include "protocol/redundancy.h"
+#include "penstock/redundancy.h"
 #include "repair/scan.h"
 #include "repair/vote.h"
 

@@ -72,7 +72,7 @@
 #include "common/metrics.h"
 #include "mgmt_client/tls.h"
 #include "protocol/object_head.h"
-#include "protocol/redundancy.h"
+#include "penstock/redundancy.h"
 #include "penstock/mgmt.pb.h"
 #include "penstock/status.h"
 #include "repair/scan.h"

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "mgmt_client/redundancy_proto.h"
 #include "protocol/object_head.h"
 #include "repair/pass_state.h"
 #include "repair/repair_jobs.h"
@@ -92,7 +93,7 @@ PassMetrics Repairer::GetPassMetrics() const {
 }
 
 void Repairer::RepairContainer(PassState& pass, const v1::Container& c, RepairJobs& jobs) {
-  auto red = ParseRedundancy(c.redundancy());
+  auto red = ContainerRedundancy(c);
   if (!red.ok()) {
     pass.clean_containers.push_back(c.id());  // nothing to check
     return;
