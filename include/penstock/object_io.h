@@ -4,10 +4,17 @@
 // operations in flight from one thread, completing through a CompletionQueue:
 //
 //   auto obj = client->Open("ckpt", "rank-7.bin", {.create = true}).value();
-//   CompletionQueue cq;
-//   obj->WriteAsync(0, {{buf, len}}, cq, /*user_data=*/1);
-//   obj->ReadAsync(4096, {{out, 4096}}, cq, /*user_data=*/2);
-//   for (auto& c : cq.Wait(2, std::chrono::seconds(10))) ... c.status, c.bytes ...
+//   std::vector<std::byte> a(1 << 20, std::byte{1}), b(1 << 20, std::byte{2});
+//   penstock::CompletionQueue cq;
+//   obj->WriteAsync(0, {{a.data(), a.size()}}, cq, /*user_data=*/1);  // both in flight at once
+//   obj->WriteAsync(a.size(), {{b.data(), b.size()}}, cq, /*user_data=*/2);
+//   for (const penstock::IoCompletion& c : cq.Wait(2, std::chrono::seconds(10))) {
+//     if (!c.status.ok()) return c.status;  // c.user_data says which
+//   }
+//   std::vector<std::byte> out(4096);
+//   obj->ReadAsync(a.size() - 2048, {{out.data(), out.size()}}, cq, /*user_data=*/3);
+//   std::vector<penstock::IoCompletion> done = cq.Wait(1, std::chrono::seconds(10));
+//   // done[0].bytes == 4096: 2 KiB of 1s, then 2 KiB of 2s
 //
 // Semantics
 // - An object is a byte array of size() bytes split into stripes of the container's stripe
