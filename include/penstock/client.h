@@ -82,6 +82,13 @@ struct ObjectInfo {
   uint64_t size = 0;
   uint64_t stripe_unit = 0;
   int64_t mtime_ms = 0;
+  // Empty, or why the object's data is gone (a target declared lost with data that the
+  // container's redundancy could not make up for): reads of it answer kDataLoss.
+  std::string lost;
+};
+
+struct ListOptions {
+  std::string prefix;  // only names starting with it
 };
 
 // Called with (bytes done, bytes total) as a transfer progresses, from the calling thread.
@@ -117,7 +124,7 @@ class Client {
   Result<ObjectInfo> Stat(const std::string& container, const std::string& name);
   // Objects of a container sorted by name. kUnavailable if a target cannot be asked (the
   // listing would be incomplete).
-  Result<std::vector<ObjectInfo>> List(const std::string& container);
+  Result<std::vector<ObjectInfo>> List(const std::string& container, const ListOptions& options = {});
   Status Delete(const std::string& container, const std::string& name);
 
   // Opens object `name` for ranged, asynchronous I/O (see object_io.h). kNotFound unless it

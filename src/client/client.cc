@@ -361,7 +361,7 @@ Result<ObjectInfo> Client::Stat(const std::string& container, const std::string&
   return ObjectInfo{h.name, h.size, h.stripe_unit, h.mtime_ms};
 }
 
-Result<std::vector<ObjectInfo>> Client::List(const std::string& container) {
+Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const ListOptions& options) {
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_RETURN_IF_ERROR(impl_->view->Refresh());
   // Heads of protected containers have several copies (and tombstones for deleted objects):
@@ -390,7 +390,8 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container) {
       PS_LOG_WARN("skipping an unreadable object head: {}", h.status().ToString());
       continue;
     }
-    by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms};
+    if (!h->name.starts_with(options.prefix)) continue;
+    by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms, ""};
   }
   std::vector<ObjectInfo> out;
   for (auto& [n, info] : by_name) out.push_back(std::move(info));
