@@ -358,7 +358,7 @@ Result<std::vector<std::byte>> Client::Get(const std::string& container, const s
 Result<ObjectInfo> Client::Stat(const std::string& container, const std::string& name) {
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_ASSIGN_OR_RETURN(ObjectHead h, impl_->ReadHead(c, name));
-  return ObjectInfo{h.name, h.size, h.stripe_unit, h.mtime_ms};
+  return ObjectInfo{h.name, h.size, h.stripe_unit, h.mtime_ms, ""};
 }
 
 Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const ListOptions& options) {
