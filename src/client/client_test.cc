@@ -370,7 +370,8 @@ TEST(ClientDegradedWriteTest, TheReportToMgmtRunsOffTheTransportAndTimerThreads)
     return uint64_t{0};
   });
   cluster.StopTarget(1);  // the client's map still has it up: its shards fail or straggle
-  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1}, kRepStripeUnit);
+  // Acknowledged on one durable copy (min_durable 1), so the write goes on degraded.
+  const StripeGeometry g = StripeGeometry::For(Redundancy{Redundancy::Kind::kReplicate, 1, 1, 1}, kRepStripeUnit);
   auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(RandomBytes(4096, 3)));
   for (uint64_t s = 0; s < 4; ++s) {
     Status w = path.io->WriteSync(g, WireShardKey{info->id, 9, 9, s, 0, 0}, data, NewVersion());

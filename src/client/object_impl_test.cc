@@ -22,6 +22,20 @@ namespace {
 
 constexpr uint64_t kStripe = 4096;
 
+// A scheme from its text, with an optional write quorum after '@' ("rep:2@1": acknowledged on
+// one durable copy, the degraded writes these tests exercise; without: the default quorum).
+Redundancy ParseScheme(const std::string& text) {
+  const size_t at = text.find('@');
+  Redundancy r = *ParseRedundancy(text.substr(0, at));
+  if (at != std::string::npos) r.min_durable = static_cast<uint32_t>(std::stoul(text.substr(at + 1)));
+  return r;
+}
+
+// `scheme` acknowledged once K shards are durable (the lowest quorum there is).
+std::string AtK(const std::string& scheme) {
+  return scheme == "none" ? scheme : scheme + "@" + std::to_string(ParseScheme(scheme).k);
+}
+
 class ObjectImplTest : public ::testing::Test {
  protected:
   ObjectImplTest()
@@ -41,14 +55,14 @@ class ObjectImplTest : public ::testing::Test {
     h.data_hi = ++next_id_;
     h.data_lo = 7;
     WireShardKey head_key{1, next_id_, 1, UINT64_MAX, 0, 0};
-    red_ = *ParseRedundancy(redundancy);
+    red_ = ParseScheme(redundancy);
     EXPECT_TRUE(io->WriteHead(red_, head_key, EncodeObjectHead(h), NewVersion()).ok());  // as Open(create) does
     return std::make_shared<ObjectImpl>(io, &tracker_, 1, red_, head_key, h);
   }
 
   // Stripes of `redundancy` (also red_ from now on) with this fixture's stripe unit.
   StripeGeometry Scheme(const std::string& redundancy) {
-    red_ = *ParseRedundancy(redundancy);
+    red_ = ParseScheme(redundancy);
     return StripeGeometry::For(red_, kStripe);
   }
 
@@ -698,7 +712,7 @@ TEST_P(ObjectImplRedundancyTest, ConcurrentWritersFromTwoObjectsLoseNoUpdate) {
 // with the map saying it is down; what was written degraded reads back after it returns.
 TEST_P(ObjectImplRedundancyTest, OneDeadTargetIsAbsorbed) {
   if (GetParam() == "none") GTEST_SKIP() << "no redundancy";
-  auto obj = NewObject("dead", GetParam());
+  auto obj = NewObject("dead", AtK(GetParam()));
   auto before = Bytes(6 * kStripe, 11);
   ASSERT_TRUE(obj->Write(0, before).ok());
   fake_.Kill("fake:2", Unavailable("fake: target 2 is dead"));
@@ -818,7 +832,7 @@ TEST_P(ObjectImplRedundancyTest, RangeWritesGoOnWithoutAStalledTarget) {
     // StripeIo, so no target is suspected yet.
     ShardClient shards(&fake_, &view_, std::chrono::milliseconds(2000));
     StripeIo io(&shards, &view_, std::chrono::milliseconds(200));
-    auto obj = NewObject("stalled", GetParam(), &io);
+    auto obj = NewObject("stalled", AtK(GetParam()), &io);
     std::vector<std::byte> model = Bytes(2 * kStripe, 81);
     ASSERT_TRUE(obj->Write(0, model).ok());
     fake_.Drain();
@@ -843,11 +857,62 @@ TEST_P(ObjectImplRedundancyTest, RangeWritesGoOnWithoutAStalledTarget) {
   }
 }
 
+// The write quorum: a protected write is acknowledged only once quorum() shards are durable
+// (by default K + 1), never on fewer; above it, a missing shard degrades the write as before.
+TEST_F(ObjectImplTest, AWriteIsAcknowledgedOnlyOnItsQuorum) {
+  struct Case {
+    const char* scheme;
+    int dead;  // slots whose targets are dead (the last ones)
+    bool acknowledged;
+  } cases[] = {
+      {"rep:2", 1, false}, {"rep:3", 1, true}, {"rep:3", 2, false}, {"ec:2+1", 1, false},
+      {"rep:2@1", 1, true}, {"ec:2+1@2", 1, true}, {"rep:3@3", 1, false},
+  };
+  uint64_t object = 600;
+  for (const auto& c : cases) {
+    const StripeGeometry g = Scheme(c.scheme);
+    const WireShardKey key{1, ++object, 1, 0, 0, 0};
+    auto slots = io_.Slots(key, g.red.width());
+    ASSERT_TRUE(slots.ok());
+    for (int d = 0; d < c.dead; ++d) {
+      fake_.Kill((*slots)[g.red.width() - 1 - d].address, Unavailable("fake: dead"));
+    }
+    const uint64_t degraded = io_.stats().degraded_writes.load();
+    auto data = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(Bytes(kStripe, 60)));
+    Status w = io_.WriteSync(g, key, data, NewVersion());
+    EXPECT_EQ(w.ok(), c.acknowledged) << c.scheme << " with " << c.dead << " dead: " << w.ToString();
+    if (c.acknowledged) {
+      EXPECT_EQ(io_.stats().degraded_writes.load(), degraded + 1) << c.scheme;
+    } else {
+      EXPECT_EQ(w.code(), StatusCode::kUnavailable) << c.scheme;
+      EXPECT_NE(w.message().find("write quorum"), std::string::npos) << w.message();
+    }
+    for (const auto& t : *slots) fake_.Revive(t.address);
+  }
+}
+
+// Object heads are written to a quorum too: as many faults covered once acknowledged as the
+// data's quorum covers.
+TEST(HeadRedundancyTest, HeadsCoverAsManyFaultsAsTheDataQuorum) {
+  auto head = [](const char* text, uint32_t min_durable) {
+    Redundancy r = *ParseRedundancy(text);
+    r.min_durable = min_durable;
+    return HeadRedundancy(r);
+  };
+  EXPECT_EQ(head("rep:3", 0).quorum(), 2u);
+  EXPECT_EQ(head("rep:3", 3).quorum(), 3u);
+  EXPECT_EQ(head("rep:2", 1).quorum(), 1u);
+  EXPECT_EQ(head("ec:4+2", 0).quorum(), 2u);
+  EXPECT_EQ(head("ec:4+2", 6).quorum(), 3u);
+  EXPECT_EQ(head("ec:4+2", 4).quorum(), 1u);
+  EXPECT_EQ(head("ec:4+2", 0).width(), 3u);
+}
+
 // A replica that missed a write (its shard write failed) is never patched by a later range
 // write: it refuses (older version), the write is acknowledged degraded, and reads never
 // return its stale bytes.
 TEST_F(ObjectImplTest, StaleReplicaIsNeverPatched) {
-  auto obj = NewObject("stale", "rep:2");
+  auto obj = NewObject("stale", "rep:2@1");
   std::vector<std::byte> model = Bytes(kStripe, 41);
   ASSERT_TRUE(obj->Write(0, model).ok());
   fake_.Drain();
@@ -879,7 +944,7 @@ TEST_F(ObjectImplTest, StaleReplicaIsNeverPatched) {
 // repair) would take its stale bytes.
 TEST_F(ObjectImplTest, ARangeWriteFromASlowClockGoesAboveTheStoredVersion) {
   for (const char* scheme : {"rep:2", "ec:2+1"}) {
-    const StripeGeometry g = Scheme(scheme);
+    const StripeGeometry g = Scheme(AtK(scheme));
     const WireShardKey key{1, 555, static_cast<uint64_t>(scheme[0]), 0, 0, 0};
     std::vector<std::byte> model = Bytes(kStripe, 50);
     const uint64_t ahead = NewVersion() + 3'600'000'000ull;  // written by a clock an hour ahead
@@ -931,7 +996,7 @@ TEST_F(ObjectImplTest, AReplicaOlderThanOneAnotherToldOfIsNotAnAnswer) {
 // had the mark yet. The read is placed again with the new map, which skips that copy, and
 // waits for the good one.
 TEST_F(ObjectImplTest, AReplicaReadWithoutTheOtherVersionsWaitsForTheMapToBeConfirmed) {
-  const StripeGeometry g = Scheme("rep:2");
+  const StripeGeometry g = Scheme("rep:2@1");
   const WireShardKey key{1, 559, 1, 0, 0, 0};
   auto v1 = Unit(90);
   auto v2 = Unit(91);
@@ -949,7 +1014,7 @@ TEST_F(ObjectImplTest, AReplicaReadWithoutTheOtherVersionsWaitsForTheMapToBeConf
 // The same for object heads: a head copy that missed a rewrite does not answer alone while the
 // good copy is late and the map changed meanwhile.
 TEST_F(ObjectImplTest, AHeadReadWithoutTheOtherVersionWaitsForTheMapToBeConfirmed) {
-  red_ = *ParseRedundancy("rep:2");
+  red_ = ParseScheme("rep:2@1");
   const WireShardKey key{1, 561, 1, UINT64_MAX, 0, 0};
   auto slots = io_.Slots(key, HeadRedundancy(red_).width());
   ASSERT_TRUE(slots.ok());
@@ -977,7 +1042,7 @@ TEST_F(ObjectImplTest, AHeadReadWithoutTheOtherVersionWaitsForTheMapToBeConfirme
 // answer first. A read that decides on their version while the other cells' versions are late
 // does not answer when the map changed meanwhile; placed again, it skips them.
 TEST_F(ObjectImplTest, AnEcReadWithoutEveryVersionWaitsForTheMapToBeConfirmed) {
-  const StripeGeometry g = Scheme("ec:1+2");
+  const StripeGeometry g = Scheme("ec:1+2@1");
   const WireShardKey key{1, 562, 1, 0, 0, 0};
   auto v1 = Unit(93);
   auto v2 = Unit(94);
@@ -1110,7 +1175,7 @@ TEST_F(ObjectImplTest, AnEcReadPastTheStripeEndsAtItsData) {
 // With M >= K the cells that missed a write can be K themselves: a degraded read must not
 // decode their old version while the replies to come could still give the newer one K.
 TEST_F(ObjectImplTest, ADegradedEcReadWaitsForANewerVersionThatCouldStillWin) {
-  const StripeGeometry g = Scheme("ec:1+1");
+  const StripeGeometry g = Scheme("ec:1+1@1");
   const WireShardKey key{1, 557, 1, 0, 0, 0};
   auto v1 = Unit(70);
   auto v2 = Unit(71);
@@ -1165,7 +1230,7 @@ TEST_F(ObjectImplTest, ReportedTargetsAreLeftAloneBeforeTheMapShowsThem) {
 // report is in flight, the misses that come meanwhile wait for the next, which carries them
 // all; every write is acknowledged only after a report sent after its miss.
 TEST_F(ObjectImplTest, ReportsOfMissedTargetsAreCoalesced) {
-  auto obj = NewObject("storm", "rep:2");
+  auto obj = NewObject("storm", "rep:2@1");
   ASSERT_TRUE(obj->Write(0, Bytes(20 * kStripe, 30)).ok());
   fake_.Drain();
   const WireShardKey first{1, next_id_, 7, 0, 0, 0};

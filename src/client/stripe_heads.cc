@@ -7,6 +7,8 @@
 // that a copy on a target that was down cannot bring the object back.
 #include "client/stripe_io.h"
 
+#include <algorithm>
+
 #include "client/stripe_io_internal.h"
 #include "common/await.h"
 
@@ -157,6 +159,9 @@ Redundancy HeadRedundancy(const Redundancy& red) {
   r.kind = Redundancy::Kind::kReplicate;
   r.k = 1;
   r.m = red.m;
+  // As many faults covered once acknowledged as the data's quorum covers: quorum - K + 1 copies.
+  const uint32_t covered = red.quorum() > red.k ? red.quorum() - red.k : 0;
+  r.min_durable = std::min(covered + 1, r.width());
   return r;
 }
 

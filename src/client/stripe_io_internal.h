@@ -22,7 +22,8 @@ struct StripeIo::WriteState {
   std::shared_ptr<const AlignedBuffer> data;
   std::vector<std::shared_ptr<AlignedBuffer>> owned;  // parity and zero-padded cells
   std::function<void(Status)> done;
-  uint32_t width = 0, need = 0, pending = 0, ok = 0;
+  Redundancy red;                         // the stripe's scheme and write quorum
+  uint32_t width = 0, need = 0, pending = 0, ok = 0;  // need: the write quorum
   bool finished = false, timer_armed = false;
   Status first_error, aborted;
   std::map<uint32_t, TargetRef> waiting;  // by shard: sent, not answered

@@ -131,7 +131,11 @@ Status WriteStripes(StripeIo& io, const StripeLayout& layout, ObjectSource& sour
     --inflight;
     if (!d.status.ok()) {
       auto& [first, attempts] = tries[d.stripe];
-      if (first_error.ok() && shards.ShouldRetry(d.status, layout.key(d.stripe), first, attempts++)) {
+      // A protected stripe below its write quorum waits for targets until the retry budget ends;
+      // an unprotected one whose target mgmt marks down fails at once (ShouldRetry).
+      if (first_error.ok() && (geo.red.protected_()
+                                   ? shards.Backoff(d.status, first, attempts++)
+                                   : shards.ShouldRetry(d.status, layout.key(d.stripe), first, attempts++))) {
         issue(d.stripe, d.data);
         ++inflight;
         continue;

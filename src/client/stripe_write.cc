@@ -42,6 +42,12 @@ SlotList WriteTargets(const std::vector<TargetRef>& slots, uint32_t width, Statu
   return sends;
 }
 
+// "rep:3 acknowledges a write once 2 shards are durable (its write quorum)".
+std::string QuorumPhrase(const Redundancy& red) {
+  return red.ToString() + " acknowledges a write once " + std::to_string(red.quorum()) +
+         " shards are durable (its write quorum, min_durable)";
+}
+
 }  // namespace
 
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
@@ -83,7 +89,8 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
   auto slots = Slots(key, g.red.width());
   if (!slots.ok()) return st->done(slots.status());
   st->width = g.red.width();
-  st->need = g.red.k;
+  st->red = g.red;
+  st->need = g.red.quorum();  // the write quorum: never acknowledged on fewer durable shards
   st->written.assign(st->width, false);
   st->targets.assign(st->width, 0);
   for (uint32_t i = 0; i < st->width && i < slots->size(); ++i) {
@@ -93,8 +100,8 @@ void StripeIo::WriteSlots(const StripeGeometry& g, const WireShardKey& key, std:
   const SlotList sends = WriteTargets(*slots, st->width, st->first_error);
   if (sends.size() < st->need) {
     return st->done(Unavailable("only " + std::to_string(sends.size()) + " of the " + std::to_string(st->width) +
-                                " targets of " + Ordinal(key) + " are up; " + g.red.ToString() + " needs " +
-                                std::to_string(st->need) + ": " + st->first_error.message()));
+                                " targets of " + Ordinal(key) + " are up; " + QuorumPhrase(g.red) + ": " +
+                                st->first_error.message()));
   }
   st->pending = static_cast<uint32_t>(sends.size());
   for (auto& [i, t] : sends) st->waiting[i] = t;
@@ -127,8 +134,7 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
   } else if (st->ok + st->pending < st->need) {
     finish = true;
     result = st->first_error.WithContext("wrote " + std::to_string(st->ok) + " of " + std::to_string(st->width) +
-                                         " shards of " + Ordinal(key) + ", " + std::to_string(st->need) +
-                                         " needed");
+                                         " shards of " + Ordinal(key) + "; " + QuorumPhrase(st->red));
   } else if (st->pending == 0) {
     finish = true;
   } else if (st->ok >= st->need && !st->timer_armed) {
