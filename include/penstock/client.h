@@ -63,9 +63,13 @@ struct ClientOptions {
 };
 
 struct ContainerProps {
-  // none, rep:N or ec:K+M (ParseRedundancy parses the text form), and the write quorum
-  // (min_durable; 0: the scheme's default). Unset: none.
+  // none, rep:N or ec:K+M (ParseRedundancy parses the text form). Unset: the strongest standard
+  // scheme the cluster holds now (rep:3 with 3 or more targets, rep:2 with 2, none with 1);
+  // ContainerInfo says which.
   std::optional<Redundancy> redundancy;
+  // The write quorum: shards durable before a write is acknowledged, K..K+M (0: the scheme's
+  // default, Redundancy::DefaultQuorum). Overrides redundancy->min_durable when set.
+  uint32_t min_durable = 0;
   uint64_t stripe_unit = 1 << 20;
 };
 

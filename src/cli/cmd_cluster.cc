@@ -1,6 +1,6 @@
-// `penstock status` and `penstock out`: the cluster map as an operator sees it (mgmt, the
-// epochs, repair's progress, every target and its transport), and the one change an operator
-// makes to it (declaring a target lost). Both talk to mgmt over gRPC only.
+// `penstock status`: the cluster map as an operator sees it (mgmt, the epochs, repair's
+// progress, every target and its transport, objects recorded lost). It talks to mgmt over gRPC
+// only. (`penstock out`, the one change an operator makes to the map, is cmd_out.cc.)
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -224,29 +224,6 @@ int RunStatus(const GlobalOptions& g) {
   return 0;
 }
 
-struct OutFlags {
-  GlobalOptions g;
-  uint32_t id = 0;
-};
-
-int RunOut(const OutFlags& f) {
-  auto mc = MgmtClient::Connect(f.g.mgmt, std::chrono::milliseconds(5000), f.g.tls);
-  if (!mc.ok()) return ReportError(mc.status(), f.g.json);
-  (*mc)->set_api_key(f.g.api_key);
-  v1::MarkTargetLostRequest req;
-  req.set_target_id(f.id);
-  auto r = (*mc)->MarkTargetLost(req);
-  if (!r.ok()) return ReportError(r.status(), f.g.json);
-  if (f.g.json) {
-    PrintJson(json{{"target", f.id}, {"state", "lost"}, {"epoch", r->epoch()}});
-  } else {
-    std::printf("target %u declared lost (epoch %llu); mgmt rebuilds its shards on the other targets — follow it "
-                "with `penstock status`\n",
-                f.id, static_cast<unsigned long long>(r->epoch()));
-  }
-  return 0;
-}
-
 }  // namespace
 
 void AddStatusCommands(CLI::App& root, std::vector<Command>& out) {
@@ -257,14 +234,7 @@ void AddStatusCommands(CLI::App& root, std::vector<Command>& out) {
   AddTlsSettings(*status, &g->tls);
   out.push_back({status, [g] { return RunStatus(*g); }});
 
-  auto of = std::make_shared<OutFlags>();
-  CLI::App* o = root.add_subcommand("out", "declare a target lost for good: its shards are rebuilt on the others");
-  o->add_option("ID", of->id, "target id (see `penstock status`)")->required();
-  AddSetting(*o, "mgmt", &of->g.mgmt, "mgmt address (host:port)");
-  AddSetting(*o, "api-key", &of->g.api_key, "the admin API key (clusters run with --auth)");
-  AddTlsSettings(*o, &of->g.tls);
-  o->add_flag("--json", of->g.json, "print the result as JSON");
-  out.push_back({o, [of] { return RunOut(*of); }});
+  AddOutCommand(root, out);
 }
 
 }  // namespace penstock::cli

@@ -22,7 +22,8 @@ struct ObjectFlags {
   std::string name;
   std::string local;
   std::string stripe_unit = "1M";
-  std::string redundancy = "none";
+  std::string redundancy;  // empty: the cluster's default (mgmt picks)
+  unsigned min_durable = 0;
   bool force = false;
   bool progress = false;
   bool quiet = false;
@@ -69,11 +70,26 @@ void ReportTransfer(const GlobalOptions& g, bool quiet, const char* verb, const 
   }
 }
 
+// ", the cluster's default: give --redundancy none for none" when mgmt chose the scheme; the
+// write quorum when the scheme is protected.
+std::string DefaultNote(const ObjectFlags& f, const Redundancy& red) {
+  std::string note;
+  if (red.protected_()) note += ", writes acknowledged on " + std::to_string(red.quorum()) + " durable shards";
+  if (f.redundancy.empty()) {
+    note += red.protected_() ? "; the cluster's default: --redundancy none for none"
+                             : "; the default on a one-target cluster: unprotected";
+  }
+  return note;
+}
+
 int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   ContainerProps props;
-  auto red = ParseRedundancy(f.redundancy);
-  if (!red.ok()) return ReportError(red.status(), g.json);
-  props.redundancy = *red;
+  if (!f.redundancy.empty()) {
+    auto red = ParseRedundancy(f.redundancy);
+    if (!red.ok()) return ReportError(red.status(), g.json);
+    props.redundancy = *red;
+  }
+  props.min_durable = f.min_durable;
   try {
     props.stripe_unit = ParseSize(f.stripe_unit, "--stripe-unit");
   } catch (const CLI::ValidationError& e) {
@@ -85,10 +101,12 @@ int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   if (!info.ok()) return ReportError(info.status(), g.json);
   if (g.json) {
     PrintJson(json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy.ToString()},
+                   {"min_durable", info->redundancy.quorum()}, {"default_redundancy", f.redundancy.empty()},
                    {"stripe_unit", info->stripe_unit}});
   } else {
     std::cout << "created container '" << info->name << "' (id " << info->id << ", stripe unit "
-              << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy " << info->redundancy.ToString() << ")\n";
+              << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy "
+              << info->redundancy.ToString() << DefaultNote(f, info->redundancy) << ")\n";
   }
   return 0;
 }
@@ -232,7 +250,11 @@ void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
     auto [app, st] = add(*container, "create", "create a container", ContainerCreate);
     app->add_option("NAME", st->f.container, "container name")->required();
     AddSetting(*app, "stripe-unit", &st->f.stripe_unit, "stripe unit (e.g. 1M)");
-    AddSetting(*app, "redundancy", &st->f.redundancy, "none, rep:N (N copies) or ec:K+M (K data cells, M parity)");
+    AddSetting(*app, "redundancy", &st->f.redundancy,
+               "none, rep:N (N copies) or ec:K+M (K data cells, M parity); default: rep:3 with 3 or more "
+               "targets, rep:2 with 2, none with 1");
+    AddSetting(*app, "min-durable", &st->f.min_durable,
+               "write quorum: shards durable before a write is acknowledged (K..K+M; default 2 for rep, K+1 for ec)");
   }
   add(*container, "ls", "list containers", [](const GlobalOptions& g, const ObjectFlags&) { return ContainerList(g); });
   {

@@ -54,8 +54,10 @@ void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server = false);
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
 // `up`, `down` (cmd_up.cc).
 void AddLocalClusterCommands(CLI::App& root, std::vector<Command>& out);
-// `status`, `out` (cmd_cluster.cc).
+// `status` (cmd_cluster.cc; it adds `out` too).
 void AddStatusCommands(CLI::App& root, std::vector<Command>& out);
+// `penstock out` (cmd_out.cc; AddStatusCommands adds it).
+void AddOutCommand(CLI::App& root, std::vector<Command>& out);
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
 void AddTenantCommands(CLI::App& root, std::vector<Command>& out);
 void AddBenchCommand(CLI::App& root, std::vector<Command>& out);

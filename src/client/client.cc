@@ -13,6 +13,7 @@
 #include "client/async_op.h"
 #include "client/capability_cache.h"
 #include "client/data_path.h"
+#include "client/lost_objects.h"
 #include "client/cluster_view.h"
 #include "client/object_impl.h"
 #include "client/object_ids.h"
@@ -223,10 +224,30 @@ class Client::Impl : public DataPath {
   Status GetInto(const std::string& container, const std::string& name, ObjectSink& sink,
                  const std::function<Status(uint64_t)>& prepare, const ProgressFn& progress) {
     PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
-    PS_ASSIGN_OR_RETURN(ObjectHead head, ReadHead(c, name));
-    if (prepare) PS_RETURN_IF_ERROR(prepare(head.size));
-    return ReadStripes(*io, Layout(c, head), sink, options.max_inflight_stripes, progress,
-                       What(container, name));
+    auto head = ReadHead(c, name);
+    if (!head.ok()) return ExplainLoss(*mgmt, container, name, 0, 0, head.status());
+    if (prepare) PS_RETURN_IF_ERROR(prepare(head->size));
+    Status s = ReadStripes(*io, Layout(c, *head), sink, options.max_inflight_stripes, progress, What(container, name));
+    return s.ok() ? s : ExplainLoss(*mgmt, container, name, head->data_hi, head->data_lo, s);
+  }
+
+  // Marks the objects of `list` (data ids `ids`, by name) that mgmt recorded lost, and adds
+  // those recorded lost whose heads went too.
+  void MarkLost(const std::string& container, const std::string& prefix,
+                std::map<std::string, ObjectInfo>& list, const std::map<std::string, std::pair<uint64_t, uint64_t>>& ids) {
+    auto lost = ListLost(*mgmt, container, prefix);
+    if (!lost.ok()) {
+      PS_LOG_WARN("cannot ask mgmt which objects of '{}' are lost: {}", container, lost.status().ToString());
+      return;
+    }
+    for (const v1::LostObject& o : *lost) {
+      auto id = ids.find(o.name());
+      if (id == ids.end()) {
+        list[o.name()] = ObjectInfo{o.name(), o.bytes(), 0, 0, LostText(o)};
+      } else if (id->second == std::pair<uint64_t, uint64_t>{o.data_hi(), o.data_lo()}) {
+        list[o.name()].lost = LostText(o);
+      }
+    }
   }
 };
 
@@ -264,6 +285,7 @@ Result<ContainerInfo> Client::CreateContainer(const std::string& name, const Con
   v1::CreateContainerRequest req;
   req.set_name(name);
   if (props.redundancy) *req.mutable_scheme() = RedundancyToProto(*props.redundancy);
+  req.set_min_durable(props.min_durable);
   req.set_stripe_unit(props.stripe_unit);
   PS_ASSIGN_OR_RETURN(v1::Container c, impl_->mgmt->CreateContainer(req));
   return FromProto(c);
@@ -357,8 +379,13 @@ Result<std::vector<std::byte>> Client::Get(const std::string& container, const s
 
 Result<ObjectInfo> Client::Stat(const std::string& container, const std::string& name) {
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
-  PS_ASSIGN_OR_RETURN(ObjectHead h, impl_->ReadHead(c, name));
-  return ObjectInfo{h.name, h.size, h.stripe_unit, h.mtime_ms, ""};
+  auto h = impl_->ReadHead(c, name);
+  if (!h.ok()) return ExplainLoss(*impl_->mgmt, container, name, 0, 0, h.status());
+  ObjectInfo info{h->name, h->size, h->stripe_unit, h->mtime_ms, ""};
+  // Its data lost with a target: says so (a read of it answers kDataLoss).
+  auto lost = FindLost(*impl_->mgmt, container, name, h->data_hi, h->data_lo);
+  if (lost.ok() && lost->object) info.lost = LostText(*lost->object);
+  return info;
 }
 
 Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const ListOptions& options) {
@@ -383,6 +410,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
     }
   }
   std::map<std::string, ObjectInfo> by_name;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> ids;
   for (auto& [id, e] : newest) {
     if (e.data.empty()) continue;  // tombstone: deleted
     auto h = DecodeObjectHead(e.data);
@@ -392,7 +420,9 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
     }
     if (!h->name.starts_with(options.prefix)) continue;
     by_name[h->name] = ObjectInfo{h->name, h->size, h->stripe_unit, h->mtime_ms, ""};
+    ids[h->name] = {h->data_hi, h->data_lo};
   }
+  impl_->MarkLost(container, options.prefix, by_name, ids);
   std::vector<ObjectInfo> out;
   for (auto& [n, info] : by_name) out.push_back(std::move(info));
   return out;

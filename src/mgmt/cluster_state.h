@@ -131,6 +131,17 @@ class ClusterState {
   // Errors: kNotFound for an unknown id.
   Result<uint64_t> MarkTargetLost(uint32_t id);
 
+  // Lost objects (cluster_state_lost.cc). Records what `loss` names (each object, and a marker
+  // for each container it says lost objects unnamed) as lost at `now_ms`, durably, in one batch.
+  Status RecordLostObjects(const v1::LossReport& loss, int64_t now_ms);
+  // The records of container `container_id` (0: every container), or of object `name` in it
+  // when not empty (and the container's unnamed marker), at most `limit` of them (0: all);
+  // `total` counts them all.
+  Result<v1::ListLostObjectsResponse> ListLostObjects(uint64_t container_id, const std::string& name,
+                                                      uint32_t limit) const;
+  // How many objects are recorded lost (markers not counted).
+  Result<uint64_t> LostObjectCount() const;
+
   // Drops the in-memory state and loads it again from the store (see Reload above). On error
   // the state is left empty at epoch 0; call Reload again.
   Status Reload();
@@ -145,15 +156,17 @@ class ClusterState {
   ClusterSummary Summary() const;
   int64_t heartbeat_timeout_ms() const { return options_.heartbeat_timeout_ms; }
 
-  // Creates a container; no redundancy means "none", stripe_unit 0 means 1 MiB. The stored
-  // scheme always has its min_durable set (the scheme's default when it came as 0).
+  // Creates a container; no redundancy means the strongest standard scheme the cluster holds
+  // now (DefaultRedundancy), stripe_unit 0 means 1 MiB. `min_durable` (when not 0) sets the
+  // write quorum; the stored scheme always has its min_durable set (the scheme's default when
+  // it came as 0).
   // Errors: kInvalidArgument (name, stripe unit — see container_rules.h; redundancy —
   // ValidateRedundancy);
   // kFailedPrecondition when the redundancy needs more targets than the cluster has (not LOST);
   // kAlreadyExists "container 'x' already exists".
   // `tenant_id` owns it (0: the built-in default tenant).
   Result<v1::Container> CreateContainer(const std::string& name, std::optional<Redundancy> redundancy,
-                                        uint64_t stripe_unit, uint64_t tenant_id = 0);
+                                        uint64_t stripe_unit, uint64_t tenant_id = 0, uint32_t min_durable = 0);
   // Errors: kNotFound "container 'x' does not exist; create it with `penstock container create x`".
   Result<v1::Container> GetContainer(const std::string& name) const;
   // Errors: kNotFound "container id N does not exist".

@@ -23,13 +23,10 @@ Status NoSuchContainer(const std::string& name) {
 
 Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
                                                     std::optional<Redundancy> redundancy,
-                                                    uint64_t stripe_unit, uint64_t tenant_id) {
+                                                    uint64_t stripe_unit, uint64_t tenant_id,
+                                                    uint32_t min_durable) {
   PS_RETURN_IF_ERROR(ValidateContainerName(name));
-  Redundancy scheme = redundancy.value_or(Redundancy{});
-  PS_RETURN_IF_ERROR(ValidateRedundancy(scheme));
-  if (scheme.min_durable == 0) scheme.min_durable = scheme.DefaultQuorum();
   PS_ASSIGN_OR_RETURN(uint64_t unit, NormalizeStripeUnit(stripe_unit));
-  const std::string red = scheme.ToString();
 
   std::lock_guard<std::mutex> lock(mu_);
   if (containers_.count(name) != 0) {
@@ -37,6 +34,11 @@ Result<v1::Container> ClusterState::CreateContainer(const std::string& name,
   }
   uint32_t usable = 0;
   for (const auto& [id, t] : targets_) usable += t.state() != v1::TARGET_STATE_LOST;
+  Redundancy scheme = redundancy.value_or(DefaultRedundancy(usable));
+  if (min_durable != 0) scheme.min_durable = min_durable;
+  PS_RETURN_IF_ERROR(ValidateRedundancy(scheme));
+  if (scheme.min_durable == 0) scheme.min_durable = scheme.DefaultQuorum();
+  const std::string red = scheme.ToString();
   if (scheme.protected_() && scheme.width() > usable) {
     return FailedPrecondition("redundancy " + red + " puts each stripe on " + std::to_string(scheme.width()) +
                               " targets, but the cluster has " + std::to_string(usable) +

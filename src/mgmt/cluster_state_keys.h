@@ -21,6 +21,8 @@ namespace penstock::mgmt {
 //   mgmt/v1/target/<id, 10 digits> v1::Target
 //   mgmt/v1/container/<name>       v1::Container
 //   mgmt/v1/deleted_container/<id, 20 digits>  the deleted container's name
+//   mgmt/v1/lost/<container id, 20 digits>/<name>  v1::LostObject (empty name: the marker
+//                                  that objects were lost unnamed)
 inline constexpr const char* kEpochKey = "mgmt/v1/epoch";
 inline constexpr const char* kNextTargetIdKey = "mgmt/v1/next_target_id";
 inline constexpr const char* kNextContainerIdKey = "mgmt/v1/next_container_id";
@@ -31,6 +33,8 @@ inline constexpr const char* kSettledPlacementKey = "mgmt/v1/settled_placement_e
 inline constexpr const char* kTargetPrefix = "mgmt/v1/target/";
 inline constexpr const char* kContainerPrefix = "mgmt/v1/container/";
 inline constexpr const char* kDeletedContainerPrefix = "mgmt/v1/deleted_container/";
+
+inline constexpr const char* kLostPrefix = "mgmt/v1/lost/";
 
 inline std::string TargetKey(uint32_t id) {
   char buf[16];
@@ -44,6 +48,16 @@ inline std::string DeletedContainerKey(uint64_t id) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(id));
   return kDeletedContainerPrefix + std::string(buf);
+}
+
+inline std::string LostContainerPrefix(uint64_t container_id) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%020llu/", static_cast<unsigned long long>(container_id));
+  return kLostPrefix + std::string(buf);
+}
+
+inline std::string LostObjectKey(uint64_t container_id, const std::string& name) {
+  return LostContainerPrefix(container_id) + name;
 }
 
 }  // namespace penstock::mgmt

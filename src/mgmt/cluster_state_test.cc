@@ -615,5 +615,69 @@ TEST_F(ClusterStateTest, WaitForEpochAboveWakesOnChange) {
   t.join();
 }
 
+TEST_F(ClusterStateTest, AContainerWithoutASchemeGetsTheStrongestTheClusterHolds) {
+  EXPECT_EQ(state_->CreateContainer("zero", R(""), 0)->redundancy(), "none");
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-a", "10.0.0.1:5000")).ok());
+  EXPECT_EQ(state_->CreateContainer("one", R(""), 0)->redundancy(), "none");
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-b", "10.0.0.2:5000")).ok());
+  Result<v1::Container> two = state_->CreateContainer("two", R(""), 0);
+  EXPECT_EQ(two->redundancy(), "rep:2");
+  EXPECT_EQ(two->scheme().min_durable(), 2u);
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-c", "10.0.0.3:5000")).ok());
+  ASSERT_TRUE(state_->RegisterTarget(Reg("uuid-d", "10.0.0.4:5000")).ok());
+  Result<v1::Container> four = state_->CreateContainer("four", R(""), 0);
+  EXPECT_EQ(four->redundancy(), "rep:3");
+  EXPECT_EQ(four->scheme().min_durable(), 2u);
+  // Chosen explicitly: as asked.
+  EXPECT_EQ(state_->CreateContainer("scratch", R("none"), 0)->redundancy(), "none");
+}
+
+TEST_F(ClusterStateTest, TheWriteQuorumIsSetPerContainerNeverBelowK) {
+  for (const char* id : {"uuid-a", "uuid-b", "uuid-c"}) ASSERT_TRUE(state_->RegisterTarget(Reg(id, "10.0.0.1:5000")).ok());
+  EXPECT_EQ(state_->CreateContainer("ec", R("ec:2+1"), 0)->scheme().min_durable(), 3u);  // K + 1
+  EXPECT_EQ(state_->CreateContainer("all", R("rep:3"), 0, 0, 3)->scheme().min_durable(), 3u);
+  EXPECT_EQ(state_->CreateContainer("k", R("ec:2+1"), 0, 0, 2)->scheme().min_durable(), 2u);
+  EXPECT_EQ(state_->CreateContainer("below", R("ec:2+1"), 0, 0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_->CreateContainer("above", R("rep:3"), 0, 0, 4).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClusterStateTest, LostObjectsAreRecordedDurablyAndListed) {
+  v1::LossReport loss;
+  loss.set_target_id(2);
+  v1::ContainerLoss* c = loss.add_containers();
+  c->set_container_id(7);
+  c->set_container("scratch");
+  for (const char* name : {"a", "b/c"}) {
+    v1::LostObject* o = c->add_lost();
+    o->set_name(name);
+    o->set_bytes(100);
+    o->set_data_hi(1);
+  }
+  c->set_unlisted(true);
+  ASSERT_TRUE(state_->RecordLostObjects(loss, now_).ok());
+  EXPECT_EQ(*state_->LostObjectCount(), 2u);  // the unnamed marker is not an object
+
+  auto all = state_->ListLostObjects(0, "", 0);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->total(), 3u);
+  auto one = state_->ListLostObjects(7, "b/c", 0);
+  ASSERT_EQ(one->objects_size(), 2);  // its record and the container's marker
+  EXPECT_EQ(one->objects(0).name(), "b/c");
+  EXPECT_EQ(one->objects(0).target_id(), 2u);
+  EXPECT_EQ(one->objects(0).declared_ms(), now_);
+  EXPECT_EQ(one->objects(0).container(), "scratch");
+  EXPECT_EQ(one->objects(1).name(), "");
+  EXPECT_EQ(state_->ListLostObjects(7, "zzz", 0)->objects_size(), 1);  // the marker only
+  EXPECT_EQ(state_->ListLostObjects(8, "", 0)->total(), 0u);
+  EXPECT_EQ(state_->ListLostObjects(0, "", 1)->objects_size(), 1);
+
+  // Kept in the store: a new leader sees them.
+  ClusterStateOptions o;
+  o.now_ms = [this] { return now_; };
+  auto other = ClusterState::Load(&store_, o);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(*(*other)->LostObjectCount(), 2u);
+}
+
 }  // namespace
 }  // namespace penstock::mgmt

@@ -31,6 +31,11 @@ Status ValidateContainerName(std::string_view name) {
   return OkStatus();
 }
 
+Redundancy DefaultRedundancy(uint32_t usable) {
+  if (usable <= 1) return Redundancy{};
+  return Redundancy{Redundancy::Kind::kReplicate, 1, usable >= 3 ? 2u : 1u, 0};
+}
+
 Result<uint64_t> NormalizeStripeUnit(uint64_t stripe_unit) {
   if (stripe_unit == 0) return kDefaultStripeUnit;
   if (stripe_unit < kMinStripeUnit || stripe_unit > kMaxStripeUnit ||

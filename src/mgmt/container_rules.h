@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "penstock/redundancy.h"
 #include "penstock/status.h"
 
 namespace penstock::mgmt {
@@ -19,6 +20,10 @@ inline constexpr uint64_t kMaxStripeUnit = 64ull << 20;  // 64 MiB
 // OK when `name` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
 // Errors: kInvalidArgument naming the name and the rule.
 Status ValidateContainerName(std::string_view name);
+
+// The scheme a container created without one gets: the strongest standard one a cluster of
+// `usable` targets (not lost) holds: rep:3 with 3 or more, rep:2 with 2, none with 1 (or 0).
+Redundancy DefaultRedundancy(uint32_t usable);
 
 // The stripe unit to use for `stripe_unit` (0 means kDefaultStripeUnit).
 // Errors: kInvalidArgument unless it is a multiple of 4 KiB within [4 KiB, 64 MiB].

@@ -50,6 +50,7 @@ Result<std::unique_ptr<MgmtDaemon>> MgmtDaemon::Start(const MgmtDaemonOptions& o
   d->repair_ = std::move(repair).value();
   Repairer* rep = d->repair_.get();
   server->set_repair_status([rep] { return rep->status(); });
+  server->set_loss_assessor([rep](uint32_t target) { return rep->AssessLoss(target); });
   return d;
 }
 
@@ -61,6 +62,7 @@ void MgmtDaemon::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (repair_) {
     server_->set_repair_status({});
+    server_->set_loss_assessor({});
     repair_->Stop();
   }
   if (server_) server_->Shutdown();

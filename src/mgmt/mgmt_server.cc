@@ -247,6 +247,10 @@ void MgmtServer::set_repair_status(std::function<v1::RepairStatus()> fn) {
   service_->set_repair_status(std::move(fn));
 }
 
+void MgmtServer::set_loss_assessor(std::function<Result<v1::LossReport>(uint32_t target)> fn) {
+  service_->set_loss_assessor(std::move(fn));
+}
+
 void MgmtServer::Wait() {
   if (server_) server_->Wait();
   std::unique_lock<std::mutex> lock(mu_);

@@ -115,6 +115,8 @@ class MgmtServer {
   MetricsRegistry* metrics() { return &metrics_; }
   // Where GetStatus takes the repair service's progress from (set once, before clients ask).
   void set_repair_status(std::function<v1::RepairStatus()> fn);
+  // What AssessTargetLoss and MarkTargetLost ask what declaring a target lost would lose.
+  void set_loss_assessor(std::function<Result<v1::LossReport>(uint32_t target)> fn);
   // Whether this instance serves (always true with RocksDB).
   bool is_leader() const;
   // The current leader's address as far as this instance knows ("" when none).

@@ -121,7 +121,7 @@ TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
 
   Result<v1::Container> c = client->CreateContainer(NewContainer("ckpt"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->redundancy(), "none");
+  EXPECT_EQ(c->redundancy(), "rep:2");  // no scheme given: the strongest two targets hold
   EXPECT_EQ(c->stripe_unit(), 1u << 20);
   EXPECT_EQ(client->GetContainer(GetReq("ckpt"))->id(), c->id());
   Result<v1::Container> dup = client->CreateContainer(NewContainer("ckpt"));

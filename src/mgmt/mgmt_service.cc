@@ -159,7 +159,8 @@ grpc::Status MgmtService::CreateContainer(grpc::ServerContext* ctx,
   if (!caller.ok()) return Done("CreateContainer", caller.status());
   Result<std::optional<Redundancy>> red = RequestedRedundancy(*req);
   if (!red.ok()) return Done("CreateContainer", red.status());
-  Result<v1::Container> r = state_->CreateContainer(req->name(), *red, req->stripe_unit(), caller->tenant);
+  Result<v1::Container> r =
+      state_->CreateContainer(req->name(), *red, req->stripe_unit(), caller->tenant, req->min_durable());
   if (r.ok()) *resp = std::move(r).value();
   return Done("CreateContainer", r.status());
 }
@@ -219,6 +220,7 @@ grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusReq
   resp->set_targets_down(s.targets_down);
   resp->set_targets_lost(s.targets_lost);
   resp->set_containers(s.containers);
+  if (auto lost = state_->LostObjectCount(); lost.ok()) resp->set_lost_objects(*lost);
   {
     std::function<v1::RepairStatus()> repair;
     {
@@ -300,15 +302,6 @@ grpc::Status MgmtService::GetCapability(grpc::ServerContext* ctx, const v1::GetC
   *resp = tenants_->Issue(c->tenant_id(), c->id(), static_cast<uint8_t>(rights), state_->Summary().epoch,
                           token_ttl_ms_);
   return Done("GetCapability", OkStatus());
-}
-
-grpc::Status MgmtService::MarkTargetLost(grpc::ServerContext* ctx, const v1::MarkTargetLostRequest* req,
-                                         v1::MarkTargetLostResponse* resp) {
-  if (Status g = CheckLeader(); !g.ok()) return Done("MarkTargetLost", g);
-  if (auto c = AuthenticateAdmin(ctx); !c.ok()) return Done("MarkTargetLost", c.status());
-  auto epoch = state_->MarkTargetLost(req->target_id());
-  if (epoch.ok()) resp->set_epoch(*epoch);
-  return Done("MarkTargetLost", epoch.status());
 }
 
 grpc::Status MgmtService::ReportDegradedWrite(grpc::ServerContext* ctx, const v1::ReportDegradedWriteRequest* req,

@@ -57,6 +57,12 @@ class MgmtService final : public v1::Mgmt::Service {
     std::lock_guard<std::mutex> lock(mu_);
     repair_status_ = std::move(fn);
   }
+  // What declaring a target lost would lose (the repair service beside this mgmt assesses it);
+  // unset: AssessTargetLoss answers UNAVAILABLE and MarkTargetLost needs force_data_loss.
+  void set_loss_assessor(std::function<Result<v1::LossReport>(uint32_t target)> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    assess_loss_ = std::move(fn);
+  }
   // Ends open WatchClusterMap streams (UNAVAILABLE); call before shutting the server down.
   void Stop() { stopping_ = true; }
 
@@ -80,6 +86,10 @@ class MgmtService final : public v1::Mgmt::Service {
                                grpc::ServerWriter<v1::ClusterMap>* writer) override;
   grpc::Status MarkTargetLost(grpc::ServerContext* ctx, const v1::MarkTargetLostRequest* req,
                               v1::MarkTargetLostResponse* resp) override;
+  grpc::Status AssessTargetLoss(grpc::ServerContext* ctx, const v1::AssessTargetLossRequest* req,
+                                v1::LossReport* resp) override;
+  grpc::Status ListLostObjects(grpc::ServerContext* ctx, const v1::ListLostObjectsRequest* req,
+                               v1::ListLostObjectsResponse* resp) override;
   grpc::Status ReportDegradedWrite(grpc::ServerContext* ctx, const v1::ReportDegradedWriteRequest* req,
                                    v1::ReportDegradedWriteResponse* resp) override;
   grpc::Status CreateTenant(grpc::ServerContext* ctx, const v1::CreateTenantRequest* req,
@@ -109,6 +119,8 @@ class MgmtService final : public v1::Mgmt::Service {
   // The container `name` if `caller` may use it (kPermissionDenied for another tenant's).
   Result<v1::Container> OwnedContainer(const Caller& caller, const std::string& name) const;
   Result<v1::Container> OwnedContainerById(const Caller& caller, uint64_t id) const;
+  // What declaring `target` lost would lose (mgmt_service_loss.cc).
+  Result<v1::LossReport> AssessLoss(uint32_t target);
 
   ClusterState* const state_;
   MetricsRegistry* const metrics_;
@@ -119,6 +131,7 @@ class MgmtService final : public v1::Mgmt::Service {
   mutable std::mutex mu_;
   std::string address_;  // guarded by mu_
   std::function<v1::RepairStatus()> repair_status_;  // guarded by mu_
+  std::function<Result<v1::LossReport>(uint32_t)> assess_loss_;  // guarded by mu_
 };
 
 }  // namespace penstock::mgmt

@@ -281,6 +281,14 @@ Result<v1::MarkTargetLostResponse> MgmtClient::MarkTargetLost(const v1::MarkTarg
   return Call("MarkTargetLost", &v1::Mgmt::Stub::MarkTargetLost, req);
 }
 
+Result<v1::LossReport> MgmtClient::AssessTargetLoss(const v1::AssessTargetLossRequest& req) {
+  return Call("AssessTargetLoss", &v1::Mgmt::Stub::AssessTargetLoss, req);
+}
+
+Result<v1::ListLostObjectsResponse> MgmtClient::ListLostObjects(const v1::ListLostObjectsRequest& req) {
+  return Call("ListLostObjects", &v1::Mgmt::Stub::ListLostObjects, req);
+}
+
 Result<v1::ReportDegradedWriteResponse> MgmtClient::ReportDegradedWrite(const v1::ReportDegradedWriteRequest& req) {
   return Call("ReportDegradedWrite", &v1::Mgmt::Stub::ReportDegradedWrite, req);
 }

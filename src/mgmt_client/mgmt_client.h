@@ -84,6 +84,8 @@ class MgmtClient {
   Result<v1::Capability> GetCapability(const v1::GetCapabilityRequest& req);
   Result<v1::RotateClusterKeyResponse> RotateClusterKey(const v1::RotateClusterKeyRequest& req = {});
   Result<v1::MarkTargetLostResponse> MarkTargetLost(const v1::MarkTargetLostRequest& req);
+  Result<v1::LossReport> AssessTargetLoss(const v1::AssessTargetLossRequest& req);
+  Result<v1::ListLostObjectsResponse> ListLostObjects(const v1::ListLostObjectsRequest& req);
   Result<v1::ReportDegradedWriteResponse> ReportDegradedWrite(const v1::ReportDegradedWriteRequest& req);
   // With several addresses: the leader's status.
   Result<v1::MgmtStatus> GetStatus(const v1::GetStatusRequest& req = {});

@@ -54,6 +54,30 @@ TEST(RepairVoteTest, StripeVersionIsTheNewestEnoughShardsHold) {
   }
 }
 
+TEST(RepairVoteTest, AStripeSurvivesALossWhenEnoughShardsOfOneVersionStayElsewhere) {
+  const std::vector<TargetRef> slots = {Up(1), Up(2), Up(3)};
+  // rep:3 written on its quorum (1 and 2): losing either leaves a copy.
+  const StripeShards rep = {{0, {{1, 5, 64}}}, {1, {{2, 5, 64}}}};
+  EXPECT_TRUE(StripeSurvives(rep, slots, 1, 1));
+  EXPECT_TRUE(StripeSurvives(rep, slots, 1, 3));
+  // One copy only (none, or a write acknowledged below quorum): lost with its target.
+  const StripeShards one = {{0, {{1, 5, 64}}}};
+  EXPECT_FALSE(StripeSurvives(one, {Up(1)}, 1, 1));
+  EXPECT_TRUE(StripeSurvives(one, {Up(1)}, 1, 2));
+  // ec:2+1 with 2 shards at the newest version and a stale one: losing a newest-version holder
+  // leaves one shard of that version, and the stale shard is no substitute.
+  const StripeShards ec = {{0, {{1, 7, 64}}}, {1, {{2, 7, 64}}}, {2, {{3, 6, 64}}}};
+  EXPECT_FALSE(StripeSurvives(ec, slots, 2, 1));
+  EXPECT_TRUE(StripeSurvives(ec, slots, 2, 3));
+  // A slot on a target down for now counts: it may come back with its shard.
+  const StripeShards two = {{0, {{1, 7, 64}}}, {1, {{2, 7, 64}}}};
+  EXPECT_FALSE(StripeSurvives(two, slots, 2, 1));
+  EXPECT_TRUE(StripeSurvives(two, {Up(1), Up(2), Down(3)}, 2, 1));
+  // Nothing listed (its target down): only down slots can hold it.
+  EXPECT_FALSE(StripeSurvives({}, {Down(1)}, 1, 1));
+  EXPECT_TRUE(StripeSurvives({}, {Down(1), Down(2)}, 1, 1));
+}
+
 TEST(RepairVoteTest, ShardLengthIsTheLastListedAtTheVersion) {
   const StripeShards shards = {{0, {{1, 4, 100}, {2, 5, 200}}}, {1, {{3, 5, 300}, {4, 6, 400}}}};
   EXPECT_EQ(ShardLengthAt(shards, 5), 300u);

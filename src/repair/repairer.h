@@ -49,7 +49,7 @@
 // verdicts over them: pure functions), repairer_heads.cc (head copies), repairer_rebuild.cc
 // (the stripe walk: copies, rebuilds, copies left behind), repair_jobs.h (rebuild workers, rate
 // limit), repairer_orphans.cc (orphans, tombstones, deleted containers), pass_state.h (what the
-// steps of a pass share).
+// steps of a pass share), loss_assessment.cc (what declaring a target lost would lose).
 //
 // Thread safety: status() may be called from any thread; RunPass() from one thread at a time.
 #pragma once
@@ -134,6 +134,12 @@ class Repairer {
   v1::RepairStatus status() const;
   void Stop();
 
+  // What declaring target `lost` lost would lose: the containers with objects whose head or a
+  // stripe would keep too few copies on the other targets (loss_assessment.cc). Runs beside
+  // passes (changes nothing). Errors: kNotFound for an unknown target; kUnavailable when a
+  // target cannot be listed (then nothing can be promised); mgmt unreachable.
+  Result<v1::LossReport> AssessLoss(uint32_t lost);
+
  private:
   explicit Repairer(const RepairOptions& options);
   void Loop();
@@ -175,6 +181,14 @@ class Repairer {
                               const WireShardKey& key, const StripeShards& shards, uint32_t need);
   // The job of one stripe: copies, then a rebuild of what could not be copied.
   void RebuildStripe(PassState& pass, ContainerPass& cp, const StripeRepair& r, RepairJobs& jobs);
+
+  // The loss assessment (loss_assessment.cc): one container's part, whether an object's head
+  // keeps a copy, whether each of its stripes keeps enough shards.
+  Result<v1::ContainerLoss> AssessContainerLoss(const v1::Container& c, const Redundancy& red,
+                                                const std::vector<TargetRef>& targets, const TargetRef& lost);
+  bool HeadSurvives(const HeadCopies& hc, const ListEntry& newest, const Redundancy& red, uint32_t lost);
+  bool ObjectDataSurvives(const ContainerScan& scan, uint64_t container, const Redundancy& red, const ObjectHead& head,
+                          const TargetRef& lost);
 
   // Orphans, tombstones and deleted containers (repairer_orphans.cc).
   // Collects `cp`'s orphans and tombstones when its listing was complete, else forgets what

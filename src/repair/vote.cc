@@ -160,4 +160,20 @@ bool OnItsSlot(const std::vector<TargetRef>& slots, uint32_t width, uint32_t tar
   return slot < slots.size() && slots[slot].id == target;
 }
 
+bool StripeSurvives(const StripeShards& shards, const std::vector<TargetRef>& slots, uint32_t need, uint32_t lost) {
+  StripeShards rest;
+  for (const auto& [i, hs] : shards) {
+    for (const Holder& h : hs) {
+      if (h.target != lost) rest[i].push_back(h);
+    }
+  }
+  uint32_t may_return = 0;  // slots on targets down for now, whose shards are not listed
+  for (uint32_t i = 0; i < slots.size(); ++i) {
+    const TargetRef& t = slots[i];
+    if (t.id != lost && !t.up && !t.lost && rest.count(i) == 0) ++may_return;
+  }
+  if (may_return >= need) return true;
+  return StripeVersion(rest, need - may_return) != 0;
+}
+
 }  // namespace penstock

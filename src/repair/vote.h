@@ -112,6 +112,13 @@ std::vector<OffSlotCopy> CopiesOffSlots(const StripeShards& shards, const std::v
 // longer a slot, or under another index than its target's slot.
 std::vector<size_t> HeadCopiesOffSlots(const HeadCopies& hc, const std::vector<TargetRef>& slots);
 
+// Whether a stripe survives the loss of target `lost`: `need` shards (K for ec:K+M, else 1)
+// of one version stay on other targets. `shards`: what the up targets hold (`lost`'s own
+// shards among them when it is up: they do not count); `slots`: the stripe's slots in the
+// current map. A slot on a target that is down but not lost counts as holding its shard (it may
+// come back).
+bool StripeSurvives(const StripeShards& shards, const std::vector<TargetRef>& slots, uint32_t need, uint32_t lost);
+
 // Whether shard `shard` held by `target` sits on its slot: slot `shard` of `slots` (slot 0
 // when the redundancy is `width` 1 or less).
 bool OnItsSlot(const std::vector<TargetRef>& slots, uint32_t width, uint32_t target, uint32_t shard);
