@@ -38,7 +38,7 @@
 # bench/results/compare-<date>.json): `bench/compare_report.py report FILE` prints the figures
 # again, bench/plot_compare.py charts them.
 # Usage: bench/compare.sh [RUNS] [SECONDS_PER_TEST]   (default 3 10: about 10 minutes)
-# Env: OBJECTS (384, a multiple of 3), FIO_JOBS ("1 3"), FIO_QDS ("8 32 64"), BENCH_DIR
+# Env: OBJECTS (384, a multiple of 3), FIO_JOBS ("1 3"), FIO_QDS ("16 64"), BENCH_DIR
 # (/var/tmp), UCX_TLS (tcp), PENSTOCK_BIN, MEMCPY_BENCH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +49,7 @@ RUNS=${1:-3}
 SECS=${2:-10}
 OBJECTS=${OBJECTS:-384}
 FIO_JOBS=${FIO_JOBS:-1 3}
-FIO_QDS=${FIO_QDS:-8 32 64}
+FIO_QDS=${FIO_QDS:-16 64}
 MATCHED="3 21"  # jobs, queue depth: 64 MiB / 3 / 1 MiB and 64 x 4 KiB / 3 / 4 KiB
 REPORT=bench/compare_report.py
 export UCX_TLS=${UCX_TLS:-tcp}
@@ -67,7 +67,9 @@ for j in $FIO_JOBS; do for q in $FIO_QDS; do sweep+=("$j $q"); done; done
 matched_in_sweep=false
 for s in "${sweep[@]}"; do [[ $s == "$MATCHED" ]] && matched_in_sweep=true; done
 $matched_in_sweep || sweep+=("$MATCHED")
-est=$(((4 * ${#sweep[@]} + 5) * SECS + (RUNS - 1) * 13 * SECS + 60 * RUNS))
+# Tests: run 1 runs the sweep and 5 more (the bench's 4, fio flushing); later runs at most 13;
+# each starts in ~1.5 s, and the cluster and fio's files take ~30 s to prepare.
+est=$((((4 * ${#sweep[@]} + 5) + (RUNS - 1) * 13) * (2 * SECS + 3) / 2 + 30))
 echo "compare.sh: $RUNS runs of $SECS s per test, fio sweep of ${#sweep[@]} shapes: about $((est / 60 + 1)) minutes" >&2
 OUT=${OUT:-bench/results/compare-$(date +%Y%m%d-%H%M%S).json}
 mkdir -p "$(dirname "$OUT")"
