@@ -1,6 +1,7 @@
 #include "cli/bench_runner.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "cli/bench_pattern.h"
 #include "common/buffer.h"
 #include "common/log.h"
 
@@ -28,6 +30,13 @@ double CpuSeconds() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+// CPU time of the calling thread.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 const char* ModeName(BenchMode m) {
   switch (m) {
     case BenchMode::kWrite: return "write";
@@ -39,9 +48,18 @@ const char* ModeName(BenchMode m) {
 }
 
 struct Slot {
-  AlignedBuffer buf;
+  AlignedBuffer buf;        // reads land here
+  AlignedBuffer wbuf;       // writes leave from here: the pattern of what they write
+  int64_t wbuf_align = -1;  // offset % 4 KiB of the pattern wbuf holds (-1: none yet)
   Clock::time_point started;
   uint64_t bytes = 0;
+  bool write = false;
+  size_t object = 0;        // a read's object (index in the run's objects) and offset
+  uint64_t offset = 0;
+  // verify: what the check of the last read found, and its CPU time (until Handle counts it).
+  bool checked = false;
+  BenchPatternCheck check;
+  double check_cpu_s = 0;
 };
 
 // Objects to read (seq, rand, mixed): what an earlier `write --no-cleanup` left.
@@ -85,6 +103,15 @@ class BenchRun {
   void PrepareBuffers();
   // Issues the next operation of `slot`; false when a write run could not open its object.
   bool Issue(size_t slot);
+  // `s`'s write buffer, holding the pattern of object `key` from `offset`.
+  IoVec Stamp(Slot& s, uint64_t key, uint64_t offset);
+  // verify: checks what the read of `c`'s slot returned against the pattern, into the slot.
+  // Touches only that slot (no other thread does until Handle issues it again), so it runs on
+  // the thread that delivered `c` before that thread takes the run's state: reads are checked
+  // in parallel, not one at a time by the owner.
+  void CheckRead(const IoCompletion& c);
+  // Counts the slot's check of a read of `bytes` into the result (the owner's part).
+  void CountCheck(Slot& s, uint64_t bytes);
   // One completion: counted, and its slot issued again until the time is up.
   void Handle(const IoCompletion& c);
   void Report();    // progress, about once a second
@@ -96,10 +123,10 @@ class BenchRun {
   const BenchOptions& o_;
   const BenchProgress& progress_;
   std::vector<std::shared_ptr<Object>> objects_;
+  std::vector<uint64_t> keys_;  // BenchObjectKey of each of objects_
   std::map<uint64_t, std::shared_ptr<Object>> written_;
   std::mt19937_64 rng_{12345};
   std::vector<Slot> slots_;
-  AlignedBuffer pattern_;
   std::vector<std::unique_ptr<MemoryRegistration>> registrations_;
   CompletionQueue cq_;
   CompletionQueue* q_ = &cq_;  // where Issue() sends completions
@@ -117,6 +144,7 @@ class BenchRun {
 BenchRun::BenchRun(Client& client, const BenchOptions& o, const BenchProgress& progress,
                    std::vector<std::shared_ptr<Object>> objects)
     : client_(client), o_(o), progress_(progress), objects_(std::move(objects)), slots_(o.concurrency) {
+  for (const auto& obj : objects_) keys_.push_back(BenchObjectKey(obj->name()));
   PrepareBuffers();
   r_.mode = ModeName(o_.mode);
 }
@@ -125,15 +153,19 @@ void BenchRun::PrepareBuffers() {
   // Pooled buffers (huge pages from 256 KiB up, buffer_pool.h), as an application moving data
   // at speed should use: a target on this host copying out of or into them (direct copies,
   // transport/local_direct.h) pins 2 MiB pages instead of 4 KiB ones.
-  pattern_ = AlignedBuffer(o_.size);
-  for (size_t i = 0; i < pattern_.size(); ++i) pattern_.data()[i] = std::byte{static_cast<unsigned char>(rng_())};
+  const bool mixed = o_.mode == BenchMode::kMixed;
+  const bool reads = o_.mode != BenchMode::kWrite && !(mixed && o_.mixed_write_percent >= 100);
+  const bool writes = o_.mode == BenchMode::kWrite || (mixed && o_.mixed_write_percent > 0);
   for (auto& s : slots_) {
+    if (writes) s.wbuf = AlignedBuffer(o_.size);  // its pattern is written at its first write
+    if (!reads) continue;
     s.buf = AlignedBuffer(o_.size);
     std::memset(s.buf.data(), 0, s.buf.size());
   }
   // The read buffers are reused for every operation: register them once with the data plane
   // (RDMA then skips per-transfer registration; nothing changes on tcp or shared memory).
   for (auto& s : slots_) {
+    if (!reads) break;
     auto reg = client_.RegisterMemory(s.buf.data(), s.buf.size());
     if (!reg.ok()) {
       PS_LOG_WARN("bench: read buffers stay unregistered: {}", reg.status().ToString());
@@ -144,12 +176,46 @@ void BenchRun::PrepareBuffers() {
   }
 }
 
+IoVec BenchRun::Stamp(Slot& s, uint64_t key, uint64_t offset) {
+  // Offsets are multiples of the size, so the alignment, and the buffer's body, rarely change.
+  std::span<std::byte> b(s.wbuf.data(), o_.size);
+  const auto align = static_cast<int64_t>(offset % kBenchPatternBlock);
+  if (s.wbuf_align == align) {
+    RestampBenchPattern(key, offset, b);
+  } else {
+    FillBenchPattern(key, offset, b);
+    s.wbuf_align = align;
+  }
+  return {b.data(), b.size()};
+}
+
+void BenchRun::CheckRead(const IoCompletion& c) {
+  Slot& s = slots_[c.user_data];
+  if (!o_.verify || s.write || !c.status.ok() || s.checked) return;
+  const double t = ThreadCpuSeconds();
+  s.check = CheckBenchPattern(keys_[s.object], s.offset, {s.buf.data(), c.bytes});
+  s.check_cpu_s = ThreadCpuSeconds() - t;
+  s.checked = true;
+}
+
+void BenchRun::CountCheck(Slot& s, uint64_t bytes) {
+  r_.verified_bytes += bytes;
+  r_.mismatches += s.check.mismatched_blocks;
+  r_.verify_seconds += s.check_cpu_s;
+  if (s.check.first_offset && r_.first_mismatch_object.empty()) {
+    r_.first_mismatch_object = objects_[s.object]->name();
+    r_.first_mismatch_offset = *s.check.first_offset;
+  }
+  s.checked = false;
+}
+
 bool BenchRun::Issue(size_t slot) {
   Slot& s = slots_[slot];
   s.started = Clock::now();
   s.bytes = o_.size;
-  bool write = o_.mode == BenchMode::kWrite ||
-               (o_.mode == BenchMode::kMixed && static_cast<int>(rng_() % 100) < o_.mixed_write_percent);
+  const bool write = o_.mode == BenchMode::kWrite ||
+                     (o_.mode == BenchMode::kMixed && static_cast<int>(rng_() % 100) < o_.mixed_write_percent);
+  s.write = write;
   if (o_.mode == BenchMode::kWrite) {
     uint64_t i = o_.objects ? next_object_ % o_.objects : next_object_;
     ++next_object_;
@@ -162,25 +228,26 @@ bool BenchRun::Issue(size_t slot) {
       }
       obj = *opened;
     }
-    obj->WriteAsync(0, {{pattern_.data(), o_.size}}, *q_, slot);
+    obj->WriteAsync(0, {Stamp(s, BenchObjectKey(obj->name()), 0)}, *q_, slot);
     return true;
   }
-  std::shared_ptr<Object> obj;
   uint64_t offset;
   if (o_.mode == BenchMode::kSeq || o_.sequential) {
-    obj = objects_[seq_object_ % objects_.size()];
+    s.object = seq_object_ % objects_.size();
     offset = seq_offset_;
     seq_offset_ += o_.size;
-    if (seq_offset_ + o_.size > obj->size()) {
+    if (seq_offset_ + o_.size > objects_[s.object]->size()) {
       seq_offset_ = 0;
       ++seq_object_;
     }
   } else {
-    obj = objects_[rng_() % objects_.size()];
-    offset = (rng_() % (obj->size() / o_.size)) * o_.size;
+    s.object = rng_() % objects_.size();
+    offset = (rng_() % (objects_[s.object]->size() / o_.size)) * o_.size;
   }
+  s.offset = offset;
+  Object* obj = objects_[s.object].get();
   if (write) {
-    obj->WriteAsync(offset, {{pattern_.data(), o_.size}}, *q_, slot);
+    obj->WriteAsync(offset, {Stamp(s, keys_[s.object], offset)}, *q_, slot);
   } else {
     obj->ReadAsync(offset, {{s.buf.data(), o_.size}}, *q_, slot);
   }
@@ -195,6 +262,10 @@ void BenchRun::Handle(const IoCompletion& c) {
   if (c.status.ok()) {
     r_.bytes += c.bytes;
     lat_us_.push_back(std::chrono::duration<double, std::micro>(now - s.started).count());
+    if (o_.verify && !s.write) {
+      CheckRead(c);  // done already when a callback delivered it
+      CountCheck(s, c.bytes);
+    }
   } else if (r_.errors++ == 0) {
     r_.first_error = c.status.ToString();
   }
@@ -252,6 +323,7 @@ void BenchRun::RunOnCallbacks() {
     if (inflight_ == 0) idle.notify_all();
   };
   CompletionQueue callback_cq([&](IoCompletion c) {
+    CheckRead(c);
     {
       std::lock_guard lock(mu);
       if (owner) {
@@ -292,7 +364,7 @@ Result<BenchResult> BenchRun::Run() {
   }
   if (!open_error_.ok()) return open_error_;
   r_.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
-  r_.cpu_seconds = CpuSeconds() - cpu0;
+  r_.cpu_seconds = std::max(0.0, CpuSeconds() - cpu0 - r_.verify_seconds);
   r_.mb_per_s = static_cast<double>(r_.bytes) / r_.seconds / 1e6;
   r_.iops = static_cast<double>(r_.ops - r_.errors) / r_.seconds;
   r_.cpu_seconds_per_gb = r_.bytes ? r_.cpu_seconds / (static_cast<double>(r_.bytes) / 1e9) : 0;

@@ -8,6 +8,10 @@
 // bench-1, ..., cycling over `objects` when set), seq (reads the bench-* objects a previous
 // write left, in order, `size` bytes at a time), rand (random `size`-aligned ranges of random
 // objects), mixed (rand with 30% writes of the same shape; with `sequential`, in seq's order).
+// Every write carries the bench pattern of its object and offset (bench_pattern.h); with
+// `verify`, every byte a read returns is checked against it and the blocks that differ are
+// counted (BenchResult::mismatches; the run goes on). Reads are checked on the threads that
+// deliver them, in parallel; the check's CPU time is counted apart from the client's.
 // Not thread-safe; one run at a time.
 #pragma once
 
@@ -31,6 +35,7 @@ struct BenchOptions {
   uint64_t objects = 0;          // write: cycle over this many objects (0: a new one each op)
   int mixed_write_percent = 30;
   bool sequential = false;       // mixed: seq's order instead of random ranges
+  bool verify = false;           // reads: check every byte against the bench pattern
 };
 
 struct BenchResult {
@@ -38,11 +43,18 @@ struct BenchResult {
   uint64_t ops = 0, errors = 0, bytes = 0;
   double seconds = 0, mb_per_s = 0, iops = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+  // The client's CPU (the process's, less verify_seconds: the bench's own checking).
   double cpu_seconds = 0, cpu_seconds_per_gb = 0;
   // Bytes reads delivered, and how many of them the client copied (Client::read_path_stats).
   uint64_t read_bytes = 0, read_bytes_copied = 0;
   uint64_t objects = 0;
   std::string first_error;
+  // verify: bytes checked, 4 KiB blocks (or parts) that differed from the pattern, the first
+  // wrong byte, and the CPU time spent checking (summed over the threads that checked).
+  uint64_t verified_bytes = 0, mismatches = 0;
+  std::string first_mismatch_object;
+  uint64_t first_mismatch_offset = 0;
+  double verify_seconds = 0;
 };
 
 // Called about once a second with (elapsed seconds, ops so far, bytes so far).

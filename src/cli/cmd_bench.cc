@@ -30,6 +30,7 @@ struct BenchFlags {
   bool no_cleanup = false;
   bool progress = false;
   bool sequential = false;
+  bool verify = false;
 };
 
 // The run these flags ask for (but its container: see RunBenchCommand). Errors: kInvalidArgument
@@ -60,6 +61,11 @@ Result<BenchOptions> ToBenchOptions(const BenchFlags& f) {
                            "random by name)");
   }
   o.sequential = f.sequential;
+  if (f.verify && o.mode == BenchMode::kWrite) {
+    return InvalidArgument("--verify checks what reads return: use it with seq, rand or mixed (write "
+                           "runs always write the pattern those check)");
+  }
+  o.verify = f.verify;
   if (f.container.empty() && f.redundancy.empty()) {
     return InvalidArgument("give --container NAME, or --redundancy R to bench a throw-away container");
   }
@@ -82,7 +88,20 @@ Result<std::string> MakeThrowawayContainer(Client& client, BenchMode mode, const
   return name;
 }
 
-void PrintBenchResult(const BenchFlags& f, const BenchOptions& o, const BenchResult& r, bool throwaway) {
+// What a run with --verify found wrong: kDataLoss naming the first wrong byte and the fix.
+Status MismatchError(const BenchFlags& f, const BenchResult& r) {
+  if (r.mismatches == 0) return OkStatus();
+  return DataLoss("bench " + r.mode + " --verify: object '" + r.first_mismatch_object + "' in container '" +
+                  f.container + "' differs from the bench pattern at offset " +
+                  std::to_string(r.first_mismatch_offset) + " (" + std::to_string(r.mismatches) +
+                  " blocks of 4 KiB differed in " + HumanBytes(static_cast<double>(r.verified_bytes)) +
+                  " read). Objects named bench-* that `penstock bench write` did not write differ "
+                  "everywhere: write them again with `penstock bench write --container " + f.container +
+                  " --size SIZE --objects N --no-cleanup`; otherwise their data is corrupt");
+}
+
+void PrintBenchResult(const BenchFlags& f, const BenchOptions& o, const BenchResult& r, bool throwaway,
+                      const Status& mismatch) {
   if (f.g.json) {
     nlohmann::json j = {{"mode", r.mode}, {"container", f.container}, {"size", o.size},
                         {"concurrency", o.concurrency}, {"sequential", o.sequential}, {"ops", r.ops}, {"errors", r.errors},
@@ -90,8 +109,14 @@ void PrintBenchResult(const BenchFlags& f, const BenchOptions& o, const BenchRes
                         {"iops", r.iops}, {"p50_us", r.p50_us}, {"p99_us", r.p99_us},
                         {"p999_us", r.p999_us}, {"max_us", r.max_us}, {"cpu_seconds", r.cpu_seconds},
                         {"cpu_seconds_per_gb", r.cpu_seconds_per_gb}, {"objects", r.objects},
-                        {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied}};
+                        {"read_bytes", r.read_bytes}, {"read_bytes_copied", r.read_bytes_copied},
+                        {"verify", o.verify}, {"verified_bytes", r.verified_bytes}, {"mismatches", r.mismatches},
+                        {"verify_seconds", r.verify_seconds}};
     if (!r.first_error.empty()) j["first_error"] = r.first_error;
+    if (r.mismatches > 0) {
+      j["first_mismatch"] = {{"object", r.first_mismatch_object}, {"offset", r.first_mismatch_offset}};
+      j["error"] = {{"code", std::string(StatusCodeName(mismatch.code()))}, {"message", mismatch.message()}};
+    }
     PrintJson(j);
     return;
   }
@@ -106,7 +131,16 @@ void PrintBenchResult(const BenchFlags& f, const BenchOptions& o, const BenchRes
     std::printf("  client copies per byte read: %.3f\n",
                 static_cast<double>(r.read_bytes_copied) / static_cast<double>(r.read_bytes));
   }
+  if (o.verify) {
+    std::printf("  verified: %s, %llu blocks differed (checking took %.2f s of CPU, not in the figure above)\n",
+                HumanBytes(static_cast<double>(r.verified_bytes)).c_str(),
+                static_cast<unsigned long long>(r.mismatches), r.verify_seconds);
+  }
   if (!r.first_error.empty()) std::printf("  first error: %s\n", r.first_error.c_str());
+  if (!mismatch.ok()) {
+    std::fflush(stdout);  // the figures, then the error on stderr
+    ReportError(mismatch, false);
+  }
 }
 
 int RunBenchCommand(BenchFlags& f) {
@@ -139,8 +173,9 @@ int RunBenchCommand(BenchFlags& f) {
     for (uint64_t i = 0; i < result->objects; ++i) (*client)->Delete(f.container, BenchObjectName(i)).IgnoreError();
   }
   if (!result.ok()) return ReportError(result.status(), f.g.json);
-  PrintBenchResult(f, o, *result, throwaway);
-  return result->errors == 0 ? 0 : 1;
+  const Status mismatch = MismatchError(f, *result);
+  PrintBenchResult(f, o, *result, throwaway, mismatch);
+  return result->errors == 0 && mismatch.ok() ? 0 : 1;
 }
 
 }  // namespace
@@ -160,6 +195,9 @@ void AddBenchCommand(CLI::App& root, std::vector<Command>& out) {
   AddSetting(*b, "redundancy", &f->redundancy, "bench a throw-away container with this redundancy");
   b->add_flag("--sequential", f->sequential,
               "mixed: walk the objects in order, --size bytes at a time (as seq does), instead of random ranges");
+  b->add_flag("--verify", f->verify,
+              "seq, rand, mixed: check every byte read against the pattern bench write wrote; any "
+              "difference fails the run, naming the object and offset");
   b->add_flag("--no-cleanup", f->no_cleanup, "keep what write created (for seq/rand/mixed runs)");
   b->add_flag("--progress", f->progress, "show progress even when stderr is not a terminal");
   AddSetting(*b, "mgmt", &f->g.mgmt, "mgmt address (host:port)");

@@ -1,9 +1,38 @@
 """`penstock bench`: each mode runs against a live cluster and reports its figures."""
 import json
 
+MASK = (1 << 64) - 1
+
 
 def bench(cluster, *args):
     return cluster.cli("bench", *args, "--json", check=False, timeout=120)
+
+
+def _splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return state, z ^ (z >> 31)
+
+
+def bench_pattern(name, size):
+    """The bytes `penstock bench write` writes into object `name` from offset 0, written here
+    from the format src/cli/bench_pattern.h describes: each 4 KiB block is the object's key
+    (FNV-1a of the name, mixed by SplitMix64) and the block's offset, little-endian, then a
+    fixed body of SplitMix64 words from the seed "penstock"."""
+    h = 0xCBF29CE484222325
+    for c in name.encode():
+        h = ((h ^ c) * 0x100000001B3) & MASK
+    key = _splitmix64(h)[1]
+    state, body = 0x70656E73746F636B, bytearray()
+    for _ in range(512):
+        state, word = _splitmix64(state)
+        body += word.to_bytes(8, "little")
+    out = bytearray()
+    for block in range(0, size, 4096):
+        out += key.to_bytes(8, "little") + block.to_bytes(8, "little") + body[16:]
+    return bytes(out[:size])
 
 
 def test_bench_modes(cluster_factory):
@@ -43,6 +72,69 @@ def test_bench_modes(cluster_factory):
     assert names == {"b", "p"}
 
 
+def test_bench_verify_checks_every_byte_read(cluster_factory, tmp_path):
+    c = cluster_factory(targets=3)
+    c.cli("container", "create", "v", "--redundancy", "none")
+    w = bench(c, "write", "--container", "v", "--size", "256K", "--concurrency", "4", "--seconds", "1",
+              "--objects", "6", "--no-cleanup")
+    assert w.returncode == 0, w.stdout + w.stderr
+    # What the writes left is the documented pattern, byte for byte.
+    c.cli("get", "bench-4", str(tmp_path / "b4"), "--container", "v")
+    assert (tmp_path / "b4").read_bytes() == bench_pattern("bench-4", 256 * 1024)
+    # Reads check every byte they return: whole blocks, and ranges that cut blocks (1000 bytes).
+    for mode, size in (("seq", "64K"), ("rand", "4K"), ("rand", "1000"), ("mixed", "16K"), ("seq", "256K")):
+        r = bench(c, mode, "--container", "v", "--size", size, "--concurrency", "8", "--seconds", "1", "--verify")
+        assert r.returncode == 0, (mode, size, r.stdout, r.stderr)
+        r = json.loads(r.stdout)
+        assert r["verify"] and r["mismatches"] == 0 and r["errors"] == 0, r
+        assert r["verified_bytes"] > 0 and r["verify_seconds"] >= 0, r
+        if mode != "mixed":
+            assert r["verified_bytes"] == r["bytes"], r
+        else:  # 30% writes, which carry the pattern: the seq run after still checks
+            assert 0 < r["verified_bytes"] <= r["bytes"], r
+    # Without --verify nothing is checked.
+    r = json.loads(bench(c, "seq", "--container", "v", "--size", "64K", "--seconds", "0.5").stdout)
+    assert not r["verify"] and r["verified_bytes"] == 0 and r["mismatches"] == 0, r
+
+
+def test_bench_verify_fails_on_other_bytes(cluster_factory, tmp_path):
+    c = cluster_factory(targets=3)
+    c.cli("container", "create", "v", "--redundancy", "none")
+    # bench-0: the pattern but for one byte; bench-1: bytes `put` from elsewhere.
+    size = 256 * 1024
+    one_off = bytearray(bench_pattern("bench-0", size))
+    one_off[70000] ^= 0x40
+    (tmp_path / "b0").write_bytes(one_off)
+    (tmp_path / "b1").write_bytes(b"\x5a" * size)
+    c.cli("put", str(tmp_path / "b0"), "bench-0", "--container", "v")
+    # The first four reads (the whole object) are in flight at once: the bad block is read.
+    r = bench(c, "seq", "--container", "v", "--size", "64K", "--concurrency", "4", "--seconds", "0.5",
+              "--verify")
+    assert r.returncode == 1, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    # One 64 KiB read in four (the second of each pass over the object) holds it.
+    reads = j["verified_bytes"] // 65536
+    assert j["mismatches"] >= 1 and j["mismatches"] == (reads + 2) // 4, j
+    assert j["first_mismatch"] == {"object": "bench-0", "offset": 70000}, j
+    assert j["error"]["code"] == "data_loss", j
+    assert "'bench-0'" in j["error"]["message"] and "offset 70000" in j["error"]["message"], j
+    c.cli("put", str(tmp_path / "b1"), "bench-1", "--container", "v")
+    for mode in ("rand", "mixed"):
+        r = bench(c, mode, "--container", "v", "--size", "4K", "--seconds", "0.5", "--verify")
+        assert r.returncode == 1, (mode, r.stdout, r.stderr)
+        j = json.loads(r.stdout)
+        assert j["mismatches"] > 0 and j["first_mismatch"]["object"] in ("bench-0", "bench-1"), j
+    # People get the figures on stdout and the error, with its fix, on stderr.
+    r = c.cli("bench", "seq", "--container", "v", "--size", "256K", "--seconds", "0.5", "--verify", check=False)
+    assert r.returncode == 1 and "MB/s" in r.stdout and "blocks differed" in r.stdout, r.stdout
+    assert "differs from the bench pattern at offset" in r.stderr and "bench write" in r.stderr, r.stderr
+    # Written again by the bench, the objects check out.
+    w = bench(c, "write", "--container", "v", "--size", "256K", "--objects", "2", "--seconds", "0.5", "--no-cleanup")
+    assert w.returncode == 0, w.stdout
+    r = bench(c, "seq", "--container", "v", "--size", "64K", "--seconds", "0.5", "--verify")
+    assert r.returncode == 0 and json.loads(r.stdout)["mismatches"] == 0, r.stdout
+
+
 def test_bench_bad_input(cluster_factory):
     c = cluster_factory(targets=1)
     c.cli("container", "create", "e")
@@ -52,6 +144,8 @@ def test_bench_bad_input(cluster_factory):
     assert r.returncode == 1 and "bench write" in json.loads(r.stdout)["error"]["message"]
     r = bench(c, "rand", "--container", "e", "--sequential")
     assert r.returncode == 1 and "--sequential" in json.loads(r.stdout)["error"]["message"]
+    r = bench(c, "write", "--container", "e", "--verify")
+    assert r.returncode == 1 and "--verify" in json.loads(r.stdout)["error"]["message"]
     r = c.cli("bench", "write", "--container", "e", "--size", "lots", check=False)
     assert r.returncode == 1 and "--size" in r.stderr
     r = c.cli("bench", "write", "--container", "e", "--concurrency", "0", check=False)
