@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/dataset.h"
 #include "cli/destination.h"
+#include "cli/interrupt.h"
 #include "cli/object_stream.h"
 #include "cli/progress.h"
 #include "common/config.h"
@@ -116,6 +117,12 @@ int UsageError(const std::string& message) {
   return 2;
 }
 
+// Ctrl-C during a single put or get: says what was left, exit code 130 (as the shell's).
+int InterruptedExit(const char* what) {
+  std::fprintf(stderr, "penstock: error: interrupted; %s\n", what);
+  return 130;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -148,7 +155,9 @@ int Put(const GlobalOptions& g, const ObjectFlags& f) {
   if (f.local == "-") {
     InstallInterruptHandler();
     auto spooled = SpoolStdin(&stdin_fd);
-    if (!spooled.ok()) return ReportError(spooled.status(), g.json);
+    if (!spooled.ok()) {
+      return Interrupted() ? InterruptedExit("nothing was stored") : ReportError(spooled.status(), g.json);
+    }
     path = *spooled;
   }
   TransferProgress progress(ChooseProgressMode(f.quiet, f.progress, ProgressMode::kNone), "put");
@@ -187,7 +196,8 @@ int Get(const GlobalOptions& g, const ObjectFlags& f) {
   Status s = bytes.ok() ? (*dest)->Commit() : bytes.status();
   if (!s.ok()) {
     (*dest)->Abort();
-    return Interrupted() ? 130 : ReportError(s, g.json);
+    if (!Interrupted()) return ReportError(s, g.json);
+    return InterruptedExit((*dest)->in_place() ? "part of the object was written" : "nothing was written");
   }
   ReportTransfer(g, f.quiet, "get", f.name, *bytes, SecondsSince(start));
   return 0;

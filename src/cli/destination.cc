@@ -1,13 +1,18 @@
 #include "cli/destination.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <random>
+
+#include "cli/interrupt.h"
 
 namespace penstock::cli {
 
@@ -41,6 +46,31 @@ Status Refuse(const std::string& shown, unsigned mode) {
   return FailedPrecondition("'" + shown + "' is " + FileKindName(mode) + "; " + kWhatGetWrites);
 }
 
+// Bytes a write into pipe `fd` can take without blocking, once poll said POLLOUT (a free page):
+// its capacity less what it holds, less two pages for partly filled ones; at least PIPE_BUF.
+size_t PipeRoom(int fd) {
+  int held = 0;
+  const int size = ::fcntl(fd, F_GETPIPE_SZ);
+  if (size <= 0 || ::ioctl(fd, FIONREAD, &held) != 0) return PIPE_BUF;
+  const long room = (static_cast<long>(size) - held - 2 * 4096) / 4096 * 4096;
+  return std::max<size_t>(PIPE_BUF, static_cast<size_t>(std::max(0L, room)));
+}
+
+// Opens a character device or FIFO to write in place. A FIFO with no reader yet is waited for
+// (every 200 ms, so that Ctrl-C works), as a shell's `> fifo` would.
+Result<int> OpenForWriting(int dir_fd, const std::string& path, int flags, const std::string& shown) {
+  for (;;) {
+    const int fd = ::openat(dir_fd, path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | flags);
+    if (fd >= 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    if (errno != ENXIO && errno != EINTR) return ErrnoStatus(errno, "cannot open '" + shown + "' for writing");
+    if (Interrupted()) return Cancelled("interrupted");
+    ::usleep(200 * 1000);
+  }
+}
+
 }  // namespace
 
 const char* FileKindName(unsigned mode) {
@@ -72,8 +102,7 @@ Result<std::unique_ptr<Destination>> Destination::Open(const std::string& path) 
     return OpenRegular(dir_fd, true, leaf, path, -1);
   }
   if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return ErrnoStatus(errno, "cannot open '" + path + "' for writing");
+    PS_ASSIGN_OR_RETURN(const int fd, OpenForWriting(AT_FDCWD, path, 0, path));
     return OpenInPlace(fd, true, path);
   }
   if (!S_ISREG(st.st_mode)) return Refuse(path, st.st_mode);
@@ -102,8 +131,7 @@ Result<std::unique_ptr<Destination>> Destination::OpenIn(int dir_fd, const std::
   }
   if (S_ISREG(st.st_mode)) return OpenRegular(dir_fd, false, leaf, shown, static_cast<int>(st.st_mode & 07777));
   if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-    const int fd = ::openat(dir_fd, leaf.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-    if (fd < 0) return ErrnoStatus(errno, "cannot open '" + shown + "' for writing");
+    PS_ASSIGN_OR_RETURN(const int fd, OpenForWriting(dir_fd, leaf, O_NOFOLLOW, shown));
     return OpenInPlace(fd, true, shown);
   }
   if (S_ISLNK(st.st_mode)) {
@@ -143,6 +171,8 @@ Result<std::unique_ptr<Destination>> Destination::OpenInPlace(int fd, bool own_f
   d->fd_ = fd;
   d->own_fd_ = own_fd;
   d->shown_ = shown;
+  struct stat st;
+  d->pipe_ = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
   return d;
 }
 
@@ -154,8 +184,13 @@ Destination::~Destination() {
 Status Destination::Write(std::span<const std::byte> data) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
+    // Into a pipe, only what fits once there is room: such a write never blocks, so a reader
+    // that stops reading cannot keep Ctrl-C from working.
+    if (pipe_) PS_RETURN_IF_ERROR(WaitReady(fd_, POLLOUT));
+    const size_t len = pipe_ ? std::min(PipeRoom(fd_), data.size() - done) : data.size() - done;
+    const ssize_t n = ::write(fd_, data.data() + done, len);
+    if (n < 0 && errno == EINTR && !Interrupted()) continue;
+    if (n < 0 && Interrupted()) return Cancelled("interrupted");
     if (n < 0) return ErrnoStatus(errno, "writing '" + shown_ + "'");
     done += static_cast<size_t>(n);
   }

@@ -67,6 +67,7 @@ class Destination {
   std::string leaf_;
   std::string shown_;
   bool done_ = false;
+  bool pipe_ = false;  // fd_ is a FIFO or pipe: written as room appears (see Write)
 };
 
 // "a directory", "a socket", ... for a stat mode.

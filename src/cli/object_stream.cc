@@ -1,12 +1,11 @@
 #include "cli/object_stream.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <vector>
@@ -17,29 +16,10 @@ namespace penstock::cli {
 
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-
-void OnInterrupt(int sig) {
-  if (g_interrupted.exchange(true)) {  // the second one: stop now
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-  }
-}
-
 constexpr uint64_t kMinChunk = 1 << 20;
 constexpr size_t kBufferAlign = 4096;
 
 }  // namespace
-
-void InstallInterruptHandler() {
-  struct sigaction sa{};
-  sa.sa_handler = OnInterrupt;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-}
-
-bool Interrupted() { return g_interrupted.load(std::memory_order_relaxed); }
 
 struct ObjectReader::Slot {
   std::byte* buf = nullptr;
@@ -142,13 +122,16 @@ Result<std::string> SpoolStdin(int* fd) {
   }
   std::vector<char> buf(1 << 20);
   for (;;) {
+    PS_RETURN_IF_ERROR(WaitReady(STDIN_FILENO, POLLIN));
     const ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+    if (n == 0 && Interrupted()) return Cancelled("interrupted");
     if (n == 0) break;
     if (n < 0 && errno == EINTR && !Interrupted()) continue;
     if (n < 0) return Interrupted() ? Cancelled("interrupted") : ErrnoStatus(errno, "reading standard input");
     for (ssize_t done = 0; done < n;) {
       const ssize_t w = ::write(*fd, buf.data() + done, static_cast<size_t>(n - done));
-      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINTR && !Interrupted()) continue;
+      if (w < 0 && Interrupted()) return Cancelled("interrupted");
       if (w < 0) {
         return ErrnoStatus(errno, "spooling standard input into '" + dir +
                                       "' (it is stored once complete); set TMPDIR to a directory with room");

@@ -2,10 +2,7 @@
 // CLI: ObjectReader reads an object in order through the asynchronous API (Client::Open,
 // Object::ReadAsync with a CompletionQueue) into a Destination, a bounded window of reads in
 // flight; SpoolStdin makes standard input something Client::PutFile can store atomically.
-//
-// Interruption: InstallInterruptHandler() makes the first SIGINT or SIGTERM set a flag
-// (Interrupted()) that readers and the dataset workers check, so temporary files are removed
-// and a summary printed; a second signal ends the process at once.
+// Interruption: see interrupt.h.
 #pragma once
 
 #include <cstddef>
@@ -14,12 +11,10 @@
 #include <string>
 
 #include "cli/destination.h"
+#include "cli/interrupt.h"
 #include "penstock/client.h"
 
 namespace penstock::cli {
-
-void InstallInterruptHandler();
-bool Interrupted();
 
 // Reads objects, one at a time, with `window` reads of `chunk_bytes` in flight. Owned by one
 // thread; its buffers (window x chunk_bytes) are reused from one object to the next.

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/local_tree.h"
-#include "cli/object_stream.h"
+#include "cli/interrupt.h"
 
 namespace penstock::cli {
 

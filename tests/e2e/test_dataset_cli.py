@@ -4,10 +4,12 @@ time, and where `get` may write (never replacing anything but a regular file).""
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -282,3 +284,36 @@ def test_local_time_follows_tz(dc, tmp_path):
     p = subprocess.run([PENSTOCK, "stat", "tz", "--container", "ds", "--mgmt", dc.mgmt], env=env,
                        capture_output=True, text=True, check=True)
     assert re.search(r"^mtime \S+\+05:30$", p.stdout, re.M), p.stdout
+
+
+def test_ctrl_c_stops_a_put_from_stdin_and_a_get_into_a_fifo(dc, tmp_path):
+    """Ctrl-C while stdin is still open stores nothing; while a FIFO's reader stalls it stops
+    the get, says so, and exits 130."""
+    p = popen(dc, "put", "-", "never", "--container", "ds", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE)
+    p.stdin.write(b"partial data")
+    p.stdin.flush()
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=30)  # stops by itself, stdin still open
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and b"interrupted; nothing was stored" in err, err
+    assert dc.cli("stat", "never", "--container", "ds", check=False).returncode != 0
+
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(8 << 20))
+    dc.cli("put", str(src), "stall", "--container", "ds")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader that never reads
+    try:
+        p = popen(dc, "get", "stall", str(fifo), "--container", "ds", stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
+        time.sleep(1.5)
+        assert p.poll() is None
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        os.close(reader)
+    assert p.returncode == 130 and b"interrupted; part of the object was written" in err, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
