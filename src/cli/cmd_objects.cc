@@ -191,7 +191,7 @@ int Get(const GlobalOptions& g, const ObjectFlags& f) {
   InstallInterruptHandler();
   TransferProgress progress(ChooseProgressMode(f.quiet, f.progress, ProgressMode::kNone), "get");
   auto start = std::chrono::steady_clock::now();
-  ObjectReader reader(*chunk, StripesPerJob(1));
+  ObjectReader reader(*chunk, ClientOptions{}.max_inflight_stripes);  // as many reads in flight as a put has
   auto bytes = reader.Read(**obj, **dest, std::ref(progress));
   Status s = bytes.ok() ? (*dest)->Commit() : bytes.status();
   if (!s.ok()) {
