@@ -1,4 +1,5 @@
 // Client tools: `penstock container create|ls|rm`, `put`, `get`, `ls`, `stat`, `rm`.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/dataset.h"
+#include "cli/destination.h"
+#include "cli/interrupt.h"
+#include "cli/object_stream.h"
+#include "cli/progress.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "penstock/client.h"
@@ -24,39 +30,21 @@ struct ObjectFlags {
   std::string stripe_unit = "1M";
   std::string redundancy;  // empty: the cluster's default (mgmt picks)
   unsigned min_durable = 0;
+  std::string prefix;  // ls --prefix
   bool force = false;
   bool progress = false;
   bool quiet = false;
+  bool recursive = false;  // put -r / get -r
+  unsigned jobs = 16;
+  bool long_format = false;  // ls -l
 };
 
-Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g) {
+Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g, unsigned stripes_in_flight = 0) {
   InitLogging("penstock", g.log_level).IgnoreError();
-  return Client::Connect(ToClientOptions(g));
+  ClientOptions o = ToClientOptions(g);
+  if (stripes_in_flight > 0) o.max_inflight_stripes = stripes_in_flight;
+  return Client::Connect(o);
 }
-
-// Progress on stderr: when it is a terminal, or when --progress asks for it.
-class Progress {
- public:
-  Progress(bool enabled, std::string verb) : enabled_(enabled), verb_(std::move(verb)) {}
-  void operator()(uint64_t done, uint64_t total) {
-    if (!enabled_) return;
-    auto now = std::chrono::steady_clock::now();
-    if (done != total && now - last_ < std::chrono::milliseconds(250)) return;
-    last_ = now;
-    double secs = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\r%s %s / %s (%3.0f%%) %.0f MB/s   ", verb_.c_str(),
-                 HumanBytes(static_cast<double>(done)).c_str(), HumanBytes(static_cast<double>(total)).c_str(),
-                 total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
-                 secs > 0 ? static_cast<double>(done) / secs / 1e6 : 0.0);
-    if (done == total) std::fprintf(stderr, "\n");
-  }
-
- private:
-  bool enabled_;
-  std::string verb_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
-};
 
 // Summary of a transfer: a line on stderr, or a JSON object on stdout.
 void ReportTransfer(const GlobalOptions& g, bool quiet, const char* verb, const std::string& name,
@@ -141,51 +129,123 @@ int ContainerRemove(const GlobalOptions& g, const ObjectFlags& f) {
   return 0;
 }
 
+// A command line that cannot work: one line on stderr, exit code 2 (as for bad flags).
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "penstock: error: %s (see --help)\n", message.c_str());
+  return 2;
+}
+
+// Ctrl-C during a single put or get: says what was left, exit code 130 (as the shell's).
+int InterruptedExit(const char* what) {
+  std::fprintf(stderr, "penstock: error: interrupted; %s\n", what);
+  return 130;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TreeOptions ToTreeOptions(const GlobalOptions& g, const ObjectFlags& f, const std::string& dir,
+                          const std::string& prefix) {
+  TreeOptions o{f.container, dir, prefix, f.jobs, f.progress, f.quiet, g.json};
+  while (o.dir.size() > 1 && o.dir.back() == '/') o.dir.pop_back();
+  return o;
+}
+
 int Put(const GlobalOptions& g, const ObjectFlags& f) {
+  if (f.recursive) {
+    auto c = Connect(g, StripesPerJob(f.jobs));
+    if (!c.ok()) return ReportError(c.status(), g.json);
+    return RunPutTree(**c, ToTreeOptions(g, f, f.local, f.name));
+  }
+  if (f.name.empty()) {
+    return UsageError("put needs the object's NAME: `penstock put LOCAL NAME --container " +
+                      (f.container.empty() ? std::string("C") : f.container) + "` (or `put -r DIR [PREFIX]`)");
+  }
+  if (struct stat st; f.local != "-" && ::stat(f.local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return UsageError("'" + f.local + "' is a directory; store what it holds with `penstock put -r " + f.local +
+                      " [PREFIX]`");
+  }
   auto c = Connect(g);
   if (!c.ok()) return ReportError(c.status(), g.json);
-  Progress progress(!f.quiet && (f.progress || ::isatty(2)), "put");
+  std::string path = f.local;
+  int stdin_fd = -1;
+  if (f.local == "-") {
+    InstallInterruptHandler();
+    auto spooled = SpoolStdin(&stdin_fd);
+    if (!spooled.ok()) {
+      return Interrupted() ? InterruptedExit("nothing was stored") : ReportError(spooled.status(), g.json);
+    }
+    path = *spooled;
+  }
+  TransferProgress progress(ChooseProgressMode(f.quiet, f.progress, ProgressMode::kNone), "put");
   uint64_t bytes = 0;
   auto start = std::chrono::steady_clock::now();
-  Status s = (*c)->PutFile(f.container, f.name, f.local, [&](uint64_t done, uint64_t total) {
+  Status s = (*c)->PutFile(f.container, f.name, path, [&](uint64_t done, uint64_t total) {
     bytes = total;
     progress(done, total);
   });
+  if (stdin_fd >= 0) ::close(stdin_fd);
   if (!s.ok()) return ReportError(s, g.json);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ReportTransfer(g, f.quiet, "put", f.name, bytes, secs);
+  ReportTransfer(g, f.quiet, "put", f.name, bytes, SecondsSince(start));
   return 0;
 }
 
 int Get(const GlobalOptions& g, const ObjectFlags& f) {
+  if (f.recursive) {
+    auto c = Connect(g);
+    if (!c.ok()) return ReportError(c.status(), g.json);
+    return RunGetTree(**c, ToTreeOptions(g, f, f.local, f.name));
+  }
+  if (f.local == "-" && g.json) return UsageError("--json prints on stdout, which `get NAME -` writes the object to");
   auto c = Connect(g);
   if (!c.ok()) return ReportError(c.status(), g.json);
-  Progress progress(!f.quiet && (f.progress || ::isatty(2)), "get");
-  uint64_t bytes = 0;
+  auto obj = (*c)->Open(f.container, f.name);
+  if (!obj.ok()) return ReportError(obj.status(), g.json);
+  auto chunk = ReadChunkBytes(**c, f.container);
+  if (!chunk.ok()) return ReportError(chunk.status(), g.json);
+  auto dest = Destination::Open(f.local);
+  if (!dest.ok()) return ReportError(dest.status(), g.json);
+  InstallInterruptHandler();
+  TransferProgress progress(ChooseProgressMode(f.quiet, f.progress, ProgressMode::kNone), "get");
   auto start = std::chrono::steady_clock::now();
-  Status s = (*c)->GetFile(f.container, f.name, f.local, [&](uint64_t done, uint64_t total) {
-    bytes = total;
-    progress(done, total);
-  });
-  if (!s.ok()) return ReportError(s, g.json);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ReportTransfer(g, f.quiet, "get", f.name, bytes, secs);
+  ObjectReader reader(*chunk, ClientOptions{}.max_inflight_stripes);  // as many reads in flight as a put has
+  auto bytes = reader.Read(**obj, **dest, std::ref(progress));
+  Status s = bytes.ok() ? (*dest)->Commit() : bytes.status();
+  if (!s.ok()) {
+    (*dest)->Abort();
+    if (!Interrupted()) return ReportError(s, g.json);
+    return InterruptedExit((*dest)->in_place() ? "part of the object was written" : "nothing was written");
+  }
+  ReportTransfer(g, f.quiet, "get", f.name, *bytes, SecondsSince(start));
   return 0;
+}
+
+json ObjectJson(const ObjectInfo& o) {
+  json j = {{"name", o.name}, {"size", o.size}, {"mtime_ms", o.mtime_ms}, {"mtime", LocalIsoTime(o.mtime_ms)}};
+  if (!o.lost.empty()) j["lost"] = o.lost;
+  return j;
 }
 
 int List(const GlobalOptions& g, const ObjectFlags& f) {
   auto c = Connect(g);
   if (!c.ok()) return ReportError(c.status(), g.json);
-  auto list = (*c)->List(f.container);
+  auto list = (*c)->List(f.container, ListOptions{f.prefix});
   if (!list.ok()) return ReportError(list.status(), g.json);
   if (g.json) {
     json j = json::array();
-    for (const auto& o : *list) j.push_back({{"name", o.name}, {"size", o.size}, {"mtime_ms", o.mtime_ms}});
+    for (const auto& o : *list) j.push_back(ObjectJson(o));
     PrintJson(j);
     return 0;
   }
   for (const auto& o : *list) {
-    std::printf("%12llu  %s\n", static_cast<unsigned long long>(o.size), o.name.c_str());
+    const std::string lost = o.lost.empty() ? "" : "  (lost: " + o.lost + ")";
+    if (f.long_format) {
+      std::printf("%12llu  %s  %s%s\n", static_cast<unsigned long long>(o.size), LocalIsoTime(o.mtime_ms).c_str(),
+                  o.name.c_str(), lost.c_str());
+    } else {
+      std::printf("%12llu  %s%s\n", static_cast<unsigned long long>(o.size), o.name.c_str(), lost.c_str());
+    }
   }
   return 0;
 }
@@ -196,12 +256,14 @@ int StatObject(const GlobalOptions& g, const ObjectFlags& f) {
   auto info = (*c)->Stat(f.container, f.name);
   if (!info.ok()) return ReportError(info.status(), g.json);
   if (g.json) {
-    PrintJson(json{{"name", info->name}, {"size", info->size}, {"stripe_unit", info->stripe_unit},
-                   {"mtime_ms", info->mtime_ms}});
+    json j = ObjectJson(*info);
+    j["stripe_unit"] = info->stripe_unit;
+    PrintJson(j);
   } else {
-    std::printf("name %s\nsize %llu\nstripe_unit %llu\nmtime_ms %lld\n", info->name.c_str(),
-                static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->stripe_unit),
-                static_cast<long long>(info->mtime_ms));
+    std::printf("name %s\nsize %llu (%s)\nstripe_unit %s\nmtime %s\n", info->name.c_str(),
+                static_cast<unsigned long long>(info->size), HumanBytes(static_cast<double>(info->size)).c_str(),
+                HumanBytes(static_cast<double>(info->stripe_unit)).c_str(), LocalIsoTime(info->mtime_ms).c_str());
+    if (!info->lost.empty()) std::printf("lost %s\n", info->lost.c_str());
   }
   return 0;
 }
@@ -225,6 +287,16 @@ void AddClientFlags(CLI::App& app, GlobalOptions& g) {
 
 void AddContainerFlag(CLI::App& app, ObjectFlags& f) {
   AddSetting(app, "container", &f.container, "container name")->required();
+}
+
+// put and get: the container, -r, --jobs and how much they print.
+void AddTransferFlags(CLI::App& app, ObjectFlags& f, const char* recursive_help) {
+  AddContainerFlag(app, f);
+  app.add_flag("-r,--recursive", f.recursive, recursive_help);
+  AddSetting(app, "jobs", &f.jobs, "with -r: files moved at once (over one connection to the cluster)")
+      ->check(CLI::Range(1u, 1024u));
+  app.add_flag("--progress", f.progress, "show progress even when stderr is not a terminal");
+  app.add_flag("--quiet", f.quiet, "print nothing on success");
 }
 
 }  // namespace
@@ -263,24 +335,23 @@ void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
     app->add_flag("--force", st->f.force, "also remove the objects it holds");
   }
   {
-    auto [app, st] = add(root, "put", "store a local file as an object", Put);
-    app->add_option("LOCAL", st->f.local, "file to store")->required();
-    app->add_option("NAME", st->f.name, "object name")->required();
-    AddContainerFlag(*app, st->f);
-    app->add_flag("--progress", st->f.progress, "show progress even when stderr is not a terminal");
-    app->add_flag("--quiet", st->f.quiet, "print nothing on success");
+    auto [app, st] = add(root, "put", "store a local file (- for stdin) as an object, or a directory with -r", Put);
+    app->add_option("LOCAL", st->f.local, "file to store, - for standard input, or with -r a directory")->required();
+    app->add_option("NAME", st->f.name, "object name; with -r the PREFIX of the names (default: none)");
+    AddTransferFlags(*app, st->f, "store every regular file under the directory LOCAL as PREFIX/path");
   }
   {
-    auto [app, st] = add(root, "get", "fetch an object into a local file", Get);
-    app->add_option("NAME", st->f.name, "object name")->required();
-    app->add_option("LOCAL", st->f.local, "file to write")->required();
-    AddContainerFlag(*app, st->f);
-    app->add_flag("--progress", st->f.progress, "show progress even when stderr is not a terminal");
-    app->add_flag("--quiet", st->f.quiet, "print nothing on success");
+    auto [app, st] = add(root, "get", "fetch an object into a local file (- for stdout), or many with -r", Get);
+    app->add_option("NAME", st->f.name, "object name; with -r the PREFIX of the objects to fetch")->required();
+    app->add_option("LOCAL", st->f.local, "file to write, - for standard output, or with -r a directory")
+        ->required();
+    AddTransferFlags(*app, st->f, "fetch every object named PREFIX/... into the directory LOCAL, recreating the tree");
   }
   {
     auto [app, st] = add(root, "ls", "list the objects of a container", List);
     AddContainerFlag(*app, st->f);
+    AddSetting(*app, "prefix", &st->f.prefix, "only objects whose names start with this");
+    app->add_flag("-l,--long", st->f.long_format, "also show each object's time (local, ISO 8601)");
   }
   {
     auto [app, st] = add(root, "stat", "show an object's size and time", StatObject);

@@ -69,6 +69,10 @@ int ReportError(const Status& s, bool json);
 // "1.5 GiB"
 std::string HumanBytes(double bytes);
 
+// Milliseconds since the epoch as local time in ISO 8601 with the UTC offset:
+// "2026-11-29T14:03:07+01:00".
+std::string LocalIsoTime(int64_t ms);
+
 // Blocks SIGINT/SIGTERM in the calling thread (call before starting threads so they inherit
 // the mask) and returns once one arrives. Used by daemons.
 void BlockTerminationSignals();

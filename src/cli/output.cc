@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 
@@ -83,6 +84,17 @@ std::string HumanBytes(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
   return buf;
+}
+
+std::string LocalIsoTime(int64_t ms) {
+  const time_t secs = static_cast<time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  struct tm tm{};
+  if (::localtime_r(&secs, &tm) == nullptr) return std::to_string(ms) + " ms";
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S%z", &tm);
+  std::string s(buf, n);
+  if (s.size() >= 5) s.insert(s.size() - 2, ":");  // +0100 -> +01:00
+  return s;
 }
 
 void BlockTerminationSignals() {
