@@ -155,6 +155,6 @@ def cluster(request, tmp_path_factory):
     """One 3-target cluster per transport, shared by the tests of a module."""
     c = Cluster(tmp_path_factory.mktemp(f"cluster-{request.param}"), transport=request.param)
     c.transport = request.param
-    c.cli("container", "create", "data")
+    c.cli("container", "create", "data", "--redundancy", "none")
     yield c
     c.stop()

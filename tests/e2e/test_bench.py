@@ -37,7 +37,7 @@ def bench_pattern(name, size):
 
 def test_bench_modes(cluster_factory):
     c = cluster_factory(targets=3)
-    c.cli("container", "create", "b")
+    c.cli("container", "create", "b", "--redundancy", "none")
     w = bench(c, "write", "--container", "b", "--size", "256K", "--concurrency", "8",
               "--seconds", "1", "--objects", "6", "--no-cleanup")
     assert w.returncode == 0, w.stderr
@@ -137,7 +137,7 @@ def test_bench_verify_fails_on_other_bytes(cluster_factory, tmp_path):
 
 def test_bench_bad_input(cluster_factory):
     c = cluster_factory(targets=1)
-    c.cli("container", "create", "e")
+    c.cli("container", "create", "e", "--redundancy", "none")
     r = bench(c, "frob", "--container", "e")
     assert r.returncode == 1 and json.loads(r.stdout)["error"]["code"] == "invalid_argument"
     r = bench(c, "seq", "--container", "e", "--seconds", "0.5")
@@ -186,7 +186,7 @@ def test_bench_human_output_and_progress(cluster_factory):
 def test_null_device_targets_for_data_plane_benchmarks(cluster_factory, tmp_path):
     c = cluster_factory(targets=1, extra_args=("--target-device-kind", "null"))
     assert not list(tmp_path.glob("cluster0/target-1/data.img")), "a null target made a data file"
-    c.cli("container", "create", "n")
+    c.cli("container", "create", "n", "--redundancy", "none")
     src = tmp_path / "src"
     src.write_bytes(b"\x5a" * (3 * 1024 * 1024 + 11))
     c.cli("put", str(src), "o", "--container", "n")

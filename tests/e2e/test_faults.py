@@ -26,7 +26,7 @@ def check_all(cluster, tmp_path, objs):
 
 def test_kill9_target_and_restart(cluster_factory, tmp_path):
     c = cluster_factory(targets=3)
-    c.cli("container", "create", "c")
+    c.cli("container", "create", "c", "--redundancy", "none")
     objs = put_many(c, tmp_path, [0, 1, 4095, 3 * 1024 * 1024 + 5, 9 * 1024 * 1024])
     c.kill9("target-2")
     # (Reads while it is down: the next test.) Back under its old identity, it serves all.
@@ -45,7 +45,7 @@ def test_target_down_is_detected_and_reads_fail_cleanly(cluster_factory, tmp_pat
     c = cluster_factory(targets=3)
     # 64 KiB stripes: the 8 MiB object has 128 stripes, so some surely live on the dead target
     # (with 1 MiB stripes, (2/3)^9 of the time none would).
-    c.cli("container", "create", "c", "--stripe-unit", "64K")
+    c.cli("container", "create", "c", "--redundancy", "none", "--stripe-unit", "64K")
     objs = put_many(c, tmp_path, [8 * 1024 * 1024])
     epoch0 = json.loads(c.cli("status", "--json").stdout)["epoch"]
     c.kill9("target-1")
@@ -74,7 +74,7 @@ def find_in_file(path, needle):
 
 def test_flipped_byte_is_a_checksum_error(cluster_factory, tmp_path):
     c = cluster_factory(targets=3, capacity="256M")
-    c.cli("container", "create", "c")
+    c.cli("container", "create", "c", "--redundancy", "none")
     src = write_random(tmp_path / "src", 1024 * 1024)  # one stripe: on exactly one target
     data = src.read_bytes()
     c.cli("put", str(src), "victim", "--container", "c")

@@ -92,7 +92,7 @@ def test_status_reports_the_engines_dead_bytes(cluster_factory, tmp_path):
     # Overwritten data is dead until GC reclaims it: `penstock status` shows the engine's own
     # count (its /metrics gauge), not used - live (which also counts the open segments' tails).
     c = cluster_factory(targets=1)
-    c.cli("container", "create", "d")
+    c.cli("container", "create", "d", "--redundancy", "none")
     f = tmp_path / "f"
     f.write_bytes(b"y" * (4 * 1024 * 1024))
     c.cli("put", str(f), "o", "--container", "d")

@@ -142,7 +142,7 @@ def ha(tmp_path):
 
 def test_kill9_leader_under_workload(ha, tmp_path):
     ha.wait_targets_up(3)
-    ha.cli("container", "create", "data")
+    ha.cli("container", "create", "data", "--redundancy", "none")
     before = ha.status()
     old = ha.wait_one_leader()
 

@@ -56,7 +56,7 @@ def test_several_data_plane_workers(cluster, tmp_path):
 def test_targets_with_several_data_plane_workers(cluster_factory, tmp_path):
     """Targets whose listener hands connections to three workers serve a client with four."""
     c = cluster_factory(targets=2, extra_args=("--target-data-workers", "3"))
-    c.cli("container", "create", "w")
+    c.cli("container", "create", "w", "--redundancy", "none")
     src = write_random(tmp_path / "in.bin", 6 << 20)
     c.cli("put", str(src), "o", "--container", "w", "--data-workers", "4")
     dst = tmp_path / "out.bin"
@@ -69,7 +69,7 @@ def test_targets_with_several_data_plane_workers(cluster_factory, tmp_path):
 
 
 def test_ls_and_rm(cluster, tmp_path):
-    cluster.cli("container", "create", "lsrm")
+    cluster.cli("container", "create", "lsrm", "--redundancy", "none")
     names = ["a", "b/c", "z.bin"]
     for i, n in enumerate(names):
         cluster.cli("put", str(write_random(tmp_path / f"f{i}", 1000 * i + 1)), n, "--container", "lsrm")
@@ -88,7 +88,7 @@ def test_ls_and_rm(cluster, tmp_path):
 def test_names_that_are_not_utf8(cluster, tmp_path):
     """Object names are bytes: one that is not UTF-8 is stored, listed and read back, and
     --json prints it with U+FFFD in place of the bad byte instead of failing."""
-    cluster.cli("container", "create", "bytes")
+    cluster.cli("container", "create", "bytes", "--redundancy", "none")
     name = os.fsdecode(b"caf\xe9-\xff")  # Latin-1, not UTF-8 (passed to argv as those bytes)
     src = write_random(tmp_path / "src", 5000)
     put = cluster.cli("put", str(src), name, "--container", "bytes", "--json")
@@ -115,7 +115,7 @@ def test_overwrite_replaces_whole_object(cluster, tmp_path):
 
 
 def test_container_lifecycle(cluster, tmp_path):
-    cluster.cli("container", "create", "tmp1", "--stripe-unit", "64K")
+    cluster.cli("container", "create", "tmp1", "--redundancy", "none", "--stripe-unit", "64K")
     cs = json.loads(cluster.cli("container", "ls", "--json").stdout)
     assert {"tmp1", "data"} <= {c["name"] for c in cs}
     assert next(c for c in cs if c["name"] == "tmp1")["stripe_unit"] == 65536

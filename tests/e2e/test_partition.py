@@ -131,7 +131,8 @@ def test_partitioned_target_heals_and_is_repaired(netns, tmp_path):
             raise AssertionError(f"timed out waiting for {what}; status: {cli('status', check=False).stdout}")
 
         wait(lambda: st()["targets_up"] == 4, "4 targets up")
-        cli("container", "create", "p", "--redundancy", "ec:2+1")
+        # Write quorum K: writes during the partition miss one shard and are above it.
+        cli("container", "create", "p", "--redundancy", "ec:2+1", "--min-durable", "2")
         objs = {}
         for i, size in enumerate([7, 2 * MiB + 3, 12 * MiB]):
             src = write_random(tmp_path / f"s{i}", size)

@@ -115,10 +115,10 @@ def test_bad_redundancy_is_refused_with_the_forms(cluster_factory):
 @pytest.mark.parametrize("scheme,n", [("ec:2+1", 4), ("rep:2", 3)])
 def test_kill9_during_write_and_read(cluster_factory, tmp_path, scheme, n):
     """(a) A target killed during a 1 GiB write and another during a read: the write completes
-    degraded, every byte reads back, and once the target returns repair restores full
+    degraded (the container's write quorum is K, --min-durable, so one missing shard is above it), every byte reads back, and once the target returns repair restores full
     redundancy, so losing yet another target still loses nothing."""
     c = cluster_factory(targets=n, capacity="1G" if n == 4 else "1500M", extra_args=FAST)
-    c.cli("container", "create", "p", "--redundancy", scheme)
+    c.cli("container", "create", "p", "--redundancy", scheme, "--min-durable", scheme[3] if scheme[0] == "e" else "1")
     src = write_random(tmp_path / "big", 1024 * MiB)
     digest = sha(src)
     names = targets(c)
@@ -323,8 +323,9 @@ def test_sigstopped_target_is_a_gray_failure_not_a_hang(cluster_factory, tmp_pat
     """(e) A target that stops answering (SIGSTOP) makes clients time out to degraded mode
     within the straggler delay: reads and writes complete, nothing hangs."""
     c = cluster_factory(targets=4, capacity="256M", heartbeat_timeout_ms=60000)
-    c.cli("container", "create", "p", "--redundancy", "ec:2+1")
-    c.cli("container", "create", "q", "--redundancy", "ec:2+1")
+    # Write quorum K: a write missing the stopped target's shard is above it.
+    c.cli("container", "create", "p", "--redundancy", "ec:2+1", "--min-durable", "2")
+    c.cli("container", "create", "q", "--redundancy", "ec:2+1", "--min-durable", "2")
     ids = {x["name"]: x["id"] for x in json.loads(c.cli("container", "ls", "--json").stdout)}
     src = write_random(tmp_path / "s", 40 * MiB + 1)
     c.cli("put", str(src), "o", "--container", "p")
@@ -353,7 +354,8 @@ def test_sigstopped_target_is_a_gray_failure_not_a_hang(cluster_factory, tmp_pat
 
 
 def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
-    """(g) rep:3 keeps reading and writing with two of its three targets down."""
+    """(g) rep:3 keeps reading with two of its three targets down; below its write quorum (2
+    copies) it takes no write and no delete (either would rest on one copy) until one returns."""
     c = cluster_factory(targets=3, capacity="256M", extra_args=FAST)
     c.cli("container", "create", "r", "--redundancy", "rep:3")
     objs = {}
@@ -366,10 +368,14 @@ def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
     c.kill9(names[2])
     for name, digest in objs.items():
         get_ok(c, "r", name, digest, tmp_path / "out")
-    c.cli("rm", "o1", "--container", "r")
-    assert "o1" not in c.cli("ls", "--container", "r").stdout
-    # The deleted object stays deleted when the targets that missed the delete come back.
+    for args in (("rm", "o1"), ("put", str(src), "new")):
+        r = c.cli(*args, "--container", "r", "--timeout-ms", "2000", check=False)
+        assert r.returncode != 0 and "write quorum" in r.stderr, (args, r.stderr)
     c.restart(names[0])
+    c.wait_targets_up(2)
+    c.cli("rm", "o1", "--container", "r", timeout=120)
+    assert "o1" not in c.cli("ls", "--container", "r").stdout
+    # The deleted object stays deleted when the target that missed the delete comes back.
     c.restart(names[2])
     c.wait_targets_up(3)
 

@@ -67,9 +67,11 @@ def test_a_write_below_its_quorum_fails_and_acknowledged_writes_survive_one_more
     os.kill(pid, signal.SIGSTOP)
     try:
         src = write_random(tmp_path / "below", 2 * MiB)
-        r = c.cli("put", str(src), "x", "--container", "q", "--timeout-ms", "3000", check=False, timeout=120)
+        r = c.cli("put", str(src), "x", "--container", "q", "--timeout-ms", "3000", "--json", check=False,
+                  timeout=120)
         assert r.returncode != 0, "a rep:3 write was acknowledged on one copy"
-        assert "unavailable" in r.stderr.lower() and "2 shards are durable" in r.stderr, r.stderr
+        err = json.loads(r.stdout)["error"]
+        assert err["code"] == "unavailable" and "2 shards are durable" in err["message"], err
     finally:
         os.kill(pid, signal.SIGCONT)
     acked.update(put_all(c, tmp_path, "p", [7, 2 * MiB], prefix="later"))
@@ -117,7 +119,9 @@ def test_out_refuses_to_lose_data_and_forced_reports_the_loss(cluster_factory, t
     for name, digest in scratch.items():
         ok, r = reads_back(c, "scratch", name, digest, tmp_path / "out")
         if name in lost:
-            assert not ok and f"is lost: target {tid}" in r.stderr and "data_loss" in r.stderr, r.stderr
+            assert not ok and f"is lost: target {tid}" in r.stderr, r.stderr
+            j = c.cli("get", name, str(tmp_path / "out"), "--container", "scratch", "--json", check=False)
+            assert json.loads(j.stdout)["error"]["code"] == "data_loss", j.stdout
         else:
             assert ok, (name, r.stderr)
     for name, digest in safe.items():  # rep:3 lost nothing

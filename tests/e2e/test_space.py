@@ -8,7 +8,7 @@ import time
 def test_full_target_says_no_space_and_loses_nothing(cluster_factory, tmp_path):
     # One small target: 96 MiB in 8 MiB segments (one kept for GC).
     c = cluster_factory(targets=1, capacity="96M", extra_args=("--segment-size", "8M"))
-    c.cli("container", "create", "c", "--stripe-unit", "1M")
+    c.cli("container", "create", "c", "--redundancy", "none", "--stripe-unit", "1M")
     stored = {}
     failure = None
     for i in range(40):

@@ -32,7 +32,7 @@ def run_measured(args, env):
 
 def test_large_object_streams_with_bounded_rss(cluster_factory, tmp_path):
     c = cluster_factory(targets=3, capacity="512M")
-    c.cli("container", "create", "big")
+    c.cli("container", "create", "big", "--redundancy", "none")
     src = tmp_path / "big.bin"
     block = os.urandom(1 << 20)
     with open(src, "wb") as f:

@@ -44,7 +44,7 @@ def put_get(c, tmp_path, name, size):
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
 def test_malformed_messages_to_a_live_target_are_refused(cluster_factory, tmp_path, transport):
     c = cluster_factory(targets=1, transport=transport)
-    c.cli("container", "create", "c")
+    c.cli("container", "create", "c", "--redundancy", "none")
     put_get(c, tmp_path, "before", 3 * 1024 * 1024 + 7)
     pid = c.current_pid("target-1")
     r = subprocess.run([MALFORMED_PEER, target_address(c)], env=c.env, capture_output=True, text=True,
@@ -97,7 +97,7 @@ def test_incast_of_eight_clients_finishes_with_bounded_target_memory(cluster_fac
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
 def test_a_client_under_load_reconnects_to_a_target_killed_and_restarted(cluster_factory, tmp_path, transport):
     c = cluster_factory(targets=1, transport=transport)
-    c.cli("container", "create", "c")
+    c.cli("container", "create", "c", "--redundancy", "none")
     put_get(c, tmp_path, "before", 5 * 1024 * 1024 + 3)
     bench = subprocess.Popen([PENSTOCK, "bench", "write", "--container", "c", "--size", "1M", "--concurrency", "8",
                               "--objects", "32", "--seconds", "12", "--progress", "--json", "--mgmt", c.mgmt],
@@ -134,7 +134,7 @@ def test_clients_killed_mid_write_stall_no_other_client_on_the_host(cluster_fact
     assert all("posix" not in t["transport"] and "sysv" not in t["transport"] for t in st["targets"]), st
     longs = []
     for i in range(2):
-        c.cli("container", "create", f"k{i}")
+        c.cli("container", "create", f"k{i}", "--redundancy", "none")
         longs.append(subprocess.Popen([PENSTOCK, "bench", "write", "--container", f"k{i}", "--size", "1M",
                                        "--concurrency", "8", "--objects", "8", "--seconds", "15", "--json",
                                        "--mgmt", c.mgmt],
