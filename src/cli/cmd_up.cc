@@ -1,6 +1,7 @@
 // `penstock up` and `penstock down`: start a local cluster (mgmt and N targets, background
 // processes of this binary on this host) and stop it again. What `up` started is recorded in
-// DATA_DIR/cluster.json (local_cluster.h), which `down` and the tests read.
+// DATA_DIR/cluster.json (local_cluster.h), which `down` and the tests read. mgmt starts first;
+// the targets are laid out against its map and named after their ids (up_targets.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
