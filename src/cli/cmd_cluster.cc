@@ -104,7 +104,8 @@ json TargetJson(const v1::Target& t, const std::string& transport) {
 
 void PrintStatusJson(const GlobalOptions& g, const StatusView& v) {
   const v1::ClusterMap& map = v.map;
-  json j = {{"mgmt", g.mgmt}, {"leader", v.st.leader_address()}, {"epoch", map.epoch()},
+  json j = {{"mgmt", g.mgmt}, {"mgmt_metrics", v.st.metrics_address()}, {"leader", v.st.leader_address()},
+            {"epoch", map.epoch()},
             {"placement_epoch", map.placement_epoch()},
             {"settled_placement_epoch", map.settled_placement_epoch()}, {"targets_up", v.up},
             {"targets_down", v.down}, {"targets_lost", v.lost}, {"containers", v.st.containers()},
@@ -113,12 +114,15 @@ void PrintStatusJson(const GlobalOptions& g, const StatusView& v) {
   PrintJson(j);
 }
 
-// The first line (mgmt, epochs, counts), and a line on data moves a join left unfinished.
+// The first line (mgmt, its metrics, epochs, counts), and a line on data moves a join left
+// unfinished.
 void PrintSummary(const GlobalOptions& g, const StatusView& v) {
   const v1::MgmtStatus& st = v.st;
   const v1::ClusterMap& map = v.map;
-  std::printf("mgmt %s (leader %s)  epoch %llu (placement %llu)  targets %d up, %d down%s  containers %llu\n",
+  const std::string metrics = st.metrics_address().empty() ? "" : ", metrics " + st.metrics_address();
+  std::printf("mgmt %s (leader %s%s)  epoch %llu (placement %llu)  targets %d up, %d down%s  containers %llu\n",
               g.mgmt.c_str(), st.leader_address().empty() ? g.mgmt.c_str() : st.leader_address().c_str(),
+              metrics.c_str(),
               static_cast<unsigned long long>(map.epoch()), static_cast<unsigned long long>(map.placement_epoch()),
               v.up, v.down, v.lost ? (", " + std::to_string(v.lost) + " lost").c_str() : "",
               static_cast<unsigned long long>(st.containers()));
@@ -175,14 +179,14 @@ void PrintRepair(const v1::RepairStatus& rs) {
 
 // One row per target; a '*' after the state marks a recovering one.
 void PrintTargetTable(const StatusView& v) {
-  std::printf("%-4s %-5s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "CAPACITY", "USED",
-              "LIVE", "DEAD", "FREE", "TRANSPORT");
+  std::printf("%-4s %-5s %-22s %-22s %10s %10s %10s %10s %10s  %s\n", "ID", "STATE", "ADDRESS", "METRICS",
+              "CAPACITY", "USED", "LIVE", "DEAD", "FREE", "TRANSPORT");
   auto h = [](uint64_t b) { return HumanBytes(static_cast<double>(b)); };
   for (const auto& t : v.map.targets()) {
     const std::string state =
         std::string(StateName(t)) + (t.recovering() || t.recovering_containers_size() > 0 ? "*" : "");
-    std::printf("%-4u %-5s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state.c_str(), t.address().c_str(),
-                h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
+    std::printf("%-4u %-5s %-22s %-22s %10s %10s %10s %10s %10s  %s\n", t.id(), state.c_str(), t.address().c_str(),
+                t.metrics_address().c_str(), h(t.capacity_bytes()).c_str(), h(t.used_bytes()).c_str(), h(t.live_bytes()).c_str(),
                 h(DeadBytes(t)).c_str(), h(FreeBytes(t)).c_str(), v.transport(t.id()).c_str());
   }
 }

@@ -1,25 +1,22 @@
 // `penstock up` and `penstock down`: start a local cluster (mgmt and N targets, background
 // processes of this binary on this host) and stop it again. What `up` started is recorded in
-// DATA_DIR/cluster.json (local_cluster.h), which `down` and the tests read.
-#include <fcntl.h>
-#include <limits.h>
-#include <unistd.h>
-
+// DATA_DIR/cluster.json (local_cluster.h), which `down` and the tests read. mgmt starts first;
+// the targets are laid out against its map and named after their ids (up_targets.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/local_cluster.h"
+#include "cli/up_targets.h"
 #include "common/config.h"
 #include "mgmt/local_tls.h"
-#include "mgmt/tenant_registry.h"
 #include "mgmt_client/mgmt_client.h"
 #include "protocol/object_head.h"
 
@@ -30,20 +27,12 @@ using nlohmann::json;
 
 namespace {
 
-std::string SelfExe() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "penstock";
-  buf[n] = '\0';
-  return buf;
-}
-
 struct UpFlags {
   int targets = 3;
   std::string data_dir;
   std::string host = "127.0.0.1";
   int base_port = 7000;
-  std::string capacity = "1G";
+  std::string capacity = "auto";
   std::string segment_size = "64M";
   int heartbeat_timeout_ms = 5000;
   int64_t lost_timeout_ms = 0;
@@ -57,32 +46,6 @@ struct UpFlags {
   bool auth = false;
   bool tls = false;
 };
-
-// Ports for mgmt, mgmt metrics, then (data, metrics) per target.
-Result<std::vector<uint16_t>> ChoosePorts(const UpFlags& f) {
-  std::vector<uint16_t> ports;
-  const size_t n = 2 + 2 * static_cast<size_t>(f.targets);
-  if (f.base_port == 0) {
-    while (ports.size() < n) {
-      uint16_t p = PickFreePort(f.host);
-      if (p == 0) return Unavailable("no free TCP port on " + f.host);
-      if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
-    }
-    return ports;
-  }
-  ports = {static_cast<uint16_t>(f.base_port), static_cast<uint16_t>(f.base_port + 1)};
-  for (int i = 0; i < f.targets; ++i) {
-    ports.push_back(static_cast<uint16_t>(f.base_port + 10 + 2 * i));
-    ports.push_back(static_cast<uint16_t>(f.base_port + 11 + 2 * i));
-  }
-  for (uint16_t p : ports) {
-    if (p == 0 || !PortIsFree(f.host, p)) {
-      return Unavailable("port " + f.host + ":" + std::to_string(p) +
-                         " is in use; choose other ports with --base-port (0 picks free ones)");
-    }
-  }
-  return ports;
-}
 
 void KillAll(const ClusterRecord& r) {
   for (auto it = r.daemons.rbegin(); it != r.daemons.rend(); ++it) StopProcess(it->pid, 2000);
@@ -99,75 +62,22 @@ Status CheckAlive(const ClusterRecord& r) {
   return OkStatus();
 }
 
-// `data_dir` (--data-dir), made with its logs/ directory and checked writable; as an absolute
-// path.
-Result<std::string> PrepareDataDir(const std::string& data_dir) {
-  if (data_dir.empty()) return InvalidArgument("--data-dir is required");
-  std::error_code ec;
-  fs::create_directories(data_dir + "/logs", ec);
-  if (ec || ::access(data_dir.c_str(), W_OK) != 0) {
-    return PermissionDenied("data dir '" + data_dir + "' is not writable (" +
-                            (ec ? ec.message() : std::string("permission denied")) +
-                            "); choose another with --data-dir");
-  }
-  return fs::absolute(data_dir).lexically_normal().string();
-}
-
-// Fails when a cluster recorded in `dir` still runs (one of its daemons is a live `exe`).
-Status CheckNoClusterRunning(const std::string& dir, const std::string& exe) {
-  auto old = LoadClusterRecord(dir);
-  if (!old.ok()) return OkStatus();
-  for (const auto& d : old->daemons) {
-    if (IsOurProcess(d.pid, exe)) {
-      return AlreadyExists("a cluster is already running in '" + dir + "' (" + d.name + " pid " +
-                           std::to_string(d.pid) + "); stop it with `penstock down --data-dir " + dir + "`");
-    }
-  }
-  return OkStatus();
-}
-
-// --capacity and --segment-size, checked before anything starts (the targets parse them).
-Status CheckSizes(const UpFlags& f) {
-  try {
-    ParseSize(f.capacity, "--capacity");
-    ParseSize(f.segment_size, "--segment-size");
-  } catch (const CLI::ValidationError& e) {
-    return InvalidArgument(e.what());
-  }
-  return OkStatus();
-}
-
-// The admin key lives in DATA_DIR/admin.key (0600), kept across restarts of the cluster: made
-// with a new key unless it holds one. Returns its path.
-Result<std::string> EnsureAdminKeyFile(const std::string& dir) {
-  std::string admin_key_file = dir + "/admin.key";
-  std::string key;
-  if (std::ifstream in(admin_key_file); in) std::getline(in, key);
-  if (!key.empty()) return admin_key_file;
-  key = mgmt::NewApiKey();
-  int fd = ::open(admin_key_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoStatus(errno, "cannot create '" + admin_key_file + "'");
-  std::string line = key + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ::close(fd);
-  if (!ok) return ErrnoStatus(errno, "cannot write '" + admin_key_file + "'");
-  return admin_key_file;
-}
-
-// What `up` starts: every daemon's record (no pids yet), mgmt first, and with --auth the file
-// that holds the admin key.
+// What `up` starts: every daemon's record, mgmt first; with --auth the file that holds the
+// admin key; the targets as laid out against mgmt's map (up_targets.h).
 struct UpPlan {
   ClusterRecord rec;
   std::string admin_key_file;
+  std::string capacity;  // of each new target's data file
+  TargetLayout layout;
 };
 
 // mgmt's record, on ports[0] (gRPC) and ports[1] (metrics); no --auth or TLS flags yet.
 DaemonRecord MgmtRecord(const UpFlags& f, const std::string& dir, const std::string& exe,
-                        const std::vector<uint16_t>& ports) {
+                        std::pair<uint16_t, uint16_t> ports) {
   DaemonRecord mgmt;
   mgmt.name = "mgmt";
-  mgmt.address = f.host + ":" + std::to_string(ports[0]);
-  mgmt.metrics = f.host + ":" + std::to_string(ports[1]);
+  mgmt.address = f.host + ":" + std::to_string(ports.first);
+  mgmt.metrics = f.host + ":" + std::to_string(ports.second);
   mgmt.log = dir + "/logs/mgmt.log";
   mgmt.argv = {exe, "mgmt", "--listen", mgmt.address, "--metrics-listen", mgmt.metrics, "--data-dir",
                dir + "/mgmt", "--heartbeat-timeout-ms", std::to_string(f.heartbeat_timeout_ms),
@@ -177,21 +87,20 @@ DaemonRecord MgmtRecord(const UpFlags& f, const std::string& dir, const std::str
   return mgmt;
 }
 
-// Target `i`'s record (from 0), on its two ports after mgmt's; it dials the mgmt of `plan`
-// with the plan's client TLS and admin key file, when there are.
-DaemonRecord TargetRecord(const UpFlags& f, int i, const UpPlan& plan, const std::string& exe,
-                          const std::vector<uint16_t>& ports) {
+// Target `id`'s record, named, logged and kept in DATA_DIR/target-ID; it dials the mgmt of
+// `plan` with the plan's client TLS and admin key file, when there are.
+DaemonRecord TargetRecord(const UpFlags& f, uint32_t id, const UpPlan& plan, const std::string& exe,
+                          std::pair<uint16_t, uint16_t> ports) {
   const std::string& dir = plan.rec.data_dir;
   const TlsOptions& tls = plan.rec.client_tls;
   DaemonRecord t;
-  t.name = "target-" + std::to_string(i + 1);
-  uint16_t port = ports[2 + 2 * i], mport = ports[3 + 2 * i];
-  t.address = f.host + ":" + std::to_string(port);
-  t.metrics = f.host + ":" + std::to_string(mport);
+  t.name = TargetName(id);
+  t.address = f.host + ":" + std::to_string(ports.first);
+  t.metrics = f.host + ":" + std::to_string(ports.second);
   t.log = dir + "/logs/" + t.name + ".log";
   t.argv = {exe, "target", "--data-dir", dir + "/" + t.name, "--mgmt", plan.rec.mgmt, "--listen-host",
-            f.host, "--port", std::to_string(port), "--metrics-port", std::to_string(mport),
-            "--capacity", f.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level,
+            f.host, "--port", std::to_string(ports.first), "--metrics-port", std::to_string(ports.second),
+            "--capacity", plan.capacity, "--segment-size", f.segment_size, "--log-level", f.log_level,
             "--data-workers", std::to_string(f.target_data_workers), "--device-kind", f.target_device_kind};
   if (tls.enabled()) {
     t.argv.insert(t.argv.end(), {"--tls-ca", tls.ca, "--tls-cert", tls.cert, "--tls-key", tls.key});
@@ -200,14 +109,15 @@ DaemonRecord TargetRecord(const UpFlags& f, int i, const UpPlan& plan, const std
   return t;
 }
 
-// The cluster to start in `dir`; with --auth the admin key file and with --tls the CA and
-// certificates are made here.
-Result<UpPlan> PlanCluster(const UpFlags& f, const std::string& dir, const std::string& exe,
-                           const std::vector<uint16_t>& ports) {
+// The cluster to start in `dir`, mgmt only so far; with --auth the admin key file and with
+// --tls the CA and certificates are made here.
+Result<UpPlan> PlanMgmt(const UpFlags& f, const std::string& dir, const std::string& exe, PortChooser& ports) {
   UpPlan plan;
   ClusterRecord& rec = plan.rec;
   rec.data_dir = dir;
-  DaemonRecord mgmt = MgmtRecord(f, dir, exe, ports);
+  PS_ASSIGN_OR_RETURN(plan.capacity, ResolveCapacity(f.capacity, f.segment_size, f.targets, dir));
+  PS_ASSIGN_OR_RETURN(auto mgmt_ports, ports.Mgmt());
+  DaemonRecord mgmt = MgmtRecord(f, dir, exe, mgmt_ports);
   rec.mgmt = mgmt.address;
   if (f.auth) {
     PS_ASSIGN_OR_RETURN(plan.admin_key_file, EnsureAdminKeyFile(dir));
@@ -224,78 +134,165 @@ Result<UpPlan> PlanCluster(const UpFlags& f, const std::string& dir, const std::
     mgmt.argv.insert(mgmt.argv.end(), {"--tls-cert", server.cert, "--tls-key", server.key, "--tls-ca", server.ca});
     rec.client_tls = files.Client();
   }
-  for (int i = 0; i < f.targets; ++i) rec.daemons.push_back(TargetRecord(f, i, plan, exe, ports));
-  rec.daemons.insert(rec.daemons.begin(), mgmt);
+  rec.daemons.push_back(mgmt);
   return plan;
 }
 
-// Starts the daemons of `rec` in order (mgmt first; targets register with it as they start),
-// recording each one's pid in `rec` and DATA_DIR/cluster.json.
-Status SpawnCluster(ClusterRecord& rec) {
-  for (auto& d : rec.daemons) {
-    PS_ASSIGN_OR_RETURN(d.pid, SpawnDaemon(d.argv, d.log));
-    PS_RETURN_IF_ERROR(SaveClusterRecord(rec));
-  }
-  return OkStatus();
+// Starts `d`, records its pid, and adds it to `rec` and DATA_DIR/cluster.json.
+Status Spawn(ClusterRecord& rec, DaemonRecord d) {
+  PS_ASSIGN_OR_RETURN(d.pid, SpawnDaemon(d.argv, d.log));
+  rec.daemons.push_back(std::move(d));
+  return SaveClusterRecord(rec);
 }
 
-// Waits until all f.targets targets are registered and UP (or one of the daemons exited, or
-// f.wait_ms passed).
-Status WaitForTargets(const ClusterRecord& rec, const UpFlags& f) {
+// Polls mgmt's map until `done(map)` says so (or fails), a daemon exits, or f.wait_ms pass.
+// `waiting_for` names what is awaited, for the error.
+Result<v1::ClusterMap> PollMap(const ClusterRecord& rec, const UpFlags& f, const std::string& waiting_for,
+                               const std::function<Result<bool>(const v1::ClusterMap&)>& done) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.wait_ms);
   Status last;
   for (;;) {
     PS_RETURN_IF_ERROR(CheckAlive(rec));
     auto mc = MgmtClient::Connect(rec.mgmt, std::chrono::milliseconds(1000), rec.client_tls);
-    if (mc.ok()) {
-      auto map = (*mc)->GetClusterMap();
-      if (map.ok()) {
-        int up = 0;
-        for (const auto& t : map->targets()) up += t.state() == v1::TARGET_STATE_UP;
-        if (up >= f.targets) return OkStatus();
-        last = Unavailable(std::to_string(up) + " of " + std::to_string(f.targets) + " targets registered");
-      } else {
-        last = map.status();
-      }
+    auto map = mc.ok() ? (*mc)->GetClusterMap() : Result<v1::ClusterMap>(mc.status());
+    if (map.ok()) {
+      PS_ASSIGN_OR_RETURN(bool ok, done(*map));
+      if (ok) return *map;
+      last = OkStatus();
     } else {
-      last = mc.status();
+      last = map.status();
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return DeadlineExceeded("the cluster did not come up within " + std::to_string(f.wait_ms) + " ms (" +
-                              last.message() + "); see the logs in " + rec.data_dir + "/logs");
+      return DeadlineExceeded("the cluster did not come up within " + std::to_string(f.wait_ms) + " ms (waiting for " +
+                              waiting_for + (last.ok() ? "" : ": " + last.message()) + "); see the logs in " +
+                              rec.data_dir + "/logs");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
-// The cluster that came up: as JSON (the tests read it), or mgmt's address on stdout and how
-// to use and stop the cluster on stderr.
+const v1::Target* FindTarget(const v1::ClusterMap& map, uint32_t id) {
+  for (const auto& t : map.targets()) {
+    if (t.id() == id) return &t;
+  }
+  return nullptr;
+}
+
+// Starts new target `id` and waits until it registered, checking that mgmt gave it that id.
+Status StartNewTarget(UpPlan& plan, const UpFlags& f, uint32_t id, DaemonRecord d) {
+  const std::string target_dir = plan.rec.data_dir + "/" + d.name;
+  PS_RETURN_IF_ERROR(Spawn(plan.rec, std::move(d)));
+  auto registered = PollMap(plan.rec, f, TargetName(id) + " to register", [&](const v1::ClusterMap& map) -> Result<bool> {
+    const std::string uuid = ReadTargetUuid(target_dir);
+    for (const auto& t : map.targets()) {
+      if (uuid.empty() || t.uuid() != uuid) continue;
+      if (t.id() == id) return true;
+      return FailedPrecondition("the target in " + target_dir + " registered as target " + std::to_string(t.id()) +
+                                ", not " + std::to_string(id) + " (did another target join this mgmt meanwhile?); "
+                                "stop the cluster with `penstock down --data-dir " + plan.rec.data_dir +
+                                "` and start it again");
+    }
+    return false;
+  });
+  return registered.status();
+}
+
+// Starts mgmt, lays out the targets against its map, starts the known ones together and new
+// ones one at a time (so each gets the id it is named after), and waits until all are up.
+Status StartCluster(UpPlan& plan, const UpFlags& f, const std::string& exe, PortChooser& ports) {
+  ClusterRecord& rec = plan.rec;
+  DaemonRecord mgmt = rec.daemons.front();
+  rec.daemons.clear();
+  PS_RETURN_IF_ERROR(Spawn(rec, std::move(mgmt)));
+  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, PollMap(rec, f, "mgmt", [](const v1::ClusterMap&) { return true; }));
+  PS_ASSIGN_OR_RETURN(plan.layout, LayOutTargets(rec.data_dir, map, f.targets));
+  for (uint32_t id : plan.layout.restart) {
+    PS_ASSIGN_OR_RETURN(auto p, ports.Target(id));
+    PS_RETURN_IF_ERROR(Spawn(rec, TargetRecord(f, id, plan, exe, p)));
+  }
+  for (uint32_t id : plan.layout.fresh) {
+    PS_ASSIGN_OR_RETURN(auto p, ports.Target(id));
+    PS_RETURN_IF_ERROR(StartNewTarget(plan, f, id, TargetRecord(f, id, plan, exe, p)));
+  }
+  std::vector<uint32_t> started = plan.layout.restart;
+  started.insert(started.end(), plan.layout.fresh.begin(), plan.layout.fresh.end());
+  if (started.empty()) {
+    return FailedPrecondition("no target of " + rec.data_dir + " can start: each was declared lost or has no data "
+                              "dir; add new ones with --targets (more than " + std::to_string(map.targets_size()) + ")");
+  }
+  auto up = PollMap(rec, f, "every target to be up", [&](const v1::ClusterMap& m) -> Result<bool> {
+    return std::all_of(started.begin(), started.end(), [&](uint32_t id) {
+      const v1::Target* t = FindTarget(m, id);
+      return t != nullptr && t->state() == v1::TARGET_STATE_UP;
+    });
+  });
+  return up.status();
+}
+
+std::string IdList(const std::vector<uint32_t>& ids) {
+  std::string s;
+  for (uint32_t id : ids) s += (s.empty() ? "" : ", ") + std::to_string(id);
+  return s;
+}
+
+// The line a shell evaluates for client commands: mgmt's address, and with --tls the client's
+// certificate.
+std::string ExportLine(const ClusterRecord& rec) {
+  std::string line = "export PENSTOCK_MGMT=" + rec.mgmt;
+  const TlsOptions& tls = rec.client_tls;
+  if (tls.enabled()) line += " PENSTOCK_TLS_CA=" + tls.ca + " PENSTOCK_TLS_CERT=" + tls.cert + " PENSTOCK_TLS_KEY=" + tls.key;
+  return line;
+}
+
+// The targets that stay stopped, and why.
+json NotStartedJson(const TargetLayout& layout) {
+  json j = json::array();
+  for (uint32_t id : layout.lost) j.push_back({{"id", id}, {"name", TargetName(id)}, {"reason", "declared lost"}});
+  for (uint32_t id : layout.missing) j.push_back({{"id", id}, {"name", TargetName(id)}, {"reason", "no data dir"}});
+  return j;
+}
+
+void PrintUpJson(const UpPlan& plan, const UpFlags& f) {
+  const ClusterRecord& rec = plan.rec;
+  json j = {{"mgmt", rec.mgmt}, {"mgmt_metrics", rec.daemons.front().metrics}, {"data_dir", rec.data_dir},
+            {"export", ExportLine(rec)}, {"capacity", plan.capacity}, {"daemons", json::array()},
+            {"not_started", NotStartedJson(plan.layout)}};
+  if (!plan.admin_key_file.empty()) j["admin_key_file"] = plan.admin_key_file;
+  if (f.tls) j["tls"] = {{"ca", rec.client_tls.ca}, {"cert", rec.client_tls.cert}, {"key", rec.client_tls.key}};
+  for (const auto& d : rec.daemons) {
+    j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address}, {"metrics", d.metrics},
+                            {"log", d.log}});
+  }
+  PrintJson(j);
+}
+
+// The cluster that came up: as JSON (the tests read it), or mgmt's address on stdout (for
+// `mgmt=$(penstock up ...)`) and on stderr what started, what did not, how to stop it, and the
+// `export` line for client commands.
 void PrintUp(const UpPlan& plan, const UpFlags& f, bool json_out) {
+  if (json_out) return PrintUpJson(plan, f);
   const ClusterRecord& rec = plan.rec;
   const std::string& dir = rec.data_dir;
-  if (json_out) {
-    json j = {{"mgmt", rec.mgmt}, {"data_dir", dir}, {"daemons", json::array()}};
-    if (!plan.admin_key_file.empty()) j["admin_key_file"] = plan.admin_key_file;
-    if (f.tls) {
-      j["tls"] = {{"ca", rec.client_tls.ca}, {"cert", rec.client_tls.cert}, {"key", rec.client_tls.key}};
-    }
-    for (const auto& d : rec.daemons) {
-      j["daemons"].push_back({{"name", d.name}, {"pid", d.pid}, {"address", d.address},
-                              {"metrics", d.metrics}, {"log", d.log}});
-    }
-    PrintJson(j);
-    return;
-  }
+  const TargetLayout& layout = plan.layout;
+  std::vector<uint32_t> ids = layout.restart;
+  ids.insert(ids.end(), layout.fresh.begin(), layout.fresh.end());
   std::cout << rec.mgmt << std::endl;
-  std::cerr << "penstock: cluster up: mgmt " << rec.mgmt << " and " << f.targets
-            << " targets (data and logs in " << dir << "); stop it with `penstock down --data-dir "
-            << dir << "`\n";
-  if (f.tls) {
-    std::cerr << "penstock: mgmt serves TLS and requires client certificates (in " << dir
-              << "/tls); for client commands run:\n  export PENSTOCK_MGMT=" << rec.mgmt
-              << " PENSTOCK_TLS_CA=" << rec.client_tls.ca << " PENSTOCK_TLS_CERT=" << rec.client_tls.cert
-              << " PENSTOCK_TLS_KEY=" << rec.client_tls.key << "\n";
+  std::cerr << "penstock: cluster up: mgmt " << rec.mgmt << " (metrics " << rec.daemons.front().metrics
+            << ") and target" << (ids.size() > 1 ? "s " : " ") << IdList(ids) << " (new data files of "
+            << plan.capacity << "; data and logs in " << dir << "); stop it with `penstock down --data-dir " << dir
+            << "`\n";
+  if (!layout.lost.empty()) {
+    std::cerr << "penstock: target" << (layout.lost.size() > 1 ? "s " : " ") << IdList(layout.lost)
+              << " declared lost (`penstock out`): not started; " << (layout.lost.size() > 1 ? "their" : "its")
+              << " data dirs in " << dir << " are kept (remove them to free the space)\n";
   }
+  if (!layout.missing.empty()) {
+    std::cerr << "penstock: target" << (layout.missing.size() > 1 ? "s " : " ") << IdList(layout.missing)
+              << " in mgmt's map but no data dir in " << dir << " holds " << (layout.missing.size() > 1 ? "them" : "it")
+              << ": not started (declare " << (layout.missing.size() > 1 ? "them" : "it") << " lost with `penstock out`)\n";
+  }
+  if (f.tls) std::cerr << "penstock: mgmt serves TLS and requires client certificates (in " << dir << "/tls)\n";
+  std::cerr << "penstock: for client commands in this shell run:\n" << ExportLine(rec) << "\n";
 }
 
 int RunUp(const UpFlags& f, bool json_out) {
@@ -303,14 +300,10 @@ int RunUp(const UpFlags& f, bool json_out) {
   if (!dir.ok()) return ReportError(dir.status(), json_out);
   const std::string exe = SelfExe();
   if (Status s = CheckNoClusterRunning(*dir, exe); !s.ok()) return ReportError(s, json_out);
-  if (Status s = CheckSizes(f); !s.ok()) return ReportError(s, json_out);
-  auto ports = ChoosePorts(f);
-  if (!ports.ok()) return ReportError(ports.status(), json_out);
-  auto plan = PlanCluster(f, *dir, exe, *ports);
+  PortChooser ports(f.host, f.base_port);
+  auto plan = PlanMgmt(f, *dir, exe, ports);
   if (!plan.ok()) return ReportError(plan.status(), json_out);
-  Status s = SpawnCluster(plan->rec);
-  if (s.ok()) s = WaitForTargets(plan->rec, f);
-  if (!s.ok()) {
+  if (Status s = StartCluster(*plan, f, exe, ports); !s.ok()) {
     KillAll(plan->rec);
     return ReportError(s, json_out);
   }
@@ -321,18 +314,22 @@ int RunUp(const UpFlags& f, bool json_out) {
 int RunDown(const std::string& data_dir, bool json_out) {
   std::string dir = data_dir.empty() ? data_dir : fs::absolute(data_dir).lexically_normal().string();
   auto rec = LoadClusterRecord(dir);
-  if (!rec.ok()) return ReportError(rec.status(), json_out);
+  if (!rec.ok() && rec.status().code() != StatusCode::kNotFound) return ReportError(rec.status(), json_out);
   std::string exe = SelfExe();
   int stopped = 0, killed = 0;
-  // Targets first, then mgmt (recorded first).
-  for (auto it = rec->daemons.rbegin(); it != rec->daemons.rend(); ++it) {
-    if (!IsOurProcess(it->pid, exe)) continue;
-    killed += StopProcess(it->pid, 10000);
-    ++stopped;
+  if (rec.ok()) {
+    // Targets first, then mgmt (recorded first).
+    for (auto it = rec->daemons.rbegin(); it != rec->daemons.rend(); ++it) {
+      if (!IsOurProcess(it->pid, exe)) continue;
+      killed += StopProcess(it->pid, 10000);
+      ++stopped;
+    }
+    std::remove(ClusterRecordPath(dir).c_str());
   }
-  std::remove(ClusterRecordPath(dir).c_str());
   if (json_out) {
     PrintJson(json{{"stopped", stopped}, {"killed", killed}});
+  } else if (stopped == 0) {
+    std::cerr << "penstock: no cluster is running in " << dir << "; nothing to stop\n";
   } else {
     std::cerr << "penstock: stopped " << stopped << " processes" << (killed ? " (" + std::to_string(killed) + " killed after 10 s)" : "")
               << "; data kept in " << dir << "\n";
@@ -345,13 +342,16 @@ int RunDown(const std::string& data_dir, bool json_out) {
 void AddLocalClusterCommands(CLI::App& root, std::vector<Command>& out) {
   auto uf = std::make_shared<UpFlags>();
   CLI::App* up = root.add_subcommand("up", "start a local cluster (mgmt + N targets on files) in the background");
-  AddSetting(*up, "targets", &uf->targets, "number of targets")->check(CLI::Range(1, 64));
+  AddSetting(*up, "targets", &uf->targets,
+             "number of targets (a data dir's earlier targets all start again; new ones make up the rest)")->check(CLI::Range(1, 64));
   AddSetting(*up, "data-dir", &uf->data_dir, "directory for all data, logs and PIDs")->required();
   AddSetting(*up, "host", &uf->host, "address every daemon listens on");
   AddSetting(*up, "base-port", &uf->base_port,
              "mgmt port; metrics base+1, target i data base+10+2i, metrics base+11+2i (0 picks free ports)")
       ->check(CLI::Range(0, 65000));
-  AddSetting(*up, "capacity", &uf->capacity, "size of each target's data file (e.g. 1G)");
+  AddSetting(*up, "capacity", &uf->capacity,
+             "size of each new target's data file (e.g. 4G); auto: an eighth of the free disk space over the "
+             "targets, 1-16 GiB each");
   AddSetting(*up, "segment-size", &uf->segment_size, "engine segment size of each target");
   AddSetting(*up, "heartbeat-timeout-ms", &uf->heartbeat_timeout_ms, "mark a silent target down after this long")
       ->check(CLI::Range(100, 3600000));

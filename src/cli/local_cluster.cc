@@ -5,19 +5,27 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "common/config.h"
+#include "mgmt/tenant_registry.h"
+
 namespace penstock::cli {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string ClusterRecordPath(const std::string& data_dir) { return data_dir + "/cluster.json"; }
@@ -168,6 +176,10 @@ namespace {
 int BindSocket(const std::string& host, uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  // As the daemons' listeners bind (gRPC, cpp-httplib and UCX's TCP_CM_REUSEADDR): a port whose
+  // only sockets are an earlier cluster's connections in TIME_WAIT is free; a listener is not.
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -209,6 +221,102 @@ bool PortIsFree(const std::string& host, uint16_t port) {
   if (fd < 0) return false;
   ::close(fd);
   return true;
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "penstock";
+  buf[n] = '\0';
+  return buf;
+}
+
+// `data_dir` (--data-dir), made with its logs/ directory and checked writable; as an absolute
+// path.
+Result<std::string> PrepareDataDir(const std::string& data_dir) {
+  if (data_dir.empty()) return InvalidArgument("--data-dir is required");
+  std::error_code ec;
+  fs::create_directories(data_dir + "/logs", ec);
+  if (ec || ::access(data_dir.c_str(), W_OK) != 0) {
+    return PermissionDenied("data dir '" + data_dir + "' is not writable (" +
+                            (ec ? ec.message() : std::string("permission denied")) +
+                            "); choose another with --data-dir");
+  }
+  return fs::absolute(data_dir).lexically_normal().string();
+}
+
+// Fails when a cluster recorded in `dir` still runs (one of its daemons is a live `exe`).
+Status CheckNoClusterRunning(const std::string& dir, const std::string& exe) {
+  auto old = LoadClusterRecord(dir);
+  if (!old.ok()) return OkStatus();
+  for (const auto& d : old->daemons) {
+    if (IsOurProcess(d.pid, exe)) {
+      return AlreadyExists("a cluster is already running in '" + dir + "' (" + d.name + " pid " +
+                           std::to_string(d.pid) + "); stop it with `penstock down --data-dir " + dir + "`");
+    }
+  }
+  return OkStatus();
+}
+
+// The admin key lives in DATA_DIR/admin.key (0600), kept across restarts of the cluster: made
+// with a new key unless it holds one. Returns its path.
+Result<std::string> EnsureAdminKeyFile(const std::string& dir) {
+  std::string admin_key_file = dir + "/admin.key";
+  std::string key;
+  if (std::ifstream in(admin_key_file); in) std::getline(in, key);
+  if (!key.empty()) return admin_key_file;
+  key = mgmt::NewApiKey();
+  int fd = ::open(admin_key_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "cannot create '" + admin_key_file + "'");
+  std::string line = key + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) return ErrnoStatus(errno, "cannot write '" + admin_key_file + "'");
+  return admin_key_file;
+}
+
+Result<std::pair<uint16_t, uint16_t>> PortChooser::Pair(int first) {
+  PS_ASSIGN_OR_RETURN(uint16_t a, One(first));
+  PS_ASSIGN_OR_RETURN(uint16_t b, One(first + 1));
+  return std::pair<uint16_t, uint16_t>{a, b};
+}
+
+Result<uint16_t> PortChooser::One(int fixed) {
+  if (base_port_ == 0) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      uint16_t p = PickFreePort(host_);
+      if (p == 0) break;
+      if (std::find(taken_.begin(), taken_.end(), p) == taken_.end()) {
+        taken_.push_back(p);
+        return p;
+      }
+    }
+    return Unavailable("no free TCP port on " + host_);
+  }
+  if (fixed <= 0 || fixed > 65535 || !PortIsFree(host_, static_cast<uint16_t>(fixed))) {
+    return Unavailable("port " + host_ + ":" + std::to_string(fixed) +
+                       " is in use; choose other ports with --base-port (0 picks free ones)");
+  }
+  return static_cast<uint16_t>(fixed);
+}
+
+
+Result<std::string> ResolveCapacity(const std::string& capacity, const std::string& segment_size, int targets,
+                                    const std::string& dir) {
+  try {
+    ParseSize(segment_size, "--segment-size");
+    if (capacity != "auto") {
+      ParseSize(capacity, "--capacity");
+      return capacity;
+    }
+  } catch (const CLI::ValidationError& e) {
+    return InvalidArgument(e.what());
+  }
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return ErrnoStatus(errno, "cannot read the free space of '" + dir + "'");
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t gib = free_bytes / (8 * static_cast<uint64_t>(targets)) >> 30;
+  return std::to_string(std::clamp<uint64_t>(gib, 1, 16)) + "G";
 }
 
 }  // namespace penstock::cli

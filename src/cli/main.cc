@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/did_you_mean.h"
 #include "common/log.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,13 @@ int main(int argc, char** argv) {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() != 0) {
+      // A mistyped command or flag is named (with the nearest known one) rather than what
+      // CLI11 noticed first, e.g. "A subcommand is required" for `penstock stauts`.
+      const std::string unknown = penstock::cli::DescribeUnknownWord(root, argc, argv);
+      if (!unknown.empty()) {
+        std::cerr << "penstock: error: " << unknown << "\n";
+        return 2;
+      }
       std::cerr << "penstock: error: " << e.what() << " (see --help)\n";
       return 2;
     }

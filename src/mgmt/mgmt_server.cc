@@ -148,6 +148,8 @@ Status MgmtServer::ServeMetrics() {
                            "' is not host:port; fix --metrics-listen");
   }
   PS_ASSIGN_OR_RETURN(http_, HttpServer::Start(mhost, mport, &metrics_, "--metrics-listen"));
+  const bool bracket = mhost.find(':') != std::string::npos;
+  service_->set_metrics_address((bracket ? "[" + mhost + "]" : mhost) + ":" + std::to_string(http_->port()));
   return OkStatus();
 }
 

@@ -68,6 +68,11 @@ void MgmtService::set_address(std::string address) {
   address_ = std::move(address);
 }
 
+void MgmtService::set_metrics_address(std::string address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_address_ = std::move(address);
+}
+
 Status MgmtService::CheckLeader() const {
   if (IsLeader()) return OkStatus();
   std::string leader = leadership_.leader_address ? leadership_.leader_address() : "";
@@ -210,6 +215,7 @@ grpc::Status MgmtService::GetStatus(grpc::ServerContext*, const v1::GetStatusReq
   {
     std::lock_guard<std::mutex> lock(mu_);
     resp->set_address(address_);
+    resp->set_metrics_address(metrics_address_);
     resp->set_leader_address(leader ? address_
                                     : (leadership_.leader_address ? leadership_.leader_address() : ""));
   }

@@ -50,6 +50,8 @@ class MgmtService final : public v1::Mgmt::Service {
 
   // The "host:port" reported by GetStatus; set once the server has bound its port.
   void set_address(std::string address);
+  // The "host:port" of /metrics reported by GetStatus; set once it is served.
+  void set_metrics_address(std::string address);
   // Set before serving.
   void set_leadership(Leadership leadership) { leadership_ = std::move(leadership); }
   // Source of MgmtStatus.repair (the repair service beside this mgmt).
@@ -130,6 +132,7 @@ class MgmtService final : public v1::Mgmt::Service {
   std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::string address_;  // guarded by mu_
+  std::string metrics_address_;  // guarded by mu_
   std::function<v1::RepairStatus()> repair_status_;  // guarded by mu_
   std::function<Result<v1::LossReport>(uint32_t)> assess_loss_;  // guarded by mu_
 };
