@@ -42,11 +42,15 @@ std::vector<uint64_t> RecoveringIds(const v1::Target& t) {
 
 // What `penstock status` shows: mgmt's status, its cluster map, and how this host reaches each
 // target (by id; see client/transport_probe.h).
+// Lost objects `status` names (it counts them all).
+constexpr size_t kLostShown = 10;
+
 struct StatusView {
   v1::MgmtStatus st;
   v1::ClusterMap map;
   std::map<uint32_t, std::string> transports;
   int up = 0, down = 0, lost = 0;  // targets by state
+  std::vector<v1::LostObject> lost_objects;  // the first kLostShown recorded lost (markers left out)
 
   const std::string& transport(uint32_t id) const {
     static const std::string kNone;
@@ -64,7 +68,37 @@ Result<StatusView> FetchStatus(const GlobalOptions& g) {
     (t.state() == v1::TARGET_STATE_UP ? v.up : t.state() == v1::TARGET_STATE_LOST ? v.lost : v.down)++;
   }
   v.transports = ProbeTransports(v.map, ToClientOptions(g));
+  if (v.st.lost_objects() > 0) {
+    v1::ListLostObjectsRequest req;
+    req.set_limit(kLostShown * 2);  // markers come too
+    PS_ASSIGN_OR_RETURN(v1::ListLostObjectsResponse r, mc->ListLostObjects(req));
+    for (const v1::LostObject& o : r.objects()) {
+      if (!o.name().empty() && v.lost_objects.size() < kLostShown) v.lost_objects.push_back(o);
+    }
+  }
   return v;
+}
+
+json LostJson(const StatusView& v) {
+  json out = json::array();
+  for (const v1::LostObject& o : v.lost_objects) {
+    out.push_back({{"container", o.container()}, {"name", o.name()}, {"bytes", o.bytes()},
+                   {"target", o.target_id()}, {"declared_ms", o.declared_ms()}});
+  }
+  return out;
+}
+
+// "3 objects lost (...): c/a, c/b" when some were recorded lost.
+void PrintLost(const StatusView& v) {
+  if (v.st.lost_objects() == 0) return;
+  std::printf("%llu objects lost (data on targets declared lost with --force-data-loss; reads of them fail, "
+              "`penstock ls` marks them):",
+              static_cast<unsigned long long>(v.st.lost_objects()));
+  for (const v1::LostObject& o : v.lost_objects) std::printf(" %s/%s", o.container().c_str(), o.name().c_str());
+  if (v.st.lost_objects() > v.lost_objects.size()) {
+    std::printf(" ... (%llu more)", static_cast<unsigned long long>(v.st.lost_objects() - v.lost_objects.size()));
+  }
+  std::printf("\n");
 }
 
 json RepairJson(const v1::RepairStatus& rs) {
@@ -109,7 +143,8 @@ void PrintStatusJson(const GlobalOptions& g, const StatusView& v) {
             {"placement_epoch", map.placement_epoch()},
             {"settled_placement_epoch", map.settled_placement_epoch()}, {"targets_up", v.up},
             {"targets_down", v.down}, {"targets_lost", v.lost}, {"containers", v.st.containers()},
-            {"targets", json::array()}, {"repair", RepairJson(v.st.repair())}};
+            {"targets", json::array()}, {"repair", RepairJson(v.st.repair())},
+            {"lost_objects", v.st.lost_objects()}, {"lost", LostJson(v)}};
   for (const auto& t : map.targets()) j["targets"].push_back(TargetJson(t, v.transport(t.id())));
   PrintJson(j);
 }
@@ -222,6 +257,7 @@ int RunStatus(const GlobalOptions& g) {
     return 0;
   }
   PrintSummary(g, *v);
+  PrintLost(*v);
   PrintRepair(v->st.repair());
   PrintTargetTable(*v);
   PrintTargetNotes(v->map);

@@ -141,6 +141,9 @@ class ClusterState {
                                                       uint32_t limit) const;
   // How many objects are recorded lost (markers not counted).
   Result<uint64_t> LostObjectCount() const;
+  // Drops the record of object `name` of container `container_id` (its name was written again
+  // or deleted since).
+  Status ForgetLostObject(uint64_t container_id, const std::string& name);
 
   // Drops the in-memory state and loads it again from the store (see Reload above). On error
   // the state is left empty at epoch 0; call Reload again.

@@ -52,6 +52,10 @@ Result<v1::ListLostObjectsResponse> ClusterState::ListLostObjects(uint64_t conta
   return out;
 }
 
+Status ClusterState::ForgetLostObject(uint64_t container_id, const std::string& name) {
+  return store_->Delete(LostObjectKey(container_id, name));
+}
+
 Result<uint64_t> ClusterState::LostObjectCount() const {
   PS_ASSIGN_OR_RETURN(auto rows, store_->Scan(kLostPrefix));
   uint64_t n = 0;

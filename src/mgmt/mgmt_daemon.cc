@@ -21,6 +21,17 @@ RepairOptions RepairOptionsFor(MgmtServer* server, const MgmtDaemonOptions& opti
   ro.orphan_grace = o.orphan_grace_ms > 0 ? std::chrono::milliseconds(o.orphan_grace_ms) : kOrphanGrace;
   ro.rate_bytes_per_s = options.repair_rate_bytes_per_s;
   ro.is_leader = [server] { return server->is_leader(); };
+  ro.lost_objects = [server](uint64_t container) {
+    auto r = server->state()->ListLostObjects(container, "", 0);
+    return r.ok() ? std::vector<v1::LostObject>(r->objects().begin(), r->objects().end())
+                  : std::vector<v1::LostObject>{};
+  };
+  ro.forget_lost = [server](const v1::LostObject& o) {
+    if (Status s = server->state()->ForgetLostObject(o.container_id(), o.name()); s.ok()) {
+      PS_LOG_INFO("object '{}' in '{}', recorded lost, was written again or deleted: record dropped", o.name(),
+                  o.container());
+    }
+  };
   ro.metrics = server->metrics();
   ro.on_clean_pass = [server](const std::vector<uint32_t>& ids, const std::vector<uint64_t>& containers,
                               uint64_t epoch, std::chrono::steady_clock::time_point started) {

@@ -3,8 +3,11 @@
 // one to be declared lost too, when it is up), and each live object is checked as if that
 // target were gone: its head must keep a copy elsewhere, and each of its stripes `need` shards
 // of one version (vote.h, StripeSurvives). A target down for now whose slot it is counts as
-// holding its shard: it may come back. Nothing is changed.
+// holding its shard: it may come back. Nothing is changed. Also here: passes forget the record
+// of a lost object once its name was put again or deleted (ForgetRewrittenLosses).
+#include "client/object_ids.h"
 #include "client/stripe_io.h"
+#include "repair/pass_state.h"
 #include "mgmt_client/redundancy_proto.h"
 #include "protocol/object_head.h"
 #include "repair/repairer.h"
@@ -73,6 +76,21 @@ Result<v1::ContainerLoss> Repairer::AssessContainerLoss(const v1::Container& c, 
     out.set_bytes(out.bytes() + head->size);
   }
   return out;
+}
+
+void Repairer::ForgetRewrittenLosses(const ContainerPass& cp) {
+  if (!options_.lost_objects || !options_.forget_lost || !cp.scan.complete) return;
+  for (const v1::LostObject& o : options_.lost_objects(cp.container.id())) {
+    if (o.name().empty()) continue;  // a marker: nothing to check it against
+    auto h = cp.scan.heads.find(HeadObjectId(cp.container.id(), o.name()));
+    if (h == cp.scan.heads.end()) continue;  // still gone
+    if (h->second.data.empty()) {  // a tombstone: deleted
+      options_.forget_lost(o);
+      continue;
+    }
+    auto head = DecodeObjectHead(h->second.data);
+    if (head.ok() && (head->data_hi != o.data_hi() || head->data_lo != o.data_lo())) options_.forget_lost(o);
+  }
 }
 
 bool Repairer::HeadSurvives(const HeadCopies& hc, const ListEntry& newest, const Redundancy& red, uint32_t lost) {

@@ -119,6 +119,11 @@ struct RepairOptions {
   // placement: a target learns a new placement epoch with its next heartbeat, and until then it
   // may still take a write placed with the old map.
   std::function<void(uint64_t placement_epoch)> on_placement_settled;
+  // The objects of a container recorded lost (mgmt's ListLostObjects), and forgetting one: a
+  // pass forgets the record of a name that now has a head naming other data or a tombstone (it
+  // was put again or deleted). Unset: records are left alone.
+  std::function<std::vector<v1::LostObject>(uint64_t container)> lost_objects;
+  std::function<void(const v1::LostObject&)> forget_lost;
   std::chrono::milliseconds settle_after{5000};
 };
 
@@ -186,6 +191,8 @@ class Repairer {
   // keeps a copy, whether each of its stripes keeps enough shards.
   Result<v1::ContainerLoss> AssessContainerLoss(const v1::Container& c, const Redundancy& red,
                                                 const std::vector<TargetRef>& targets, const TargetRef& lost);
+  // Forgets the lost-object records of `cp`'s names written again or deleted since.
+  void ForgetRewrittenLosses(const ContainerPass& cp);
   bool HeadSurvives(const HeadCopies& hc, const ListEntry& newest, const Redundancy& red, uint32_t lost);
   bool ObjectDataSurvives(const ContainerScan& scan, uint64_t container, const Redundancy& red, const ObjectHead& head,
                           const TargetRef& lost);

@@ -103,6 +103,7 @@ void Repairer::RepairContainer(PassState& pass, const v1::Container& c, RepairJo
   cp.scan = ScanContainer(*dp_.shards, dp_.view->targets(), c.id(), pass.corrupt, pass.all_up);
   if (!cp.scan.complete) cp.clean = pass.moves_done = false;
   NoteUnnamedOffSlots(pass, cp);
+  ForgetRewrittenLosses(cp);
   CollectGarbage(pass, cp);
   const uint64_t total = StripesToCheck(cp.scan.heads);
   Update([&](v1::RepairStatus& st) { st.set_stripes_total(st.stripes_total() + total); });

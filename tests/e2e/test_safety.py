@@ -126,6 +126,14 @@ def test_out_refuses_to_lose_data_and_forced_reports_the_loss(cluster_factory, t
             assert ok, (name, r.stderr)
     for name, digest in safe.items():  # rep:3 lost nothing
         assert reads_back(c, "safe", name, digest, tmp_path / "out")[0], name
+    # A lost name put again is whole: it reads, and a repair pass forgets its record.
+    again = sorted(lost)[0]
+    src = write_random(tmp_path / "again", 5000)
+    c.cli("put", str(src), again, "--container", "scratch")
+    assert reads_back(c, "scratch", again, sha(src), tmp_path / "out")[0]
+    wait_for(lambda: status(c)["lost_objects"] == len(lost) - 1, "the record of the name put again to go")
+    listed = {o["name"]: o for o in json.loads(c.cli("ls", "--container", "scratch", "--json").stdout)}
+    assert not listed[again].get("lost"), listed[again]
 
 
 def test_out_of_a_down_target_says_what_it_cannot_name(cluster_factory, tmp_path):
