@@ -3,8 +3,9 @@
 BUILD ?= build
 JOBS ?= 2
 PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
 
-.PHONY: all bootstrap build test check-layers unit e2e fuzz demo bench clean
+.PHONY: all bootstrap build install test check-layers unit e2e fuzz demo bench clean
 
 all: build
 
@@ -14,6 +15,11 @@ bootstrap:
 build: bootstrap
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@ninja -C $(BUILD) -j$(JOBS)
+
+# Headers, libpenstock.so, penstock.pc, the CMake package and the penstock command under
+# $(PREFIX); DESTDIR=dir stages them under dir instead (for packaging).
+install: build
+	@DESTDIR="$(if $(DESTDIR),$(abspath $(DESTDIR)))" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # Layers only point down (docs/architecture.md): a lower layer including a higher one fails.
 check-layers:

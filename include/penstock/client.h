@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "penstock/export.h"
 #include "penstock/object_io.h"
 #include "penstock/redundancy.h"
 #include "penstock/status.h"
@@ -98,7 +99,7 @@ struct ListOptions {
 // Called with (bytes done, bytes total) as a transfer progresses, from the calling thread.
 using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
-class Client {
+class PENSTOCK_API Client {
  public:
   // Connects to mgmt and loads the cluster map. Errors: kUnavailable naming the address.
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);

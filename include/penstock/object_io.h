@@ -60,6 +60,7 @@
 #include <string>
 #include <vector>
 
+#include "penstock/export.h"
 #include "penstock/status.h"
 
 namespace penstock {
@@ -79,7 +80,7 @@ struct IoCompletion {
 // Where finished operations are reported. Either a callback (runs on a transport thread, must
 // not block, may issue more operations) or a queue drained with Poll()/Wait(). Thread-safe.
 // A queue must outlive the operations submitted to it (in_flight() == 0 before destruction).
-class CompletionQueue {
+class PENSTOCK_API CompletionQueue {
  public:
   CompletionQueue();
   explicit CompletionQueue(std::function<void(IoCompletion)> callback);
@@ -106,7 +107,7 @@ using OpId = uint64_t;
 
 // A registration of caller memory with the data plane (Client::RegisterMemory); the memory is
 // unregistered when this is destroyed.
-class MemoryRegistration {
+class PENSTOCK_API MemoryRegistration {
  public:
   virtual ~MemoryRegistration() = default;
 };
@@ -139,7 +140,7 @@ struct OpenOptions {
 };
 
 // An open object, from Client::Open. The Client must outlive every Object it opened.
-class Object {
+class PENSTOCK_API Object {
  public:
   virtual ~Object() = default;
 

@@ -18,11 +18,12 @@
 #include <string>
 #include <string_view>
 
+#include "penstock/export.h"
 #include "penstock/status.h"
 
 namespace penstock {
 
-struct Redundancy {
+struct PENSTOCK_API Redundancy {
   enum class Kind : uint8_t { kNone, kReplicate, kErasure };
   Kind kind = Kind::kNone;
   uint32_t k = 1;  // data shards (rep: 1)
@@ -54,11 +55,11 @@ inline constexpr uint32_t kMaxParityShards = 16;
 
 // Parses "none" (or ""), "rep:N", "ec:K+M" ("rep:1" is none). Errors: kInvalidArgument naming
 // the text and the accepted forms.
-Result<Redundancy> ParseRedundancy(std::string_view text);
+PENSTOCK_API Result<Redundancy> ParseRedundancy(std::string_view text);
 
 // OK when `r` is a scheme within the limits above (kind none with k 1 and m 0; rep with k 1 and
 // 1 <= m < kMaxReplicas; ec with K and M in range) and its min_durable is 0 or within [K, width].
 // Errors: kInvalidArgument naming the scheme and what is wrong.
-Status ValidateRedundancy(const Redundancy& r);
+PENSTOCK_API Status ValidateRedundancy(const Redundancy& r);
 
 }  // namespace penstock

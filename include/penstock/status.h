@@ -21,6 +21,8 @@
 #include <utility>
 #include <variant>
 
+#include "penstock/export.h"
+
 namespace penstock {
 
 enum class StatusCode : int {
@@ -44,9 +46,9 @@ enum class StatusCode : int {
 };
 
 // Short lower-case name of a code ("not_found"), stable for --json output.
-std::string_view StatusCodeName(StatusCode code);
+PENSTOCK_API std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] PENSTOCK_API Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -98,11 +100,11 @@ inline Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::mo
 // Status from the current errno: "<what>: <strerror(errno)>", code chosen from errno
 // (ENOENT -> kNotFound, EACCES/EPERM/EROFS -> kPermissionDenied, ENOSPC -> kResourceExhausted,
 // EADDRINUSE -> kUnavailable, ...).
-Status ErrnoStatus(int err, std::string_view what);
+PENSTOCK_API Status ErrnoStatus(int err, std::string_view what);
 
 namespace detail {
 // Prints "penstock: value() of a Result holding an error: <status>" to stderr and aborts.
-[[noreturn]] void DieOfValueOfError(const Status& status);
+[[noreturn]] PENSTOCK_API void DieOfValueOfError(const Status& status);
 }  // namespace detail
 
 // Result<T>: either a T or a non-OK Status. Shaped like std::expected. value() (and *, ->) of a
