@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 P=${PENSTOCK_BIN:-build/src/cli/penstock}
 D=$(mktemp -d /var/tmp/shmkill.XXXX)
 M=$($P up --targets 1 --data-dir $D/c --base-port 0 --capacity 2G --log-level warn 2>/dev/null)
-for i in 1 2 3 4; do $P container create k$i --mgmt $M >/dev/null; done
+for i in 1 2 3 4; do $P container create k$i --redundancy none --mgmt $M >/dev/null; done
 for i in 1 2 3 4; do $P bench write --container k$i --size 1M --concurrency 8 --objects 8 --seconds 40 --json --mgmt $M > $D/long$i.json 2>$D/long$i.err & done
 sleep 2
 for k in $(seq 20); do

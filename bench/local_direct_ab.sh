@@ -19,7 +19,7 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 mgmt=$("$PENSTOCK" up --targets 3 --data-dir "$DIR" --base-port 0 --capacity 4G --log-level warn 2>/dev/null)
 trap '"$PENSTOCK" down --data-dir "$DIR" >/dev/null 2>&1 || true' EXIT
-"$PENSTOCK" container create ab --mgmt "$mgmt" >/dev/null
+"$PENSTOCK" container create ab --redundancy none --mgmt "$mgmt" >/dev/null
 sleep 8  # the targets' background zeroing of new segments
 pids=$(pgrep -f "penstock (target|mgmt) .*--data-dir $DIR/" | tr '\n' ' ')
 ticks=$(getconf CLK_TCK)
