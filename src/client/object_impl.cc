@@ -95,7 +95,7 @@ uint64_t ObjectImpl::size() const {
 
 StripeLayout ObjectImpl::Layout() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {container_id_, head_.data_hi, head_.data_lo, head_.size, head_.stripe_unit, red_};
+  return {container_id_, head_.data_hi, head_.data_lo, head_.size, head_.stripe_unit, red_, head_.dense};
 }
 
 std::shared_ptr<AsyncOp> ObjectImpl::NewOp(std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
@@ -200,7 +200,13 @@ void ObjectImpl::IssueReads(const StripeLayout& layout, std::vector<ReadPiece> p
     std::shared_ptr<StripeDestination> into;
     if (group->size() == 1) into = std::make_shared<OpDestination>(pieces[i].op, pieces[i].op_offset, pieces[i].length);
     io_->Read(layout.geometry(), layout.key(pieces[i].stripe), seg_begin, seg_end - seg_begin,
-              [stats = &io_->stats(), group, seg_begin](Result<ShardData> r) {
+              [stats = &io_->stats(), group, seg_begin, dense = layout.dense, stripe = pieces[i].stripe,
+               name = name_](Result<ShardData> r) {
+                if (dense && !r.ok() && r.status().code() == StatusCode::kNotFound) {
+                  // Not a hole: every stripe of a dense object was written.
+                  r = DataLoss("stripe " + std::to_string(stripe) + " of object '" + name +
+                               "' is missing: " + r.status().message());
+                }
                 DeliverRead(stats, *group, seg_begin, std::move(r));
               },
               RetryFor(ops), std::move(into));
@@ -673,6 +679,7 @@ Result<ObjectHead> ObjectImpl::RewriteHead(const std::function<void(ObjectHead&)
     }
     change(current);
     current.mtime_ms = NowMs();
+    current.dense = false;  // grown or cut through this API: holes may read as zeros
     PS_RETURN_IF_ERROR(
         io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NewerThan(NextVersion(), stored->version)));
     committed = current;

@@ -40,6 +40,7 @@ struct StripeLayout {
   uint64_t size = 0;
   uint64_t stripe_unit = 0;
   Redundancy red;  // the container's
+  bool dense = false;  // ObjectHead::dense: a stripe found nowhere is lost, not a hole
 
   StripeGeometry geometry() const { return StripeGeometry::For(red, stripe_unit); }
   uint64_t stripe_count() const { return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit; }

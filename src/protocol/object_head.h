@@ -18,7 +18,9 @@
 namespace penstock {
 
 inline constexpr uint32_t kObjectHeadMagic = 0x484f5350;  // "PSOH"
-inline constexpr uint16_t kObjectHeadVersion = 1;
+// Version 2 adds a flags byte after the name (kHeadDense); version 1 records still decode
+// (not dense).
+inline constexpr uint16_t kObjectHeadVersion = 2;
 inline constexpr size_t kMaxObjectNameBytes = 1024;
 
 // Stripes that no head names are orphans: mgmt's repair service deletes them once they have
@@ -40,6 +42,10 @@ struct ObjectHead {
   uint64_t data_hi = 0;  // data id: the object id the data stripes are stored under
   uint64_t data_lo = 0;
   int64_t mtime_ms = 0;
+  // Every stripe below `size` was written by the put that made the object (Client::Put): a
+  // stripe found nowhere is lost, not a hole that reads as zeros. Objects written through the
+  // Object API (Open, Write, Truncate) may be sparse and are not dense.
+  bool dense = false;
 
   uint64_t stripe_count() const {
     return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit;

@@ -14,6 +14,21 @@ TEST(ObjectHeadTest, RoundTrip) {
   EXPECT_EQ(*back, h);
 }
 
+TEST(ObjectHeadTest, DenseRoundTripsAndVersionOneRecordsDecodeNotDense) {
+  ObjectHead h{"put.bin", 5, 4096, 1, 2, 3};
+  h.dense = true;
+  EXPECT_TRUE(DecodeObjectHead(EncodeObjectHead(h))->dense);
+  // A version 1 record (no flags byte), as builds before version 2 wrote it.
+  auto v1 = EncodeObjectHead(h);
+  v1.pop_back();
+  v1[4] = std::byte{1};
+  v1[5] = std::byte{0};
+  auto back = DecodeObjectHead(v1);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->dense);
+  EXPECT_EQ(back->name, "put.bin");
+}
+
 TEST(ObjectHeadTest, EmptyObjectHasNoStripes) {
   ObjectHead h{"empty", 0, 1048576, 1, 2, 0};
   EXPECT_EQ(h.stripe_count(), 0u);
