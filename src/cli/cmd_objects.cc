@@ -191,6 +191,16 @@ int Put(const GlobalOptions& g, const ObjectFlags& f) {
   return 0;
 }
 
+// A read of f.name that failed with kDataLoss: said to be lost, naming the target, when mgmt
+// recorded it lost (Stat marks it).
+Status ExplainLost(Client& client, const ObjectFlags& f, Status failed) {
+  if (failed.code() != StatusCode::kDataLoss) return failed;
+  auto info = client.Stat(f.container, f.name);
+  if (!info.ok() || info->lost.empty()) return failed;
+  return DataLoss("object '" + f.name + "' in container '" + f.container + "' is lost: " + info->lost +
+                  "; delete it or put it again");
+}
+
 int Get(const GlobalOptions& g, const ObjectFlags& f) {
   if (f.recursive) {
     auto c = Connect(g);
@@ -211,7 +221,7 @@ int Get(const GlobalOptions& g, const ObjectFlags& f) {
   auto start = std::chrono::steady_clock::now();
   ObjectReader reader(*chunk, ClientOptions{}.max_inflight_stripes);  // as many reads in flight as a put has
   auto bytes = reader.Read(**obj, **dest, std::ref(progress));
-  Status s = bytes.ok() ? (*dest)->Commit() : bytes.status();
+  Status s = bytes.ok() ? (*dest)->Commit() : ExplainLost(**c, f, bytes.status());
   if (!s.ok()) {
     (*dest)->Abort();
     if (!Interrupted()) return ReportError(s, g.json);

@@ -158,7 +158,7 @@ class Client::Impl : public DataPath {
   }
 
   static StripeLayout Layout(const ContainerInfo& c, const ObjectHead& h) {
-    return {c.id, h.data_hi, h.data_lo, h.size, h.stripe_unit, RedundancyOf(c)};
+    return {c.id, h.data_hi, h.data_lo, h.size, h.stripe_unit, RedundancyOf(c), h.dense};
   }
 
   Status PutFrom(const std::string& container, const std::string& name, ObjectSource& source,
@@ -182,6 +182,7 @@ class Client::Impl : public DataPath {
     head.stripe_unit = c.stripe_unit;
     std::tie(head.data_hi, head.data_lo) = NewDataId();
     head.mtime_ms = NowMs();
+    head.dense = true;  // every stripe is written below: one found nowhere is lost
     const StripeLayout layout = Layout(c, head);
     const std::string what = What(container, name);
     const uint64_t version = NewVersion();
@@ -443,7 +444,9 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   auto head = impl_->ReadHead(c, name);
   if (!head.ok()) {
-    if (head.status().code() != StatusCode::kNotFound || !options.create) return head.status();
+    if (head.status().code() != StatusCode::kNotFound || !options.create) {
+      return ExplainLoss(*impl_->mgmt, container, name, 0, 0, head.status());
+    }
     ObjectHead h;
     h.name = name;
     h.stripe_unit = c.stripe_unit;

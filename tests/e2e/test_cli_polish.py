@@ -284,7 +284,7 @@ def test_default_capacity_fits_the_readmes_bench_write(tmp_path):
             assert t["capacity_bytes"] >= (int(j["capacity"].rstrip("G")) << 30) * 0.9
         # The README's commands, with rep:3 (3 copies of every byte).
         cli(mgmt, "container", "create", "photos", "--redundancy", "rep:3")
-        r = cli(mgmt, "bench", "write", "--container", "photos", "--size", "4M", "--concurrency", "16",
+        r = cli(mgmt, "bench", "write", "--container", "photos", "--size", "4M", "--objects", "128",
                 "--no-cleanup", check=False)
         assert r.returncode == 0, (r.stdout, r.stderr)
         assert "no space" not in r.stdout + r.stderr

@@ -107,6 +107,8 @@ def test_out_refuses_to_lose_data_and_forced_reports_the_loss(cluster_factory, t
 
     out = json.loads(c.cli("out", str(tid), "--force-data-loss", "--json").stdout)
     assert out["state"] == "lost"
+    # Gone for good (until it learns it is lost, a running target still answers for what it held).
+    c.kill9(victim)
     lost = set(out["loss"]["containers"][0]["names"])
     assert lost == set(loss["names"])
     st = status(c)
