@@ -261,7 +261,7 @@ TEST(ClientJoinTest, AnUnmovedObjectWhoseOldHolderIsDownIsUnavailableNotMissing)
   testing::InProcessCluster cluster(3);
   ASSERT_TRUE(cluster.ok());
   Client& client = cluster.client();
-  ASSERT_TRUE(client.CreateContainer("n", ContainerProps{}).ok());
+  ASSERT_TRUE(client.CreateContainer("n", ContainerProps{.redundancy = Redundancy{}}).ok());  // none: one head copy
   constexpr int kObjects = 100;  // some of them have their head moved from target 0
   const auto bytes = RandomBytes(1000, 5);
   for (int i = 0; i < kObjects; ++i) ASSERT_TRUE(client.Put("n", "o" + std::to_string(i), bytes).ok());
