@@ -191,9 +191,10 @@ int Put(const GlobalOptions& g, const ObjectFlags& f) {
   return 0;
 }
 
-// A read of f.name that failed with kDataLoss: said to be lost, naming the target, when mgmt
-// recorded it lost (Stat marks it).
+// A read of f.name that failed: said to be lost, naming the target, when mgmt recorded it lost
+// (Stat marks it); else named with the object.
 Status ExplainLost(Client& client, const ObjectFlags& f, Status failed) {
+  failed = failed.WithContext("reading object '" + f.name + "' in container '" + f.container + "'");
   if (failed.code() != StatusCode::kDataLoss) return failed;
   auto info = client.Stat(f.container, f.name);
   if (!info.ok() || info->lost.empty()) return failed;

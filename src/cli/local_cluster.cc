@@ -145,6 +145,9 @@ bool ProcessAlive(pid_t pid) {
 }
 
 bool StopProcess(pid_t pid, int grace_ms) {
+  // 0 (a daemon that never started) and negative pids name process groups: kill(0) would stop
+  // `up` itself and its shell's job.
+  if (pid <= 0) return false;
   if (::kill(pid, SIGTERM) != 0) return false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   while (std::chrono::steady_clock::now() < deadline) {

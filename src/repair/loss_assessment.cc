@@ -25,18 +25,30 @@ StripeShards HeadShards(const HeadCopies& hc) {
   return out;
 }
 
+std::vector<TargetRef> WithTargetDown(std::vector<TargetRef> targets, uint32_t id) {
+  for (TargetRef& t : targets) {
+    if (t.id == id) t.up = false;
+  }
+  return targets;
+}
+
 }  // namespace
 
 Result<v1::LossReport> Repairer::AssessLoss(uint32_t lost) {
   PS_ASSIGN_OR_RETURN(v1::ClusterMap map, dp_.mgmt->GetClusterMap());
   dp_.view->Apply(map);
-  const std::vector<TargetRef> targets = dp_.view->targets();
+  std::vector<TargetRef> targets = dp_.view->targets();
   const TargetRef* t = FindTarget(targets, lost);
   if (t == nullptr) return NotFound("target " + std::to_string(lost) + " is not registered; see `penstock status`");
   v1::LossReport report;
   report.set_target_id(lost);
-  report.set_target_up(t->up);
   if (t->lost) return report;  // declared lost already: nothing more goes
+  // Up in the map but not answering (killed a moment ago): as good as down.
+  if (t->up && !dp_.shards->List(*t, 0, kListContainers).ok()) {
+    targets = WithTargetDown(targets, lost);
+    t = FindTarget(targets, lost);
+  }
+  report.set_target_up(t->up);
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse containers, dp_.mgmt->ListContainers());
   for (const v1::Container& c : containers.containers()) {
     PS_ASSIGN_OR_RETURN(Redundancy red, ContainerRedundancy(c));
@@ -56,7 +68,7 @@ Result<v1::ContainerLoss> Repairer::AssessContainerLoss(const v1::Container& c, 
   out.set_unlisted(!lost.up && !red.protected_());
   const ContainerScan scan = ScanContainer(*dp_.shards, targets, c.id(), CorruptSet{}, false);
   if (!scan.complete) {
-    return Unavailable("a target could not be listed (see mgmt's log), so what declaring target " +
+    return Aborted("a target could not be listed (see mgmt's log), so what declaring target " +
                        std::to_string(lost.id) + " lost would lose in '" + c.name() +
                        "' is unknown; try again once every up target answers");
   }

@@ -141,7 +141,7 @@ class Repairer {
 
   // What declaring target `lost` lost would lose: the containers with objects whose head or a
   // stripe would keep too few copies on the other targets (loss_assessment.cc). Runs beside
-  // passes (changes nothing). Errors: kNotFound for an unknown target; kUnavailable when a
+  // passes (changes nothing). Errors: kNotFound for an unknown target; kAborted when a
   // target cannot be listed (then nothing can be promised); mgmt unreachable.
   Result<v1::LossReport> AssessLoss(uint32_t lost);
 

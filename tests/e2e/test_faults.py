@@ -111,7 +111,7 @@ def test_flipped_byte_is_a_checksum_error(cluster_factory, tmp_path):
     assert "corrupt shard" in c.cli("status").stdout
     r = c.cli("get", "victim", str(tmp_path / "out"), "--container", "c", check=False)
     assert r.returncode == 1
-    assert "checksum" in r.stderr and "victim" in r.stderr
+    assert "crc32c check" in r.stderr and "victim" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
     r = c.cli("get", "victim", str(tmp_path / "out"), "--container", "c", "--json", check=False)
     assert json.loads(r.stdout)["error"]["code"] == "data_loss"

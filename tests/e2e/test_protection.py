@@ -148,7 +148,8 @@ def test_kill9_during_write_and_read(cluster_factory, tmp_path, scheme, n):
 def test_ec_4_2_with_two_targets_killed(cluster_factory, tmp_path):
     """(b) ec:4+2 loses two targets: every object, every size, reads back exactly."""
     c = cluster_factory(targets=6, capacity="256M", extra_args=FAST)
-    c.cli("container", "create", "p", "--redundancy", "ec:4+2")
+    # Write quorum K (the default, K+1 = 5, would refuse the write with two targets down).
+    c.cli("container", "create", "p", "--redundancy", "ec:4+2", "--min-durable", "4")
     objs = {}
     for i, size in enumerate([0, 1, 4095, 700 * 1024, 3 * MiB + 5, 17 * MiB]):
         src = write_random(tmp_path / f"s{i}", size)
@@ -373,7 +374,10 @@ def test_rep3_with_two_targets_down(cluster_factory, tmp_path):
         assert r.returncode != 0 and "write quorum" in r.stderr, (args, r.stderr)
     c.restart(names[0])
     c.wait_targets_up(2)
-    c.cli("rm", "o1", "--container", "r", timeout=120)
+    # The refused delete may have left its tombstone on the one target that was up (a write
+    # that failed may have landed): the object is then gone already.
+    r = c.cli("rm", "o1", "--container", "r", timeout=120, check=False)
+    assert r.returncode == 0 or "does not exist" in r.stderr, r.stderr
     assert "o1" not in c.cli("ls", "--container", "r").stdout
     # The deleted object stays deleted when the target that missed the delete comes back.
     c.restart(names[2])
