@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -202,6 +203,27 @@ Status ExplainLost(Client& client, const ObjectFlags& f, Status failed) {
                   "; delete it or put it again");
 }
 
+// Reads f.name into the regular file (or new file) f.local names, through a temporary file
+// beside it and a rename (Client::GetFile); a symbolic link keeps pointing at the new file, and
+// a file's permissions are kept.
+Status GetIntoRegularFile(Client& client, const ObjectFlags& f, const ProgressFn& progress) {
+  std::string path = f.local;
+  struct stat before {};
+  const bool existed = ::stat(f.local.c_str(), &before) == 0;
+  if (existed) {
+    char* real = ::realpath(f.local.c_str(), nullptr);
+    if (real == nullptr) return ErrnoStatus(errno, "cannot resolve '" + f.local + "'");
+    path = real;
+    std::free(real);
+  }
+  Status s = client.GetFile(f.container, f.name, path, progress);
+  if (!s.ok()) return s;
+  if (existed && ::chmod(path.c_str(), before.st_mode & 07777) != 0) {
+    return ErrnoStatus(errno, "cannot restore the permissions of '" + path + "'");
+  }
+  return OkStatus();
+}
+
 int Get(const GlobalOptions& g, const ObjectFlags& f) {
   if (f.recursive) {
     auto c = Connect(g);
@@ -220,6 +242,15 @@ int Get(const GlobalOptions& g, const ObjectFlags& f) {
   InstallInterruptHandler();
   TransferProgress progress(ChooseProgressMode(f.quiet, f.progress, ProgressMode::kNone), "get");
   auto start = std::chrono::steady_clock::now();
+  if (!(*dest)->in_place()) {
+    (*dest)->Abort();  // a regular file: the whole-object read (windowed, degraded where needed)
+    Status s = GetIntoRegularFile(**c, f, std::ref(progress));
+    if (!s.ok()) return Interrupted() ? InterruptedExit("nothing was written") : ReportError(s, g.json);
+    struct stat got {};
+    ::stat(f.local.c_str(), &got);
+    ReportTransfer(g, f.quiet, "get", f.name, static_cast<uint64_t>(got.st_size), SecondsSince(start));
+    return 0;
+  }
   ObjectReader reader(*chunk, ClientOptions{}.max_inflight_stripes);  // as many reads in flight as a put has
   auto bytes = reader.Read(**obj, **dest, std::ref(progress));
   Status s = bytes.ok() ? (*dest)->Commit() : ExplainLost(**c, f, bytes.status());
