@@ -556,8 +556,10 @@ def test_tombstones_of_deleted_objects_are_removed_and_the_names_stay_deleted(cl
     whose old head copy is first brought to the tombstone. The names stay deleted and can be
     put again; live objects are kept."""
     c = cluster_factory(targets=3, capacity="256M", extra_args=(*FAST, "--orphan-grace-ms", "3000"))
+    # ec:2+1 with write quorum K: its delete with a target down is above it (K+1 would be every
+    # head copy).
     for name, red in (("r", "rep:3"), ("e", "ec:2+1")):
-        c.cli("container", "create", name, "--redundancy", red)
+        c.cli("container", "create", name, "--redundancy", red, "--min-durable", "2")
     src = write_random(tmp_path / "s", MiB + 3)
     for cont in ("r", "e"):
         for i in range(3):
