@@ -14,6 +14,7 @@
 #include "cli/interrupt.h"
 #include "cli/object_stream.h"
 #include "cli/progress.h"
+#include "client/lost_objects.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "penstock/client.h"
@@ -199,8 +200,7 @@ Status ExplainLost(Client& client, const ObjectFlags& f, Status failed) {
   if (failed.code() != StatusCode::kDataLoss) return failed;
   auto info = client.Stat(f.container, f.name);
   if (!info.ok() || info->lost.empty()) return failed;
-  return DataLoss("object '" + f.name + "' in container '" + f.container + "' is lost: " + info->lost +
-                  "; delete it or put it again");
+  return LostObjectError(f.container, f.name, info->lost);
 }
 
 // Reads f.name into the regular file (or new file) f.local names, through a temporary file

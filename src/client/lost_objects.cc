@@ -22,6 +22,11 @@ std::string LostText(const v1::LostObject& o) {
          UtcIso(o.declared_ms());
 }
 
+Status LostObjectError(const std::string& container, const std::string& name, const std::string& why) {
+  return DataLoss("object '" + name + "' in container '" + container + "' is lost: " + why +
+                  "; delete it or put it again");
+}
+
 Result<LostRecords> FindLost(MgmtClient& mgmt, const std::string& container, const std::string& name,
                              uint64_t data_hi, uint64_t data_lo) {
   v1::ListLostObjectsRequest req;
@@ -45,10 +50,7 @@ Status ExplainLoss(MgmtClient& mgmt, const std::string& container, const std::st
   if (failed.code() != StatusCode::kNotFound && failed.code() != StatusCode::kDataLoss) return failed;
   auto r = FindLost(mgmt, container, name, data_hi, data_lo);
   if (!r.ok()) return failed;
-  if (r->object) {
-    return DataLoss("object '" + name + "' in container '" + container + "' is lost: " + LostText(*r->object) +
-                    "; delete it or put it again");
-  }
+  if (r->object) return LostObjectError(container, name, LostText(*r->object));
   if (r->unnamed && failed.code() == StatusCode::kNotFound) {
     return NotFound(failed.message() + " (it may have been lost: target " + std::to_string(r->unnamed->target_id()) +
                     " was declared lost with --force-data-loss, and objects of '" + container +

@@ -20,6 +20,10 @@ namespace penstock {
 // "target 2 held its data and was declared lost with --force-data-loss at 2026-11-29T10:03:07Z".
 std::string LostText(const v1::LostObject& o);
 
+// The error a read of a lost object answers: kDataLoss "object 'x' in container 'c' is lost:
+// `why` (LostText); delete it or put it again".
+Status LostObjectError(const std::string& container, const std::string& name, const std::string& why);
+
 // What mgmt recorded of object `name` in `container`: its record when it names data id
 // `data_hi:data_lo` (any, when both are 0), and the container's marker of objects lost unnamed.
 struct LostRecords {
