@@ -18,10 +18,19 @@
 namespace penstock {
 
 inline constexpr uint32_t kObjectHeadMagic = 0x484f5350;  // "PSOH"
-// Version 2 adds a flags byte after the name (kHeadDense); version 1 records still decode
-// (not dense).
-inline constexpr uint16_t kObjectHeadVersion = 2;
+// Version 2 adds a flags byte after the name (kHeadDense); version 3 an object's bytes after
+// it when they are stored in the head (kHeadInline: u32 length, then the bytes). Versions 1 and
+// 2 still decode (not dense, not inline). A head without inline bytes is still written as
+// version 2, so a build that knows only versions 1 and 2 reads every object it can.
+inline constexpr uint16_t kObjectHeadVersion = 3;
 inline constexpr size_t kMaxObjectNameBytes = 1024;
+// Objects of at most this many bytes written whole by one operation (a put, or the first write
+// of an object opened with OpenOptions::replace) are stored in their head: one shard write per
+// head copy, and a read of the object is a read of its head.
+inline constexpr uint64_t kMaxInlineBytes = 16 * 1024;
+// A head record's bytes up to and including its inline length: what a listing needs
+// (kListHeadPrefix asks targets for this much of each head).
+inline constexpr uint32_t kHeadPrefixBytes = 48 + kMaxObjectNameBytes + 1 + 4;
 
 // Stripes that no head names are orphans: mgmt's repair service deletes them once they have
 // sat unnamed and unchanged for a grace period (kOrphanGrace unless mgmt's --orphan-grace-ms
@@ -46,9 +55,12 @@ struct ObjectHead {
   // stripe found nowhere is lost, not a hole that reads as zeros. Objects written through the
   // Object API (Open, Write, Truncate) may be sparse and are not dense.
   bool dense = false;
+  // The object's bytes are `data` (size of them), stored in the head: it has no stripes.
+  bool inlined = false;
+  std::vector<std::byte> data{};
 
   uint64_t stripe_count() const {
-    return stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit;
+    return inlined || stripe_unit == 0 ? 0 : (size + stripe_unit - 1) / stripe_unit;
   }
   bool operator==(const ObjectHead&) const = default;
 };
@@ -56,6 +68,9 @@ struct ObjectHead {
 std::vector<std::byte> EncodeObjectHead(const ObjectHead& head);
 // Errors: kDataLoss when the record is truncated or its magic/version is wrong.
 Result<ObjectHead> DecodeObjectHead(std::span<const std::byte> bytes);
+// The same for the first bytes of a record (a listing's kHeadPrefixBytes): an inline head's
+// bytes may be cut short, and `data` is then left empty (`inlined` and `size` are set).
+Result<ObjectHead> DecodeObjectHeadPrefix(std::span<const std::byte> bytes);
 
 // Checks an object name: 1..1024 bytes, no NUL, not "." or "..".
 Status ValidateObjectName(const std::string& name);

@@ -131,6 +131,10 @@ enum ListFlags : uint8_t {
   // in id order, with only key.container set (start_after.container: the last one had). The
   // header's container must be 0, and so the capability token's: only the admin gets one.
   kListContainers = 8,
+  // With kListWithData: of each shard only its first kHeadPrefixBytes (object_head.h), enough
+  // to name an object and give its size: an object stored in its head (up to kMaxInlineBytes)
+  // is not sent whole. A target from before it sends the whole shard.
+  kListDataPrefix = 16,
 };
 
 // Bit of a write's flags byte: write only when the shard is absent or its stored version is not

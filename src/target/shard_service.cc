@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "protocol/object_head.h"
 #include "protocol/shard_protocol.h"
 
 namespace penstock {
@@ -490,7 +491,9 @@ RpcReply ShardService::List(const RpcRequest& request) {
       if ((h->flags & kListWithData) && info.length <= kListMaxInlineBytes) {
         auto data = engine_->Read(key);
         if (data.ok()) {
-          e.data.assign(data->data(), data->data() + data->size());
+          size_t n = data->size();
+          if (h->flags & kListDataPrefix) n = std::min<size_t>(n, kHeadPrefixBytes);
+          e.data.assign(data->data(), data->data() + n);
         } else if (data.status().code() == StatusCode::kNotFound) {
           continue;  // deleted between list and read
         } else if (data.status().code() == StatusCode::kDataLoss) {
