@@ -209,7 +209,15 @@ Status ReadStripes(StripeIo& io, const StripeLayout& layout, ObjectSink& sink,
     }
     if (!first_error.ok()) continue;  // draining after an error
     const uint64_t expect = layout.stripe_length(d.stripe);
-    const std::span<const std::byte> bytes = d.into->Bytes(*d.data);
+    std::span<const std::byte> bytes = d.into->Bytes(*d.data);
+    std::vector<std::byte> padded;
+    if (!layout.dense && bytes.size() != expect) {
+      // Written through the Object API: a stripe may hold bytes past a truncated end (zeroed)
+      // and end before the object's (never written there: zeros).
+      padded.assign(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(std::min<uint64_t>(bytes.size(), expect)));
+      padded.resize(expect);
+      bytes = padded;
+    }
     if (bytes.size() != expect) {
       first_error = DataLoss(where + " has " + (bytes.size() > expect ? "more than " : "") +
                              std::to_string(std::min<uint64_t>(bytes.size(), expect)) +
