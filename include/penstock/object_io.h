@@ -137,6 +137,14 @@ struct IoRequest {
 
 struct OpenOptions {
   bool create = false;  // create an empty object when none exists
+  // A new, empty object that replaces any object of this name (as a put does) once its first
+  // write or Truncate is durable; until then nothing is sent and other clients see the old
+  // one. Open asks no target: it returns at once (the container lookup is cached). A first
+  // write at offset 0 of at most 16 KiB stores the object in its head: one shard write per
+  // head copy, and reading it back is one head read. The replaced version's stripes are
+  // deleted once the new head is durable (when the old head was read in time; otherwise
+  // mgmt's repair service collects them as orphans). Implies create.
+  bool replace = false;
 };
 
 // An open object, from Client::Open. The Client must outlive every Object it opened.

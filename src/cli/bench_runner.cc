@@ -221,7 +221,7 @@ bool BenchRun::Issue(size_t slot) {
     ++next_object_;
     auto& obj = written_[i];
     if (!obj) {
-      auto opened = client_.Open(o_.container, BenchObjectName(i), {.create = true});
+      auto opened = client_.Open(o_.container, BenchObjectName(i), {.replace = true});
       if (!opened.ok()) {
         open_error_ = opened.status();
         return false;
@@ -290,7 +290,8 @@ void BenchRun::IssueAll() {
 }
 
 void BenchRun::RunOnThisThread() {
-  // Writes open (and create) objects as they go, which waits for mgmt: from this thread,
+  // Writes open objects as they go (a replace-open sends nothing, but a container lookup after
+  // a map change asks mgmt, which must not stall a transport thread): from this thread,
   // completions queued.
   IssueAll();
   while (inflight_ > 0) {

@@ -12,6 +12,7 @@
 
 #include "client/async_op.h"
 #include "client/capability_cache.h"
+#include "client/container_cache.h"
 #include "client/data_path.h"
 #include "client/lost_objects.h"
 #include "client/cluster_view.h"
@@ -121,10 +122,13 @@ class Client::Impl : public DataPath {
  public:
   ClientOptions options;
   OpTracker tracker;
+  std::unique_ptr<ContainerCache> containers;  // lookups at the current map epoch
   // Last member: destroyed first, so no map push arrives while the rest is torn down.
   std::unique_ptr<ClusterMapWatch> watch;
 
-  Result<ContainerInfo> Container(const std::string& name) {
+  Result<ContainerInfo> Container(const std::string& name) { return containers->Lookup(name); }
+
+  Result<ContainerInfo> FetchContainer(const std::string& name) {
     v1::GetContainerRequest req;
     req.set_name(name);
     PS_ASSIGN_OR_RETURN(v1::Container c, mgmt->GetContainer(req));
@@ -185,6 +189,11 @@ class Client::Impl : public DataPath {
     head.dense = true;  // every stripe is written below: one found nowhere is lost
     const StripeLayout layout = Layout(c, head);
     const std::string what = What(container, name);
+    if (size <= kMaxInlineBytes) {
+      PS_RETURN_IF_ERROR(PutInline(c, head, source, progress));
+      if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+      return OkStatus();
+    }
     const uint64_t version = NewVersion();
 
     std::chrono::steady_clock::time_point landed;
@@ -199,6 +208,17 @@ class Client::Impl : public DataPath {
                       landed + io->commit_window());
     if (!s.ok()) return HeadNotCommitted(c, name, head, layout, s.WithContext("committing " + what));
     if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+    return OkStatus();
+  }
+
+  // A small object's put: its bytes go in its head, one shard write per head copy.
+  Status PutInline(const ContainerInfo& c, ObjectHead& head, ObjectSource& source, const ProgressFn& progress) {
+    head.inlined = true;
+    head.data.resize(head.size);
+    if (head.size) PS_RETURN_IF_ERROR(source.ReadAt(0, head.data));
+    PS_RETURN_IF_ERROR(io->WriteHead(RedundancyOf(c), HeadKey(c, head.name), EncodeObjectHead(head), NewVersion())
+                           .WithContext("storing " + What(c.name, head.name)));
+    if (progress) progress(head.size, head.size);
     return OkStatus();
   }
 
@@ -228,6 +248,11 @@ class Client::Impl : public DataPath {
     auto head = ReadHead(c, name);
     if (!head.ok()) return ExplainLoss(*mgmt, container, name, 0, 0, head.status());
     if (prepare) PS_RETURN_IF_ERROR(prepare(head->size));
+    if (head->inlined) {
+      if (head->size) PS_RETURN_IF_ERROR(sink.WriteAt(0, head->data));
+      if (progress) progress(head->size, head->size);
+      return OkStatus();
+    }
     Status s = ReadStripes(*io, Layout(c, *head), sink, options.max_inflight_stripes, progress, What(container, name));
     return s.ok() ? s : ExplainLoss(*mgmt, container, name, head->data_hi, head->data_lo, s);
   }
@@ -269,6 +294,9 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   dp.local_direct = options.local_direct;
   PS_RETURN_IF_ERROR(impl->Open(dp));
   ClusterView* view = impl->view.get();
+  Impl* raw = impl.get();
+  impl->containers = std::make_unique<ContainerCache>([raw](const std::string& name) { return raw->FetchContainer(name); },
+                                                      [view] { return view->epoch(); });
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },
                                             view->epoch());
   impl->io->set_report_degraded([mgmt = impl->mgmt.get()](uint64_t container,
@@ -315,6 +343,7 @@ Status Client::DeleteContainer(const std::string& name, bool force) {
   }
   v1::DeleteContainerRequest req;
   req.set_name(name);
+  impl_->containers->Forget(name);
   return impl_->mgmt->DeleteContainer(req).status();
 }
 
@@ -400,7 +429,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
   uint32_t unreachable = 0;
   for (const TargetRef& t : impl_->view->targets()) {
     if (t.lost) continue;
-    auto entries = impl_->shards->List(t, c.id, kListHeadsOnly | kListWithData);
+    auto entries = impl_->shards->List(t, c.id, kListHeadsOnly | kListWithData | kListDataPrefix);
     if (!entries.ok()) {
       if (red.protected_() && ++unreachable <= red.m) continue;
       return entries.status();
@@ -414,7 +443,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
   std::map<std::string, std::pair<uint64_t, uint64_t>> ids;
   for (auto& [id, e] : newest) {
     if (e.data.empty()) continue;  // tombstone: deleted
-    auto h = DecodeObjectHead(e.data);
+    auto h = DecodeObjectHeadPrefix(e.data);
     if (!h.ok()) {
       PS_LOG_WARN("skipping an unreadable object head: {}", h.status().ToString());
       continue;
@@ -442,6 +471,16 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
                                              const OpenOptions& options) {
   PS_RETURN_IF_ERROR(ValidateObjectName(name));
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  if (options.replace) {
+    ObjectHead h;
+    h.name = name;
+    h.stripe_unit = c.stripe_unit;
+    std::tie(h.data_hi, h.data_lo) = NewDataId();
+    h.mtime_ms = NowMs();
+    return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->io.get(), &impl_->tracker, c.id,
+                                                                Impl::RedundancyOf(c), impl_->HeadKey(c, name),
+                                                                std::move(h), /*uncommitted=*/true));
+  }
   auto head = impl_->ReadHead(c, name);
   if (!head.ok()) {
     if (head.status().code() != StatusCode::kNotFound || !options.create) {

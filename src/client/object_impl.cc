@@ -76,7 +76,7 @@ int64_t NowMs() {
 }  // namespace
 
 ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, Redundancy red,
-                       WireShardKey head_key, ObjectHead head)
+                       WireShardKey head_key, ObjectHead head, bool uncommitted)
     : io_(io),
       tracker_(tracker),
       container_id_(container_id),
@@ -84,7 +84,8 @@ ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, 
       head_key_(head_key),
       name_(head.name),
       owner_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
-      head_(std::move(head)) {
+      head_(std::move(head)),
+      uncommitted_(uncommitted) {
   written_end_ = head_.size;
 }
 
@@ -120,7 +121,7 @@ bool ObjectImpl::ExpiredAtStart(const std::shared_ptr<AsyncOp>& op) {
 OpId ObjectImpl::ReadAsync(uint64_t offset, std::vector<IoVec> iov, CompletionQueue& cq, uint64_t user_data,
                            std::optional<std::chrono::steady_clock::time_point> deadline) {
   auto op = NewOp(std::move(iov), cq, user_data, deadline);
-  if (ExpiredAtStart(op)) return op->id;
+  if (ExpiredAtStart(op) || ReadInline(op, offset)) return op->id;
   std::vector<ReadPiece> pieces;
   const StripeLayout layout = Layout();
   if (PlanRead(op, offset, layout, pieces)) {
@@ -152,7 +153,9 @@ std::vector<OpId> ObjectImpl::Submit(std::span<const IoRequest> batch, Completio
     }
     auto op = NewOp(r.iov, cq, r.user_data, r.deadline);
     ids.push_back(op->id);
-    if (!ExpiredAtStart(op) && PlanRead(op, r.offset, layout, pieces)) planned.push_back(op);
+    if (!ExpiredAtStart(op) && !ReadInline(op, r.offset) && PlanRead(op, r.offset, layout, pieces)) {
+      planned.push_back(op);
+    }
   }
   IssueReads(layout, std::move(pieces));
   for (auto& op : planned) AsyncOp::SubDone(op, OkStatus(), 0);
@@ -258,9 +261,7 @@ void ObjectImpl::DeliverRead(StripeIoStats* stats, const std::vector<ReadPiece>&
 }
 
 void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset) {
-  const StripeLayout layout = Layout();
   const uint64_t len = op->iov_bytes();
-  const uint64_t su = layout.stripe_unit;
   if (len == 0) {
     op->Finish(OkStatus(), 0);
     return;
@@ -269,6 +270,9 @@ void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset)
     op->Finish(InvalidArgument("write range overflows"), 0);
     return;
   }
+  if (TakeWrite(op, offset)) return;
+  const StripeLayout layout = Layout();
+  const uint64_t su = layout.stripe_unit;
   const uint64_t end = offset + len;
   const uint64_t first = offset / su, last = (end - 1) / su;
   op->on_success = [self = shared_from_this(), end, len](const std::shared_ptr<AsyncOp>& o) {
@@ -661,6 +665,13 @@ Result<ObjectHead> ObjectImpl::CommitSize(uint64_t wanted) {
 }
 
 Result<ObjectHead> ObjectImpl::RewriteHead(const std::function<void(ObjectHead&)>& change) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (uncommitted_) {
+      lock.unlock();
+      return CommitNewHead(change);
+    }
+  }
   ObjectHead committed;
   PS_RETURN_IF_ERROR(WithLeaseSync({HeadRedundancy(red_), 1, 1}, head_key_, [&]() -> Status {
     ObjectHead h;
@@ -714,6 +725,7 @@ Result<uint64_t> ObjectImpl::Append(std::span<const std::byte> data) {
 }
 
 Status ObjectImpl::Truncate(uint64_t new_size) {
+  PS_RETURN_IF_ERROR(MoveInlineToStripes());  // a no-op unless the object is inline
   const StripeLayout layout = Layout();
   const uint64_t su = layout.stripe_unit;
   if (new_size < layout.size) {
@@ -764,6 +776,7 @@ Status ObjectImpl::Refresh() {
   std::lock_guard<std::mutex> lock(mu_);
   head_ = h;
   written_end_ = h.size;
+  uncommitted_ = false;  // a replace not committed yet is dropped: this is the object now
   return OkStatus();
 }
 

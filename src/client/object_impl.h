@@ -37,8 +37,10 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
  public:
   // `io` and `tracker` are borrowed from the Client, which must outlive this object. `red` is
   // the container's redundancy.
+  // `uncommitted`: `head` is a new object's (OpenOptions::replace), not written yet: the first
+  // write or Truncate writes it, replacing whatever object has the name then.
   ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, Redundancy red, WireShardKey head_key,
-             ObjectHead head);
+             ObjectHead head, bool uncommitted = false);
 
   const std::string& name() const override { return name_; }
   uint64_t size() const override;
@@ -172,6 +174,38 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // retry budget) and releases it.
   Status WithLeaseSync(const StripeGeometry& g, const WireShardKey& key, const std::function<Status()>& fn);
   static uint64_t NextVersion() { return NewVersion(); }
+
+  // Objects stored in their head, and objects opened with OpenOptions::replace
+  // (object_inline.cc).
+  // Serves a read of an inline object from its head; false when the object is not inline.
+  bool ReadInline(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
+  // Takes a write the stripe path must not run now: the first write of an uncommitted object
+  // at offset 0 of at most kMaxInlineBytes (written as an inline head: one shard write per head
+  // copy), and writes of an inline object or while one is being written or moved to stripes
+  // (parked until then). False: the stripe path runs it.
+  bool TakeWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset);
+  void WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t version);
+  void InlineHeadWritten(const std::shared_ptr<AsyncOp>& op, const ObjectHead& h, Status s);
+  // Blocking: under the head's lease, writes an inline object's bytes to its stripes and its
+  // head without them (another client may have done so already), so ranged writes can patch it.
+  Status MoveInlineToStripes();
+  void StartMoveInline();
+  // Runs the writes parked while an inline write or move was in flight (or fails them with `s`).
+  void Unpark(const Status& s);
+  // An uncommitted object's head write (RewriteHead): no lease, no read, a new version.
+  Result<ObjectHead> CommitNewHead(const std::function<void(ObjectHead&)>& change);
+  // What the object this replace-open replaces held is read while its head is written; once
+  // both ended, that version's stripes are deleted when ours is newer. Best effort: stripes
+  // left behind are orphans mgmt's repair service collects.
+  struct Replaced;
+  std::shared_ptr<Replaced> StartReplace(uint64_t version);
+  // Called when the read ends (`write` false) and when the head write ends (`write`, and
+  // whether it `committed`): the second call deletes.
+  void EndReplace(const std::shared_ptr<Replaced>& r, bool write, bool committed);
+  std::pair<uint64_t, uint64_t> DataId() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {head_.data_hi, head_.data_lo};
+  }
   // Stripe operations for `ops` retry transient failures until the latest of their deadlines
   // (or the client's retry budget) while one of them is still pending.
   RetryPolicy RetryFor(const std::vector<std::shared_ptr<AsyncOp>>& ops) const;
@@ -199,6 +233,9 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   std::map<uint64_t, std::deque<QueuedWrite>> stripe_queue_;  // busy stripes: the writes waiting
   std::map<uint64_t, std::shared_ptr<HeldLease>> handed_;  // leases passed to a stripe's next write
   bool head_write_in_flight_ = false;
+  bool uncommitted_ = false;      // see the constructor
+  bool inline_busy_ = false;      // an inline head write or a move to stripes is in flight
+  std::vector<std::pair<std::shared_ptr<AsyncOp>, uint64_t>> parked_;  // writes (op, offset) waiting for it
   uint64_t wanted_size_ = 0;
   std::vector<std::pair<uint64_t, std::function<void(Status)>>> size_waiters_;
 };

@@ -1,6 +1,7 @@
 // cluster_state_containers.cc — ClusterState's container catalogue: create, look up, list and
 // delete containers, and the ids of deleted ones (retired: never given out again). Containers
-// are not part of the cluster map: no change here bumps the epoch.
+// are not part of the cluster map, but a deletion bumps its epoch: clients cache their container
+// lookups for as long as their map stays at one epoch (client/container_cache.h).
 #include <string>
 #include <vector>
 
@@ -105,7 +106,8 @@ Status ClusterState::DeleteContainer(const std::string& name) {
   WriteBatch batch;
   batch.Delete(ContainerKey(name));
   batch.Put(DeletedContainerKey(it->second.id()), name);
-  PS_RETURN_IF_ERROR(store_->Commit(batch));
+  PS_RETURN_IF_ERROR(CommitLocked(batch, epoch_ + 1));
+  ++epoch_;
   deleted_containers_.insert(it->second.id());
   containers_.erase(it);
   PS_LOG_INFO("container '{}' deleted", name);
