@@ -305,22 +305,22 @@ TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
   // The entries survive a reload (a failover).
   Reload();
   ASSERT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 2);
-  ASSERT_TRUE(state_->DeleteContainer("gone").ok());
+  ASSERT_TRUE(state_->DeleteContainer("gone").ok());  // epoch 6: clients drop cached lookups
   // A pass that started at epoch 4 and checked "two" only: target 1 keeps "one", loses the deleted
   // container; target 2's "two" was reported at epoch 5, after the pass started.
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_EQ(*state_->MarkRecovered({}, {two}, 4, started), 6u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {two}, 4, started), 7u);
   a = state_->GetClusterMap().targets(0);
   ASSERT_EQ(a.recovering_containers_size(), 1);
   EXPECT_EQ(a.recovering_containers(0).container_id(), one);
   EXPECT_EQ(state_->GetClusterMap().targets(1).recovering_containers_size(), 1);
   // A write in "one" missed target 1 again after the next pass started: that pass leaves it.
   const auto next_started = std::chrono::steady_clock::now();
-  EXPECT_EQ(*state_->MarkRecovering(one, {1}), 6u);
-  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 6, next_started), 7u);
+  EXPECT_EQ(*state_->MarkRecovering(one, {1}), 7u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 7, next_started), 8u);
   EXPECT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 1);
   EXPECT_EQ(state_->GetClusterMap().targets(1).recovering_containers_size(), 0);
-  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 7, std::chrono::steady_clock::now()), 8u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one, two}, 8, std::chrono::steady_clock::now()), 9u);
   EXPECT_EQ(state_->GetClusterMap().targets(0).recovering_containers_size(), 0);
 
   // A DOWN target still gets the entry (readers must not fall back to it), and is recovering
@@ -328,8 +328,8 @@ TEST_F(ClusterStateTest, MissedWritesMarkTargetsRecoveringForTheirContainer) {
   now_ += kTimeout + 1;
   ASSERT_TRUE(state_->Heartbeat(Hb(1, "uuid-a")).ok());
   EXPECT_EQ(*state_->CheckLiveness(now_), 1);
-  EXPECT_EQ(*state_->MarkRecovering(one, {2}), 10u);
-  EXPECT_EQ(*state_->MarkRecovered({}, {one}, 10, std::chrono::steady_clock::now()), 10u);
+  EXPECT_EQ(*state_->MarkRecovering(one, {2}), 11u);
+  EXPECT_EQ(*state_->MarkRecovered({}, {one}, 11, std::chrono::steady_clock::now()), 11u);
   v1::Target b = state_->GetClusterMap().targets(1);
   EXPECT_EQ(b.state(), v1::TARGET_STATE_DOWN);
   ASSERT_EQ(b.recovering_containers_size(), 1);

@@ -144,7 +144,7 @@ TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
   Result<v1::MgmtStatus> st = client->GetStatus();
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->address(), server->address());
-  EXPECT_EQ(st->epoch(), 3u);
+  EXPECT_EQ(st->epoch(), 4u);  // the map above, then a container deleted
   EXPECT_EQ(st->targets_up(), 2u);
   EXPECT_EQ(st->targets_down(), 0u);
   EXPECT_EQ(st->containers(), 1u);
@@ -158,7 +158,7 @@ TEST(MgmtServer, RegisterHeartbeatMapAndContainers) {
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->body.find("penstock_mgmt_targets_up 2"), std::string::npos)
       << res->body;
-  EXPECT_NE(res->body.find("penstock_mgmt_map_epoch 3"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("penstock_mgmt_map_epoch 4"), std::string::npos) << res->body;
   EXPECT_NE(res->body.find("penstock_mgmt_containers 1"), std::string::npos) << res->body;
   EXPECT_NE(res->body.find("penstock_mgmt_rpc_total{code=\"already_exists\",method=\"CreateContainer\"} 1"),
             std::string::npos)
