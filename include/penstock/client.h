@@ -114,7 +114,8 @@ class PENSTOCK_API Client {
 
   // Stores the file at `local_path` as object `name`, replacing any object of that name
   // atomically: readers see the old object or the new one, and a failed put leaves the old
-  // one (or none) in place.
+  // one (or none) in place. An object of at most 16 KiB is stored in its head record: one
+  // shard write per head copy, and one head read to get it back.
   Status PutFile(const std::string& container, const std::string& name,
                  const std::string& local_path, const ProgressFn& progress = {});
   Status Put(const std::string& container, const std::string& name,

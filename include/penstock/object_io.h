@@ -143,7 +143,10 @@ struct OpenOptions {
   // write at offset 0 of at most 16 KiB stores the object in its head: one shard write per
   // head copy, and reading it back is one head read. The replaced version's stripes are
   // deleted once the new head is durable (when the old head was read in time; otherwise
-  // mgmt's repair service collects them as orphans). Implies create.
+  // mgmt's repair service collects them as orphans). Implies create. An Object of an object
+  // stored in its head reads from the head it holds (opened or refreshed): other clients'
+  // later writes show after Refresh() or a new Open (close-to-open), and its own first write
+  // in place moves it to stripes (one head lease, read and rewrite).
   bool replace = false;
 };
 
