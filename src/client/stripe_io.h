@@ -24,7 +24,9 @@
 // decoded from any K of one version (the newest with K). A shard that failed its checksum and
 // was read whole is written back at once (read repair). kNotFound only when no slot has the
 // stripe, or none is readable and more than M slots hold none (sparse, a target down);
-// kDataLoss when fewer than K shards of one version remain.
+// kDataLoss when fewer than K shards of one version remain. An ec read of all K data cells
+// with M < K asks no other slot: an acknowledged write reached at least one of them, so cells
+// that agree are the newest version (stripe_read_ec.cc, DataCellsSettleTheVersion).
 //
 // Heads (object records) are replicated on head_copies() slots; reads return the newest copy
 // (highest version), deletes of protected heads write an empty tombstone with a newer version
@@ -67,6 +69,7 @@ struct StripeIoStats {
   std::atomic<uint64_t> transient_retries{0}; // ... after a transient failure (RetryPolicy)
   std::atomic<uint64_t> map_confirmations{0}; // map fetches to confirm a read not every copy checked
   std::atomic<uint64_t> known_version_patches{0}; // rep range writes that skipped kStat (StripeKnowledge)
+  std::atomic<uint64_t> ec_reads_without_stat{0}; // ec reads of all K data cells (M < K): no kStat
   std::atomic<uint64_t> missed_reports{0};  // calls to mgmt reporting targets writes missed
   std::atomic<uint64_t> merged_writes{0};  // object writes of a stripe that joined the one queued before
                                            // them (ObjectImpl::QueuedWrite)

@@ -2,7 +2,8 @@
 //
 // The fast path (ReadEc) reads the touched data cells and asks every other up slot for its
 // version (kStat, no data); it answers when the data cells agree, at least K shards hold their
-// version and none holds a newer one (DecideEcRead). A data cell that is missing, fails, is of
+// version and none holds a newer one (DecideEcRead). A read of all K data cells of a scheme
+// with M < K asks nothing else (DataCellsSettleTheVersion says why that is enough). A data cell that is missing, fails, is of
 // another version or late by `straggler` turns the read degraded (ReadEcDegraded): the same
 // cell range is read from every up slot and the missing cells are decoded from any K of one
 // version, the newest that K hold. A shard that failed its checksum and was read whole is
@@ -42,6 +43,7 @@ struct StripeIo::EcRead {
   const uint32_t j0, j1;               // the data cells touched
   uint64_t lo = 0, hi = 0;                  // degraded: the range read of every cell
   std::shared_ptr<StripeDestination> into;  // fast path: where data cells may be placed
+  bool settled = false;  // fast path: the data cells alone decide (no kStat sent)
 
   std::mutex mu;
   std::function<void(Result<ShardData>)> done;
@@ -231,6 +233,24 @@ EcCells CellsOfVersion(const Replies& replies, uint64_t version, uint64_t lo, ui
   return c;
 }
 
+// Whether the data cells j0..j1 of a read, all of one version, settle what it answers without
+// the other shards' versions (kStat): when they are all K data cells and M < K. Then
+// - K shards (these cells) hold that version v: no write that failed part way is read;
+// - no acknowledged write is newer than v: a write is acknowledged only once quorum >= K of
+//   its shards are durable, and only M < K of them are not data cells, so at least one of
+//   these cells took it and answers its version or a newer one (kWriteIfNotOlder never
+//   replaces a newer version; a cell's target that did not take it answers older or nothing,
+//   which is a disagreement and turns the read degraded);
+// - a newer version on a parity cell alone is held by fewer than K shards: the degraded read
+//   would answer v too.
+// So asking the parity cells could only confirm v. A cell the map shows down, recovering (a
+// write to the container missed it) or that this client suspects is not read here at all
+// (ReadSlots: the read is degraded from the start). Partial reads (fewer cells) and M >= K
+// ask every shard, as before.
+bool DataCellsSettleTheVersion(const Redundancy& red, uint32_t j0, uint32_t j1) {
+  return red.m < red.k && j0 == 0 && j1 + 1 == red.k;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -255,7 +275,9 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
   const uint32_t cells = j1 - j0 + 1;
   st->replies.resize(g.red.width());  // data cells j0..j1 at their index; versions of the others
   std::vector<uint32_t> stat;
-  for (uint32_t i = 0; i < g.red.width() && i < slots->size(); ++i) {
+  st->settled = DataCellsSettleTheVersion(g.red, j0, j1);
+  if (st->settled) stats_.ec_reads_without_stat++;
+  for (uint32_t i = 0; i < g.red.width() && i < slots->size() && !st->settled; ++i) {
     if ((i < j0 || i > j1) && (*slots)[i].up) stat.push_back(i);
   }
   st->pending = cells + static_cast<uint32_t>(stat.size());
@@ -263,7 +285,8 @@ void StripeIo::ReadEc(const StripeGeometry& g, const WireShardKey& key, uint64_t
     std::unique_lock<std::mutex> l(st->mu);
     if (st->finished || st->degraded) return;
     for (uint32_t i = 0; i < st->replies.size() && i < st->slots.size(); ++i) {
-      if (!st->replies[i] && st->slots[i].up) Suspect(st->slots[i]);
+      const bool asked = !st->settled || (i >= st->j0 && i <= st->j1);
+      if (asked && !st->replies[i] && st->slots[i].up) Suspect(st->slots[i]);
     }
     for (uint32_t j = st->j0; j <= st->j1; ++j) {
       if (!st->replies[j]) return GiveUpEcRead(st, l);  // a data cell is late
