@@ -85,11 +85,14 @@ void ObjectImpl::WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t ve
   op->CopyFromIov(0, h.data);
   auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
   auto replaced = StartReplace(version);
-  io_->StartWriteHead(red_, head_key_, std::move(bytes), version,
-                      [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
-                        self->EndReplace(replaced, /*write=*/true, s.ok());
-                        self->InlineHeadWritten(op, h, std::move(s));
-                      });
+  // Replicated as heads are (HeadRedundancy), transient failures retried as the op's stripe
+  // writes are.
+  io_->Write(StripeGeometry::For(HeadRedundancy(red_), 0), head_key_, std::move(bytes), version,
+             [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
+               self->EndReplace(replaced, /*write=*/true, s.ok());
+               self->InlineHeadWritten(op, h, std::move(s));
+             },
+             RetryFor({op}));
 }
 
 void ObjectImpl::InlineHeadWritten(const std::shared_ptr<AsyncOp>& op, const ObjectHead& h, Status s) {
