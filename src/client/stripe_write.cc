@@ -139,7 +139,11 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
     finish = true;
   } else if (st->ok >= st->need && !st->timer_armed) {
     st->timer_armed = true;
-    timer_.After(straggler_, [this, st, key] {
+    // The timer holds the write weakly: a write whose requests all ended is decided already,
+    // and its state (the stripe's bytes, maybe the caller's lent buffer) goes at once.
+    timer_.After(straggler_, [this, weak = std::weak_ptr<WriteState>(st), key] {
+      const std::shared_ptr<WriteState> st = weak.lock();
+      if (!st) return;
       std::unique_lock<std::mutex> l(st->mu);
       if (st->finished) return;
       st->finished = true;
