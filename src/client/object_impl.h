@@ -4,8 +4,9 @@
 // of nearby ranges of a stripe within a batch. A request for one operation's piece lends the
 // caller's buffers to the transport, which receives the reply straight into them (no copy in
 // the client; see OpDestination in object_impl.cc); a group's reply is copied out of one buffer.
-// Writes of an unprotected stripe from one caller buffer are sent from it (the op's buffers are
-// lent until the write ended); other writes copy the caller's bytes. A write that covers only
+// Writes of a stripe from one caller buffer are sent from it when it is unprotected or written
+// whole (the op's buffers are lent until every shard request reading them ended, stragglers
+// included: see LentUntilReleased); other writes copy the caller's bytes. A write that covers only
 // part of what a stripe holds reads the stripe, patches it and writes it whole (read-modify-
 // write); writes to one stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // A protected stripe's write lease is handed from one queued write of it to the next (see
