@@ -77,8 +77,10 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
   st->version = version;
   st->known = std::move(known);
   const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
-  WriteSlots(g, key, st, [this, key, shard_bytes, version](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
-    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb));
+  st->give_up.resize(g.red.width());
+  for (auto& a : st->give_up) a = std::make_shared<CallAbandon>();
+  WriteSlots(g, key, st, [this, key, shard_bytes, version, st](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
+    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb), st->give_up[i]);
   });
 }
 
@@ -147,7 +149,16 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
       std::unique_lock<std::mutex> l(st->mu);
       if (st->finished) return;
       st->finished = true;
-      for (auto& [i, t] : st->waiting) Suspect(t);
+      for (auto& [i, t] : st->waiting) {
+        Suspect(t);
+        // Decided without it: its request no longer holds the stripe's bytes (the caller's,
+        // when lent) until the target answers or the transport times out. It may have landed
+        // all the same; it is reported as missed either way.
+        if (i < st->give_up.size() && st->give_up[i]) {
+          st->give_up[i]->GiveUp(Unavailable("target " + std::to_string(t.id) + " (" + t.address + ") answered no write of shard " + std::to_string(i) +
+                                             " of " + Ordinal(key) + " within the straggler delay; given up"));
+        }
+      }
       stats_.degraded_writes++;
       auto done = std::move(st->done);
       auto written = st->written;
