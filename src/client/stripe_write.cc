@@ -149,16 +149,8 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
       std::unique_lock<std::mutex> l(st->mu);
       if (st->finished) return;
       st->finished = true;
-      for (auto& [i, t] : st->waiting) {
-        Suspect(t);
-        // Decided without it: its request no longer holds the stripe's bytes (the caller's,
-        // when lent) until the target answers or the transport times out. It may have landed
-        // all the same; it is reported as missed either way.
-        if (i < st->give_up.size() && st->give_up[i]) {
-          st->give_up[i]->GiveUp(Unavailable("target " + std::to_string(t.id) + " (" + t.address + ") answered no write of shard " + std::to_string(i) +
-                                             " of " + Ordinal(key) + " within the straggler delay; given up"));
-        }
-      }
+      for (auto& [i, t] : st->waiting) Suspect(t);
+      GiveUpWaiting(*st, key, "within the straggler delay");
       stats_.degraded_writes++;
       auto done = std::move(st->done);
       auto written = st->written;
@@ -168,6 +160,7 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
   }
   if (!finish) return;
   st->finished = true;
+  if (!result.ok()) GiveUpWaiting(*st, key, "before the write failed");  // decided without them
   if (result.ok() && st->ok < st->width) stats_.degraded_writes++;
   if (result.ok() && st->ok == st->width && st->known) *st->known = {st->version, st->epoch};
   auto done = std::move(st->done);
@@ -175,6 +168,17 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
   lock.unlock();
   if (result.ok() && st->ok < st->width) return ReportMissedThen(key, st->targets, written, std::move(done));
   done(result);
+}
+
+void StripeIo::GiveUpWaiting(WriteState& st, const WireShardKey& key, const std::string& when) {
+  // Decided without them: their requests no longer hold the stripe's bytes (the caller's, when
+  // lent) until the targets answer or the transport times out. One may have landed all the
+  // same; a degraded write reports it as missed either way.
+  for (auto& [i, t] : st.waiting) {
+    if (i >= st.give_up.size() || !st.give_up[i]) continue;
+    st.give_up[i]->GiveUp(Unavailable("target " + std::to_string(t.id) + " (" + t.address + ") answered no write of shard " +
+                                      std::to_string(i) + " of " + Ordinal(key) + " " + when + "; given up"));
+  }
 }
 
 std::vector<std::span<const std::byte>> StripeIo::EncodeShards(const StripeGeometry& g,
