@@ -5,10 +5,12 @@
 // transport. A reply payload goes into the call's ReplyDestination when it lends memory (as the
 // UCX client does). Tests can hold replies (to cancel or expire operations while requests are
 // in flight), hold placements (the bytes are placed but the memory is not returned yet: a
-// transfer in flight), make the next calls of an opcode fail, and count calls. Thread-safe.
+// transfer in flight), make the next calls of an opcode fail, and count calls. A call given up
+// (CallAbandon) whose reply a Stall holds is answered at once with the reason. Thread-safe.
 // Test-only.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -37,7 +39,8 @@ class FakeShardTransport : public RpcCaller {
 
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-            std::shared_ptr<ReplyDestination> into = nullptr) override {
+            std::shared_ptr<ReplyDestination> into = nullptr,
+            std::shared_ptr<CallAbandon> abandon = nullptr) override {
     RpcReply reply;
     std::function<void()> before;
     {
@@ -56,9 +59,12 @@ class FakeShardTransport : public RpcCaller {
       std::lock_guard<std::mutex> lock(mu_);
       ++calls_[opcode];
       auto& to = stalled_.count(address) ? stalled_[address] : queue_;
-      to.push_back({std::move(reply), std::move(done), std::move(into), {}});
+      to.push_back({std::move(reply), std::move(done), std::move(into), {}, abandon});
     }
     cv_.notify_all();
+    if (abandon) {
+      abandon->Bind([this, call = abandon.get()](const Status& why) { GiveUp(call, why); });
+    }
   }
 
   // Calls to `address` are served but their replies wait (a stopped target: a gray failure)
@@ -66,6 +72,12 @@ class FakeShardTransport : public RpcCaller {
   void Stall(const std::string& address) {
     std::lock_guard<std::mutex> lock(mu_);
     stalled_[address];
+  }
+  // Calls to `address` whose replies a Stall holds now.
+  size_t stalled_calls(const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = stalled_.find(address);
+    return it == stalled_.end() ? 0 : it->second.size();
   }
   void Unstall(const std::string& address) {
     {
@@ -211,7 +223,25 @@ class FakeShardTransport : public RpcCaller {
     std::function<void(RpcReply)> done;
     std::shared_ptr<ReplyDestination> into;
     std::vector<std::span<std::byte>> spans;  // lent by `into`
+    std::shared_ptr<CallAbandon> abandon;
   };
+
+  // A stalled reply of the call `call` gives up goes now, with `why`.
+  void GiveUp(const CallAbandon* call, const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [address, pending] : stalled_) {
+        auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) { return p.abandon.get() == call; });
+        if (it == pending.end()) continue;
+        it->reply = RpcReply{};
+        it->reply.status = why;
+        queue_.push_back(std::move(*it));
+        pending.erase(it);
+        break;
+      }
+    }
+    cv_.notify_all();
+  }
   using Key = std::tuple<uint64_t, uint64_t, uint64_t, uint64_t, uint32_t>;
 
   struct Shard;
@@ -370,6 +400,7 @@ class FakeShardTransport : public RpcCaller {
       queue_.pop_front();
       delivering_ = true;
       lock.unlock();
+      if (p.abandon) p.abandon->Unbind();  // ending: a GiveUp from now on does nothing
       std::vector<std::span<std::byte>> spans;
       const size_t n = p.reply.payload.size();
       if (p.into != nullptr && n > 0) spans = p.into->Borrow(n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "client/completion_queue_access.h"
 #include "common/await.h"
@@ -282,12 +283,14 @@ void ObjectImpl::StartWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset)
   for (uint64_t s = first; s <= last; ++s) {
     const uint64_t begin = std::max(offset, s * su) - s * su;
     const uint64_t stop = std::min(end, (s + 1) * su) - s * su;
-    // An unprotected stripe's bytes in one caller buffer are sent from there: the op's buffers
-    // are lent until the stripe's write ended (a cancelled op completes after that). Otherwise
-    // they are copied now (a protected stripe's shard writes may outlive the op: stragglers).
+    // A stripe's bytes in one caller buffer are sent from there: the op's buffers are lent until
+    // every request reading them ended (a cancelled op completes after that; a protected
+    // stripe's stragglers may outlive its write, see LentUntilReleased). Protected stripes are
+    // lent only when written whole (range writes and read-modify-writes keep their own copy).
+    // Otherwise the bytes are copied now.
     std::shared_ptr<AlignedBuffer> data;
     bool lent = false;
-    if (!layout.red.protected_()) {
+    if (!layout.red.protected_() || (begin == 0 && stop == su)) {
       auto spans = op->IovSpans(s * su + begin - offset, stop - begin);
       std::lock_guard<std::mutex> lock(op->mu);
       if (spans.size() == 1 && op->LendLocked()) {
@@ -344,7 +347,10 @@ void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
   // applies the writes in one order, and no update is lost.
   TakeLease(geo, key, std::move(handed), RetryFor(ops),
             [self, stripe, geo, key, batch = std::move(batch)](Result<std::shared_ptr<HeldLease>> lease) mutable {
-              if (!lease.ok()) return self->EndStripeWrite(stripe, batch, lease.status(), nullptr);
+              if (!lease.ok()) {
+                ReturnLent(batch);  // nothing was sent
+                return self->EndStripeWrite(stripe, batch, lease.status(), nullptr);
+              }
               auto held = *lease;
               // Nothing of it was sent yet: the writes whose operation ended while the batch
               // waited (cancelled, expired) drop out, for only writes already sent may land after
@@ -353,11 +359,30 @@ void ObjectImpl::WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch) {
               std::vector<QueuedWrite> run = self->TakeRun(stripe, std::move(batch));
               if (run.empty()) return self->EndStripeWrite(stripe, {}, EndedBefore(stripe), held);
               auto [begin, data] = self->Union(run);
+              if (run.size() == 1 && run[0].lent) {  // sent from the caller's buffer
+                data = LentUntilReleased(run[0].op, std::move(data));
+                run[0].lent = false;  // returned by the last request that reads it, not here
+              }
               self->WriteLeasedStripe(OpsOf(run), geo, key, begin, data, held->known,
                                       [self, stripe, run, held](Status s) {
                                         self->EndStripeWrite(stripe, run, std::move(s), held);
                                       });
             });
+}
+
+void ObjectImpl::ReturnLent(std::vector<QueuedWrite>& batch) {
+  for (QueuedWrite& w : batch) {
+    if (std::exchange(w.lent, false)) AsyncOp::Unlend(w.op);
+  }
+}
+
+std::shared_ptr<AlignedBuffer> ObjectImpl::LentUntilReleased(std::shared_ptr<AsyncOp> op,
+                                                             std::shared_ptr<AlignedBuffer> data) {
+  AlignedBuffer* view = data.get();
+  return {view, [op = std::move(op), data = std::move(data)](AlignedBuffer*) mutable {
+            data.reset();
+            AsyncOp::Unlend(op);
+          }};
 }
 
 std::vector<std::shared_ptr<AsyncOp>> ObjectImpl::OpsOf(const std::vector<QueuedWrite>& batch) {
@@ -406,6 +431,7 @@ std::vector<ObjectImpl::QueuedWrite> ObjectImpl::TakeRun(uint64_t stripe, std::v
       ended = w.op->finished;
     }
     if (ended) {
+      if (w.lent) AsyncOp::Unlend(w.op);  // nothing of it was sent
       AsyncOp::SubDone(w.op, EndedBefore(stripe), 0);
     } else if (run.empty() || (rest.empty() && Touches(w, begin, stop))) {
       const uint64_t end = w.begin + w.data->size();

@@ -4,8 +4,9 @@
 // of nearby ranges of a stripe within a batch. A request for one operation's piece lends the
 // caller's buffers to the transport, which receives the reply straight into them (no copy in
 // the client; see OpDestination in object_impl.cc); a group's reply is copied out of one buffer.
-// Writes of an unprotected stripe from one caller buffer are sent from it (the op's buffers are
-// lent until the write ended); other writes copy the caller's bytes. A write that covers only
+// Writes of a stripe from one caller buffer are sent from it when it is unprotected or written
+// whole (the op's buffers are lent until every shard request reading them ended, stragglers
+// included: see LentUntilReleased); other writes copy the caller's bytes. A write that covers only
 // part of what a stripe holds reads the stripe, patches it and writes it whole (read-modify-
 // write); writes to one stripe through this Object run one at a time, in submission order (a per-stripe queue).
 // A protected stripe's write lease is handed from one queued write of it to the next (see
@@ -104,6 +105,15 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   // renewed) first; the writes whose operation ended meanwhile drop out then (TakeRun).
   void WriteStripe(uint64_t stripe, std::vector<QueuedWrite> batch);
   static std::vector<std::shared_ptr<AsyncOp>> OpsOf(const std::vector<QueuedWrite>& batch);
+  // Returns the caller's buffers of the lent writes of `batch` (none of it was sent).
+  static void ReturnLent(std::vector<QueuedWrite>& batch);
+  // `data` (a view of `op`'s buffers, lent once) as the stripe write sends it: the op's buffers
+  // are returned (AsyncOp::Unlend) when the last holder lets go of it, i.e. once every shard
+  // request that reads it ended, stragglers included, which may be after the stripe's write
+  // was decided on its quorum. The op's completion is held until then (AsyncOp::held), so the
+  // caller's memory is never read after the completion is delivered.
+  static std::shared_ptr<AlignedBuffer> LentUntilReleased(std::shared_ptr<AsyncOp> op,
+                                                          std::shared_ptr<AlignedBuffer> data);
   // Stripe bytes [first, first + buffer size) the batch writes: a lone write's own data (a
   // view of the caller's buffers when lent), or a copy of every write, later bytes over earlier
   // ones (lent buffers are returned then).

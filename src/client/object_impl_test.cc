@@ -553,6 +553,63 @@ TEST_F(ObjectImplTest, CancelledWriteCompletesAfterItsSendsFromTheBuffer) {
   }
 }
 
+// A protected stripe written whole is sent from the caller's buffer too (no copy): cancelled
+// while it waits for its stripe's lease, the write completes only once the buffer is the
+// caller's again, and nothing of it lands.
+TEST_P(ObjectImplRedundancyTest, CancelledWholeWriteCompletesOnlyOnceItsBufferIsReturned) {
+  auto obj = NewObject("lent-whole", GetParam());
+  const auto data = Bytes(kStripe, 9);
+  CompletionQueue cq;
+  fake_.Hold();  // the lease reply (protected) or the write's reply (none) waits
+  OpId id = obj->WriteAsync(0, {{const_cast<std::byte*>(data.data()), data.size()}}, cq, 1);
+  EXPECT_TRUE(obj->Cancel(id));
+  EXPECT_TRUE(cq.Wait(1, std::chrono::milliseconds(100)).empty());  // still lent
+  fake_.Release();
+  auto c = cq.Wait(1, std::chrono::seconds(10));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].status.code(), StatusCode::kCancelled);
+  fake_.Drain();
+  EXPECT_TRUE(cq.Poll().empty());
+}
+
+// A protected whole-stripe write sent from the caller's buffer and decided on its quorum while
+// one shard's request still runs (a straggler past the straggler delay): the straggler's
+// request is given up (CallAbandon), and the completion comes only once it ended, so no
+// transfer reads the caller's memory after the caller got it back; the caller's bytes are what
+// every copy or cell holds.
+TEST_F(ObjectImplTest, AWholeWriteFromTheCallersBufferCompletesAfterItsStragglers) {
+  for (const char* scheme : {"rep:3@2", "ec:2+1@2"}) {
+    SCOPED_TRACE(scheme);
+    // A fresh StripeIo: no target is suspected yet.
+    StripeIo io(&shards_, &view_, std::chrono::milliseconds(200));
+    auto obj = NewObject(std::string("straggled-") + scheme, scheme, &io);
+    auto slots = io.Slots(WireShardKey{1, next_id_, 7, 0, 0, 0}, red_.width());
+    ASSERT_TRUE(slots.ok());
+    const std::string late = slots->back().address;  // not the lease's target (slot 0)
+    std::vector<std::byte> data = Bytes(kStripe, 10);
+    const std::vector<std::byte> wrote = data;
+    CompletionQueue cq;
+    fake_.Stall(late);
+    obj->WriteAsync(0, {{data.data(), data.size()}}, cq, 1);
+    auto c = cq.Wait(1, std::chrono::seconds(10));  // the late target still stalls
+    ASSERT_EQ(c.size(), 1u);
+    EXPECT_TRUE(c[0].status.ok()) << c[0].status.ToString();
+    EXPECT_EQ(fake_.stalled_calls(late), 0u) << "completed while a request could read the buffer";
+    EXPECT_GT(io.stats().degraded_writes.load(), 0u);
+    fake_.Unstall(late);
+    std::fill(data.begin(), data.end(), std::byte{0xEE});  // the caller's memory again
+    fake_.Drain();
+    std::vector<std::byte> out(kStripe);
+    auto n = obj->Read(0, out);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(out, wrote);
+    const uint32_t shard = static_cast<uint32_t>(red_.width() - 1);
+    auto stored = fake_.Stored(1, next_id_, 7, 0, shard);
+    if (red_.kind == Redundancy::Kind::kReplicate) EXPECT_EQ(stored, wrote);
+    EXPECT_FALSE(stored.empty());
+  }
+}
+
 TEST_F(ObjectImplTest, CancelledReadNeverTouchesTheBufferAgain) {
   auto obj = NewObject("cancel");
   ASSERT_TRUE(obj->Write(0, Bytes(4 * kStripe, 3)).ok());

@@ -12,8 +12,8 @@ RpcReply RpcCaller::CallSync(const std::string& address, uint16_t opcode,
 
 void UcxRpcCaller::Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
                         std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-                        std::shared_ptr<ReplyDestination> into) {
-  rpc_->Call(address, opcode, header, payload, std::move(done), std::move(into));
+                        std::shared_ptr<ReplyDestination> into, std::shared_ptr<CallAbandon> abandon) {
+  rpc_->Call(address, opcode, header, payload, std::move(done), std::move(into), std::move(abandon));
 }
 
 }  // namespace penstock

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "transport/call_abandon.h"
 #include "transport/rpc.h"
 
 namespace penstock {
@@ -23,9 +24,11 @@ class RpcCaller {
   virtual ~RpcCaller() = default;
   // Sends a request; `payload` must stay valid until `done` runs. With `into`, the reply's
   // payload may be received into the memory it lends (ReplyDestination, RpcReply::placed).
+  // With `abandon`, the caller may give up on the call before its reply (CallAbandon).
   virtual void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
                     std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-                    std::shared_ptr<ReplyDestination> into = nullptr) = 0;
+                    std::shared_ptr<ReplyDestination> into = nullptr,
+                    std::shared_ptr<CallAbandon> abandon = nullptr) = 0;
   // Blocking form. Must not be called from a thread that runs `done` callbacks.
   RpcReply CallSync(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
                     std::span<const std::byte> payload);
@@ -37,7 +40,8 @@ class UcxRpcCaller : public RpcCaller {
   explicit UcxRpcCaller(RpcClient* rpc) : rpc_(rpc) {}
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-            std::shared_ptr<ReplyDestination> into = nullptr) override;
+            std::shared_ptr<ReplyDestination> into = nullptr,
+            std::shared_ptr<CallAbandon> abandon = nullptr) override;
 
  private:
   RpcClient* rpc_;

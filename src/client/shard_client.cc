@@ -230,14 +230,15 @@ std::string ShardClient::Name(const TargetRef& t) {
 
 void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
                                std::span<const std::byte> data, uint64_t version, bool only_if_not_older,
-                               std::function<void(Status)> done) {
+                               std::function<void(Status)> done, std::shared_ptr<CallAbandon> abandon) {
   std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version, only_if_not_older ? kWriteIfNotOlder : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
              [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
                TokenRefused(r.status, c);
                done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
-             });
+             },
+             nullptr, std::move(abandon));
 }
 
 void ShardClient::StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,

@@ -85,8 +85,10 @@ class ShardClient {
   // `done` runs. With `only_if_not_older`, the target keeps a stored version newer than
   // `version` and answers kAborted (a concurrent writer won). Reads: `length` UINT64_MAX reads
   // to the end; a shorter shard gives a shorter reply.
+  // With `abandon`, the write may be given up before its answer (CallAbandon).
   void StartWriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
-                    uint64_t version, bool only_if_not_older, std::function<void(Status)> done);
+                    uint64_t version, bool only_if_not_older, std::function<void(Status)> done,
+                    std::shared_ptr<CallAbandon> abandon = nullptr);
   // Range write at an explicit target; with `expected`, applied only over that stored version
   // (kWriteIfVersion: kAborted when the stored one is newer, kFailedPrecondition when older).
   void StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,

@@ -267,6 +267,9 @@ class StripeIo {
   // After each shard's answer (under st->mu, which it may release): finishes the write once
   // it is decided, or arms the straggler timer once K shards are written.
   void DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteState>& st, std::unique_lock<std::mutex>& lock);
+  // Gives up the requests of a decided write still waiting for an answer (st.give_up; under
+  // st.mu): the write went on without them (`when`: "within the straggler delay").
+  void GiveUpWaiting(WriteState& st, const WireShardKey& key, const std::string& when);
   // The bytes of every shard of a stripe holding `data` (ec: data cells, then parity): slices
   // of `data` where a shard is one, buffers appended to `owned` otherwise (parity, zero-padded
   // cells). Both must outlive the shard requests. Used by Write and RepairShards.

@@ -32,6 +32,9 @@ struct StripeIo::WriteState {
   uint64_t version = 0;                   // the version every shard is written with
   std::shared_ptr<StripeKnowledge> known; // updated when the write is decided
   uint64_t epoch = 0;                     // of the map the slots were taken from
+  // By shard, when set: gives up the shard's request once the write is decided without it
+  // (a straggler), so the memory it reads (maybe the caller's) is free at once.
+  std::vector<std::shared_ptr<CallAbandon>> give_up;
 };
 
 namespace stripe_io_internal {

@@ -77,8 +77,10 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
   st->version = version;
   st->known = std::move(known);
   const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
-  WriteSlots(g, key, st, [this, key, shard_bytes, version](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
-    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb));
+  st->give_up.resize(g.red.width());
+  for (auto& a : st->give_up) a = std::make_shared<CallAbandon>();
+  WriteSlots(g, key, st, [this, key, shard_bytes, version, st](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
+    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb), st->give_up[i]);
   });
 }
 
@@ -139,11 +141,16 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
     finish = true;
   } else if (st->ok >= st->need && !st->timer_armed) {
     st->timer_armed = true;
-    timer_.After(straggler_, [this, st, key] {
+    // The timer holds the write weakly: a write whose requests all ended is decided already,
+    // and its state (the stripe's bytes, maybe the caller's lent buffer) goes at once.
+    timer_.After(straggler_, [this, weak = std::weak_ptr<WriteState>(st), key] {
+      const std::shared_ptr<WriteState> st = weak.lock();
+      if (!st) return;
       std::unique_lock<std::mutex> l(st->mu);
       if (st->finished) return;
       st->finished = true;
       for (auto& [i, t] : st->waiting) Suspect(t);
+      GiveUpWaiting(*st, key, "within the straggler delay");
       stats_.degraded_writes++;
       auto done = std::move(st->done);
       auto written = st->written;
@@ -153,6 +160,7 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
   }
   if (!finish) return;
   st->finished = true;
+  if (!result.ok()) GiveUpWaiting(*st, key, "before the write failed");  // decided without them
   if (result.ok() && st->ok < st->width) stats_.degraded_writes++;
   if (result.ok() && st->ok == st->width && st->known) *st->known = {st->version, st->epoch};
   auto done = std::move(st->done);
@@ -160,6 +168,17 @@ void StripeIo::DecideWrite(const WireShardKey& key, const std::shared_ptr<WriteS
   lock.unlock();
   if (result.ok() && st->ok < st->width) return ReportMissedThen(key, st->targets, written, std::move(done));
   done(result);
+}
+
+void StripeIo::GiveUpWaiting(WriteState& st, const WireShardKey& key, const std::string& when) {
+  // Decided without them: their requests no longer hold the stripe's bytes (the caller's, when
+  // lent) until the targets answer or the transport times out. One may have landed all the
+  // same; a degraded write reports it as missed either way.
+  for (auto& [i, t] : st.waiting) {
+    if (i >= st.give_up.size() || !st.give_up[i]) continue;
+    st.give_up[i]->GiveUp(Unavailable("target " + std::to_string(t.id) + " (" + t.address + ") answered no write of shard " +
+                                      std::to_string(i) + " of " + Ordinal(key) + " " + when + "; given up"));
+  }
 }
 
 std::vector<std::span<const std::byte>> StripeIo::EncodeShards(const StripeGeometry& g,

@@ -49,12 +49,13 @@ RpcCallEngine::~RpcCallEngine() {
 
 void RpcCallEngine::Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
                          std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-                         std::shared_ptr<ReplyDestination> into) {
+                         std::shared_ptr<ReplyDestination> into, std::shared_ptr<CallAbandon> abandon) {
   uint64_t id = next_id_.fetch_add(1) + 1;
   auto op_header = std::make_shared<std::vector<std::byte>>(header.begin(), header.end());
   auto done_box = std::make_shared<std::function<void(RpcReply)>>(std::move(done));
-  bool posted = worker_->Post([this, id, address, opcode, op_header, payload, done_box, into = std::move(into)] {
-    StartCall(id, address, opcode, *op_header, payload, std::move(*done_box), into);
+  bool posted = worker_->Post([this, id, address, opcode, op_header, payload, done_box, into = std::move(into),
+                               abandon = std::move(abandon)] {
+    StartCall(id, address, opcode, *op_header, payload, std::move(*done_box), into, abandon);
   });
   if (!posted) (*done_box)(ErrorReply(Cancelled("data-plane client is shutting down")));
 }
@@ -72,7 +73,8 @@ std::string RpcCallEngine::TransportName(const std::string& address) {
 
 void RpcCallEngine::StartCall(uint64_t id, const std::string& address, uint16_t opcode,
                               std::span<const std::byte> op_header, std::span<const std::byte> payload,
-                              std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
+                              std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into,
+                              std::shared_ptr<CallAbandon> abandon) {
   if (calls_total_ != nullptr) calls_total_->Inc();
   if (shutting_down_) return done(ErrorReply(Cancelled("data-plane client is shutting down")));
   if (op_header.size() > wire::kMaxOpHeader) {
@@ -87,6 +89,12 @@ void RpcCallEngine::StartCall(uint64_t id, const std::string& address, uint16_t 
   call.done = std::move(done);
   call.payload = payload;
   call.into = std::move(into);
+  if (abandon) {
+    call.abandon = std::move(abandon);
+    call.abandon->Bind([this, id](const Status& why) {
+      worker_->Post([this, id, why] { EndBeforeReply(id, why, "was given up"); });
+    });
+  }
   std::optional<wire::Placement> placement = PayloadSource(call, op_header);
   if (!placement) placement = LendForPlacement(call);
   call.am_header = std::move(wire::EncodeRequest(id, opcode, op_header, payload.size(),
@@ -176,6 +184,7 @@ void RpcCallEngine::Finish(CallMap::iterator it) {
   uint64_t id = it->first;
   calls_.erase(it);
   Revoke(call, false);  // lent memory no reply used (a placed reply returned it already)
+  if (call.abandon) call.abandon->Unbind();
   call.endpoint->calls.erase(id);
   deadlines_.erase({call.deadline, id});
   if (!call.outcome->status.ok() && failures_ != nullptr) failures_->Inc();
@@ -191,31 +200,35 @@ std::chrono::milliseconds RpcCallEngine::CheckDeadlines() {
     deadlines_.erase(deadlines_.begin());
     auto it = calls_.find(id);
     if (it == calls_.end() || it->second.outcome) continue;
-    if (!it->second.send_done) {
-      // Its request may still wait in this pass's batch (sent from a call this loop just
-      // finished, say): it goes now, so it is handed to UCX like any other.
-      worker_->FlushSends();
-      it = calls_.find(id);
-      if (it == calls_.end() || it->second.outcome) continue;
-    }
-    PendingCall& call = it->second;
-    call.outcome = ErrorReply(DeadlineExceeded(
-        "data-plane call (opcode " + std::to_string(call.opcode) + ") to " +
-        call.endpoint->address + " got no reply within " +
-        std::to_string(options_.timeout.count()) + " ms"));
-    if (call.send_done && !call.receiving) {
-      Finish(it);
-    } else {
-      // UCX still reads the caller's payload, or writes the reply into memory the caller
-      // lent: only closing the connection releases it.
-      FailEndpoint(call.endpoint.get(),
-                   Unavailable("data-plane connection to " + call.endpoint->address + " reset after a " +
-                               (call.receiving ? "reply" : "send") + " timed out"));
-    }
+    EndBeforeReply(id,
+                   DeadlineExceeded("data-plane call (opcode " + std::to_string(it->second.opcode) + ") to " +
+                                    it->second.endpoint->address + " got no reply within " +
+                                    std::to_string(options_.timeout.count()) + " ms"),
+                   "timed out");
   }
   if (deadlines_.empty()) return std::chrono::milliseconds::max();
   auto wait = std::chrono::ceil<std::chrono::milliseconds>(deadlines_.begin()->first - now);
   return std::max(wait, std::chrono::milliseconds(1));
+}
+
+void RpcCallEngine::EndBeforeReply(uint64_t id, Status why, const std::string& ended) {
+  auto it = calls_.find(id);
+  if (it == calls_.end() || it->second.outcome) return;
+  if (!it->second.send_done) {
+    // Its request may still wait in this pass's batch (sent from a call this loop just
+    // finished, say): it goes now, so it is handed to UCX like any other.
+    worker_->FlushSends();
+    it = calls_.find(id);
+    if (it == calls_.end() || it->second.outcome) return;
+  }
+  PendingCall& call = it->second;
+  call.outcome = ErrorReply(std::move(why));
+  if (call.send_done && !call.receiving) return Finish(it);  // a pulled payload: its ticket is cleared
+  // UCX still reads the caller's payload, or writes the reply into memory the caller lent:
+  // only closing the connection releases it.
+  FailEndpoint(call.endpoint.get(), Unavailable("data-plane connection to " + call.endpoint->address +
+                                                " reset after a " + (call.receiving ? "reply" : "send") + " " +
+                                                ended));
 }
 
 void RpcCallEngine::Shutdown() {

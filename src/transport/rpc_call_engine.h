@@ -37,6 +37,7 @@
 
 #include "common/metrics.h"
 #include "penstock/status.h"
+#include "transport/call_abandon.h"
 #include "transport/flow_control.h"
 #include "transport/rpc.h"
 #include "transport/rpc_client.h"
@@ -68,7 +69,7 @@ class RpcCallEngine {
   // until `done` runs.
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-            std::shared_ptr<ReplyDestination> into);
+            std::shared_ptr<ReplyDestination> into, std::shared_ptr<CallAbandon> abandon = nullptr);
 
   // The UCX transports of the connection to `address` ("" when none; waits up to 5 s for the
   // progress thread).
@@ -109,6 +110,7 @@ class RpcCallEngine {
     std::vector<std::byte> am_header;  // until sent
     std::span<const std::byte> payload;
     std::shared_ptr<ReplyDestination> into;  // where the reply payload may go (may be null)
+    std::shared_ptr<CallAbandon> abandon;    // bound while the call runs (may be null)
     // A reply payload is being received into memory `into` lent: the call is delivered only
     // after it ended (and the memory was returned).
     bool receiving = false;
@@ -130,13 +132,18 @@ class RpcCallEngine {
   // Calls and endpoints (rpc_call_engine.cc).
   void StartCall(uint64_t id, const std::string& address, uint16_t opcode,
                  std::span<const std::byte> op_header, std::span<const std::byte> payload,
-                 std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into);
+                 std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into,
+                 std::shared_ptr<CallAbandon> abandon);
   void Send(uint64_t id, PendingCall& call);
   static bool Admit(Endpoint& e, uint64_t bytes);
   void SendQueued(Endpoint* e);
   void OnSendComplete(uint64_t id, ucs_status_t st);
   void Complete(uint64_t id, RpcReply reply);
   void Finish(CallMap::iterator it);
+  // Ends call `id` before its reply with `why` (its deadline passed, or CallAbandon): at once
+  // when UCX no longer reads its payload nor writes its reply, else by closing its connection
+  // (the message says the send or reply `ended`, e.g. "timed out").
+  void EndBeforeReply(uint64_t id, Status why, const std::string& ended);
   // The worker's tick: ends the calls past their deadline; returns how long until the next one.
   std::chrono::milliseconds CheckDeadlines();
   void Shutdown();

@@ -106,7 +106,8 @@ RpcClient::~RpcClient() {
 
 void RpcClient::Call(const std::string& address, uint16_t opcode,
                      std::span<const std::byte> header, std::span<const std::byte> payload,
-                     std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into) {
+                     std::function<void(RpcReply)> done, std::shared_ptr<ReplyDestination> into,
+                     std::shared_ptr<CallAbandon> abandon) {
   size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % engines_.size();
   if (address.find(',') != std::string::npos) {  // a multi-rail server: this worker's rail
     std::string rail;
@@ -119,11 +120,11 @@ void RpcClient::Call(const std::string& address, uint16_t opcode,
       }
       done(std::move(reply));
     };
-    engines_[i]->Call(rail, opcode, header, payload, std::move(observe), std::move(into));
+    engines_[i]->Call(rail, opcode, header, payload, std::move(observe), std::move(into), std::move(abandon));
     return;
   }
   calls_[i].fetch_add(1, std::memory_order_relaxed);
-  engines_[i]->Call(address, opcode, header, payload, std::move(done), std::move(into));
+  engines_[i]->Call(address, opcode, header, payload, std::move(done), std::move(into), std::move(abandon));
 }
 
 std::pair<size_t, std::string> RpcClient::PickRail(const std::string& address, size_t first) {

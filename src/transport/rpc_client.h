@@ -32,6 +32,7 @@
 
 #include "common/metrics.h"
 #include "penstock/status.h"
+#include "transport/call_abandon.h"
 #include "transport/rpc.h"
 
 namespace penstock {
@@ -102,9 +103,11 @@ class RpcClient {
   // ReplyDestination; RpcReply::placed says how much went there). A transfer into it that is
   // still running when the call times out closes the connection, so the memory comes back
   // within the timeout whatever the peer does.
+  //
+  // With `abandon`, the caller may give up on the call before its reply (CallAbandon).
   void Call(const std::string& address, uint16_t opcode, std::span<const std::byte> header,
             std::span<const std::byte> payload, std::function<void(RpcReply)> done,
-            std::shared_ptr<ReplyDestination> into = nullptr);
+            std::shared_ptr<ReplyDestination> into = nullptr, std::shared_ptr<CallAbandon> abandon = nullptr);
 
   // Registers [data, data + size) with every UCX context of this client (ucp_mem_map), so
   // transfers into it skip per-transfer registration on transports that need it (RDMA);

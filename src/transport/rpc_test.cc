@@ -476,6 +476,45 @@ TEST(RpcTest, APayloadGivenUpOnIsNeitherCopiedNorRun) {
   EXPECT_TRUE(client->CallSync(ts.server->address(), kEcho, {}, {}).status.ok());
 }
 
+// A call given up through its CallAbandon ends at once with the reason, whether the server holds
+// its request (its payload copied) or it waits behind it for room (in flight or queued); a
+// payload given up so is never copied and its request never runs; the connection serves the
+// next calls.
+TEST(RpcTest, ACallGivenUpEndsWithItsReasonAndItsPayloadIsNotCopied) {
+  PlacementCounters m;
+  TestServer ts(RpcServerOptions{.host = "127.0.0.1", .metrics = &m.metrics, .max_incoming_bytes = 1 << 20});
+  auto client = MakeClient(30s);
+  ASSERT_TRUE(ts.server && client);
+  const auto held = RandomBytes(1 << 20, 15), late = RandomBytes(1 << 20, 16);
+  std::promise<RpcReply> first, second;
+  auto give_up_first = std::make_shared<CallAbandon>(), give_up_second = std::make_shared<CallAbandon>();
+  client->Call(ts.server->address(), kNever, {}, Span(held), [&first](RpcReply r) { first.set_value(std::move(r)); },
+               nullptr, give_up_first);
+  auto deadline = Clock::now() + 5s;
+  while (m.pulled.value() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(m.pulled.value(), 1u << 20);
+  client->Call(ts.server->address(), kEcho, {}, Span(late), [&second](RpcReply r) { second.set_value(std::move(r)); },
+               nullptr, give_up_second);  // waits for room behind the first
+  give_up_second->GiveUp(Unavailable("second given up"));
+  RpcReply r2 = second.get_future().get();
+  EXPECT_EQ(r2.status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r2.status.message(), "second given up");
+  give_up_first->GiveUp(Unavailable("first given up"));
+  EXPECT_EQ(first.get_future().get().status.message(), "first given up");
+  give_up_first->GiveUp(Unavailable("again"));  // ended: nothing happens
+  Responder release;
+  {
+    std::lock_guard lock(ts.mu);
+    ASSERT_EQ(ts.stalled.size(), 1u);
+    release = ts.stalled[0];
+  }
+  release(RpcReply{});  // room again: a second request that had reached the server is admitted
+  EXPECT_TRUE(client->CallSync(ts.server->address(), kEcho, {}, {}).status.ok());
+  // Had the second request reached the server, its copy was refused (the ticket was cleared).
+  EXPECT_EQ(m.pulled.value(), 1u << 20) << "only the first payload was copied";
+  EXPECT_EQ(ts.echoes.load(), 1) << "only the last echo ran";
+}
+
 // A call the client gave up on (timed out) has its ticket cleared before the memory goes back:
 // the server's late reply leaves that memory alone.
 TEST(RpcTest, ALateReplyIsNotWrittenIntoMemoryGivenBack) {
