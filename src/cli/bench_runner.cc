@@ -116,7 +116,6 @@ class BenchRun {
   void Handle(const IoCompletion& c);
   void Report();    // progress, about once a second
   void IssueAll();  // one operation per slot
-  void RunOnThisThread();
   void RunOnCallbacks();
 
   Client& client_;
@@ -128,8 +127,7 @@ class BenchRun {
   std::mt19937_64 rng_{12345};
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<MemoryRegistration>> registrations_;
-  CompletionQueue cq_;
-  CompletionQueue* q_ = &cq_;  // where Issue() sends completions
+  CompletionQueue* q_ = nullptr;  // where Issue() sends completions (RunOnCallbacks' queue)
   std::vector<double> lat_us_;
   BenchResult r_;
   uint64_t next_object_ = 0, seq_object_ = 0, seq_offset_ = 0;
@@ -289,20 +287,11 @@ void BenchRun::IssueAll() {
   }
 }
 
-void BenchRun::RunOnThisThread() {
-  // Writes open objects as they go (a replace-open sends nothing, but a container lookup after
-  // a map change asks mgmt, which must not stall a transport thread): from this thread,
-  // completions queued.
-  IssueAll();
-  while (inflight_ > 0) {
-    for (const IoCompletion& c : cq_.Wait(1, std::chrono::milliseconds(500))) Handle(c);
-    Report();
-  }
-}
-
 void BenchRun::RunOnCallbacks() {
-  // Reads and writes of open objects: each completion issues the slot's next operation on
-  // the transport thread that delivered it, as an application with a callback queue would,
+  // Each completion issues the slot's next operation on the transport thread that delivered
+  // it, as an application with a callback queue would (bench write opens each new object
+  // there: a replace-open sends nothing; only a container lookup after a map change asks
+  // mgmt, once),
   // rather than waking this thread for every operation (two thread switches an operation).
   // One thread at a time owns the run's state (`owner`); a completion that arrives while
   // another thread owns it, or during an issue on the owning thread itself (one that fails
@@ -358,11 +347,7 @@ Result<BenchResult> BenchRun::Run() {
   t0_ = Clock::now();
   stop_ = t0_ + std::chrono::duration<double>(o_.seconds);
   last_report_ = t0_;
-  if (o_.mode == BenchMode::kWrite) {
-    RunOnThisThread();
-  } else {
-    RunOnCallbacks();
-  }
+  RunOnCallbacks();
   if (!open_error_.ok()) return open_error_;
   r_.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
   r_.cpu_seconds = std::max(0.0, CpuSeconds() - cpu0 - r_.verify_seconds);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "client/completion_queue_access.h"
+#include "client/object_ids.h"
 #include "common/await.h"
 
 namespace penstock {
@@ -84,7 +85,7 @@ ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, 
       red_(red),
       head_key_(head_key),
       name_(head.name),
-      owner_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)),
+      owner_(NewDataId().first),  // random (a thread-local generator: no device read per Object)
       head_(std::move(head)),
       uncommitted_(uncommitted) {
   written_end_ = head_.size;

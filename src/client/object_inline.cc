@@ -33,10 +33,11 @@ int64_t NowMs() {
 
 struct ObjectImpl::Replaced {
   std::mutex mu;
-  uint64_t version = 0;           // of our head
+  uint64_t version = 0;               // of our head (set when the commit starts)
   uint64_t data_hi = 0, data_lo = 0;  // our data id
-  bool read = false, written = false, committed = false;
-  std::optional<ShardData> old;  // the head the read found (any version)
+  uint32_t reads_pending = 0;
+  bool written = false, committed = false;
+  std::optional<ShardData> old;  // the newest head copy the reads found
 };
 
 bool ObjectImpl::ReadInline(const std::shared_ptr<AsyncOp>& op, uint64_t offset) {
@@ -64,9 +65,15 @@ bool ObjectImpl::TakeWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset) 
     return true;
   }
   const bool first = uncommitted_ && written_end_ == 0 && stripe_queue_.empty() && !head_write_in_flight_;
-  if (!first || offset != 0 || op->iov_bytes() > kMaxInlineBytes) return false;
-  inline_busy_ = true;
+  const bool start_replace = uncommitted_ && replaced_ == nullptr;
+  if (start_replace) replaced_ = std::make_shared<Replaced>();
+  auto replaced = replaced_;
+  const bool inline_write = first && offset == 0 && op->iov_bytes() <= kMaxInlineBytes;
+  inline_busy_ = inline_busy_ || inline_write;
   lock.unlock();
+  // Asked before our head is sent: the reads reach the head's targets ahead of its write.
+  if (start_replace) StartReplace(replaced);
+  if (!inline_write) return false;
   WriteInlineHead(op, NextVersion());
   return true;
 }
@@ -84,12 +91,12 @@ void ObjectImpl::WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t ve
   h.data.resize(h.size);
   op->CopyFromIov(0, h.data);
   auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
-  auto replaced = StartReplace(version);
+  auto replaced = Replacing(version);
   // Replicated as heads are (HeadRedundancy), transient failures retried as the op's stripe
   // writes are.
   io_->Write(StripeGeometry::For(HeadRedundancy(red_), 0), head_key_, std::move(bytes), version,
              [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
-               self->EndReplace(replaced, /*write=*/true, s.ok());
+               if (replaced) self->EndReplace(replaced, /*write=*/true, s.ok());
                self->InlineHeadWritten(op, h, std::move(s));
              },
              RetryFor({op}));
@@ -172,32 +179,45 @@ Result<ObjectHead> ObjectImpl::CommitNewHead(const std::function<void(ObjectHead
   h.mtime_ms = NowMs();
   h.dense = false;
   const uint64_t version = NextVersion();
-  auto replaced = StartReplace(version);
+  auto replaced = Replacing(version);
   Status s = io_->WriteHead(red_, head_key_, EncodeObjectHead(h), version);
-  EndReplace(replaced, /*write=*/true, s.ok());
+  if (replaced) EndReplace(replaced, /*write=*/true, s.ok());
   if (!s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   uncommitted_ = false;
   return h;
 }
 
-std::shared_ptr<ObjectImpl::Replaced> ObjectImpl::StartReplace(uint64_t version) {
-  auto r = std::make_shared<Replaced>();
-  r->version = version;
+void ObjectImpl::StartReplace(const std::shared_ptr<Replaced>& r) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     r->data_hi = head_.data_hi;
     r->data_lo = head_.data_lo;
   }
-  tracker_->RunBlocking([self = shared_from_this(), r] {
-    auto old = self->io_->ReadHead(self->red_, self->head_key_);
-    {
-      std::lock_guard<std::mutex> lock(r->mu);
-      if (old.ok()) r->old = std::move(*old);
-    }
-    self->EndReplace(r, /*write=*/false, false);
-  });
-  return r;
+  // Every copy's head as it is now, asynchronously (no retries: this only finds stripes to
+  // free early; what it misses, orphan collection frees later).
+  auto slots = io_->Slots(head_key_, HeadRedundancy(red_).width());
+  if (!slots.ok()) return EndReplace(r, /*write=*/false, false);
+  r->reads_pending = static_cast<uint32_t>(slots->size()) + 1;  // +1: released below
+  for (uint32_t i = 0; i < slots->size(); ++i) {
+    io_->shards().StartReadTo((*slots)[i], WithShard(head_key_, i), 0, UINT64_MAX,
+                              [self = shared_from_this(), r](Result<ShardData> got) {
+                                {
+                                  std::lock_guard<std::mutex> lock(r->mu);
+                                  if (got.ok() && (!r->old || got->version > r->old->version)) r->old = std::move(*got);
+                                }
+                                self->EndReplace(r, /*write=*/false, false);
+                              });
+  }
+  EndReplace(r, /*write=*/false, false);
+}
+
+std::shared_ptr<ObjectImpl::Replaced> ObjectImpl::Replacing(uint64_t version) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (replaced_ == nullptr) return nullptr;
+  std::lock_guard<std::mutex> rl(replaced_->mu);
+  replaced_->version = version;
+  return replaced_;
 }
 
 void ObjectImpl::EndReplace(const std::shared_ptr<Replaced>& r, bool write, bool committed) {
@@ -207,10 +227,10 @@ void ObjectImpl::EndReplace(const std::shared_ptr<Replaced>& r, bool write, bool
     if (write) {
       r->written = true;
       r->committed = committed;
-    } else {
-      r->read = true;
+    } else if (r->reads_pending > 0) {
+      --r->reads_pending;
     }
-    if (!r->read || !r->written) return;  // the other one acts
+    if (r->reads_pending > 0 || !r->written) return;  // the last one acts
     // A head older than ours that names other data: ours replaced it on every copy it reached.
     if (!r->committed || !r->old || r->old->version >= r->version) return;
     auto h = DecodeObjectHead(r->old->data.span());
