@@ -3,21 +3,14 @@
 #include <algorithm>
 #include <chrono>
 
+#include "client/write_version.h"
 #include "mgmt_client/mgmt_client.h"
 
 namespace penstock {
 
-namespace {
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 Result<std::vector<std::byte>> CapabilityCache::Get(uint64_t container) {
   if (!enabled_) return std::vector<std::byte>();
-  const int64_t now = NowMs();
+  const int64_t now = WallClockMs();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tokens_.find(container);

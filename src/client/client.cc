@@ -21,6 +21,7 @@
 #include "client/shard_client.h"
 #include "client/stripe_io.h"
 #include "client/stripe_pipeline.h"
+#include "client/write_version.h"
 #include "common/log.h"
 #include "mgmt_client/cluster_map_watch.h"
 #include "mgmt_client/mgmt_client.h"
@@ -31,12 +32,6 @@
 namespace penstock {
 
 namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Result<ContainerInfo> FromProto(const v1::Container& c) {
   PS_ASSIGN_OR_RETURN(Redundancy red, ContainerRedundancy(c));
@@ -185,7 +180,7 @@ class Client::Impl : public DataPath {
     head.size = size;
     head.stripe_unit = c.stripe_unit;
     std::tie(head.data_hi, head.data_lo) = NewDataId();
-    head.mtime_ms = NowMs();
+    head.mtime_ms = WallClockMs();
     head.dense = true;  // every stripe is written below: one found nowhere is lost
     const StripeLayout layout = Layout(c, head);
     const std::string what = What(container, name);
@@ -476,7 +471,7 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
     h.name = name;
     h.stripe_unit = c.stripe_unit;
     std::tie(h.data_hi, h.data_lo) = NewDataId();
-    h.mtime_ms = NowMs();
+    h.mtime_ms = WallClockMs();
     return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->io.get(), &impl_->tracker, c.id,
                                                                 Impl::RedundancyOf(c), impl_->HeadKey(c, name),
                                                                 std::move(h), /*uncommitted=*/true));
@@ -490,7 +485,7 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
     h.name = name;
     h.stripe_unit = c.stripe_unit;
     std::tie(h.data_hi, h.data_lo) = NewDataId();
-    h.mtime_ms = NowMs();
+    h.mtime_ms = WallClockMs();
     PS_RETURN_IF_ERROR(impl_->io->WriteHead(Impl::RedundancyOf(c), impl_->HeadKey(c, name), EncodeObjectHead(h),
                                             NewVersion()));
     head = std::move(h);

@@ -69,12 +69,6 @@ bool SameKey(const WireShardKey& a, const WireShardKey& b) {
          a.stripe == b.stripe && a.shard == b.shard;
 }
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 ObjectImpl::ObjectImpl(StripeIo* io, OpTracker* tracker, uint64_t container_id, Redundancy red,
@@ -716,7 +710,7 @@ Result<ObjectHead> ObjectImpl::RewriteHead(const std::function<void(ObjectHead&)
       return Aborted("object '" + name_ + "' was replaced by another client's put; reopen it to write");
     }
     change(current);
-    current.mtime_ms = NowMs();
+    current.mtime_ms = WallClockMs();
     current.dense = false;  // grown or cut through this API: holes may read as zeros
     PS_RETURN_IF_ERROR(
         io_->WriteHead(red_, head_key_, EncodeObjectHead(current), NewerThan(NextVersion(), stored->version)));

@@ -17,19 +17,10 @@
 
 #include "client/object_impl.h"
 #include "client/stripe_pipeline.h"
+#include "client/write_version.h"
 #include "common/await.h"
 
 namespace penstock {
-
-namespace {
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 struct ObjectImpl::Replaced {
   std::mutex mu;
@@ -87,7 +78,7 @@ void ObjectImpl::WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t ve
   h.size = op->iov_bytes();
   h.inlined = true;
   h.dense = false;
-  h.mtime_ms = NowMs();
+  h.mtime_ms = WallClockMs();
   h.data.resize(h.size);
   op->CopyFromIov(0, h.data);
   auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
@@ -176,7 +167,7 @@ Result<ObjectHead> ObjectImpl::CommitNewHead(const std::function<void(ObjectHead
     h = head_;
   }
   change(h);
-  h.mtime_ms = NowMs();
+  h.mtime_ms = WallClockMs();
   h.dense = false;
   const uint64_t version = NextVersion();
   auto replaced = Replacing(version);

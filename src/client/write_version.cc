@@ -21,4 +21,10 @@ uint64_t NewVersion() {
   return next;
 }
 
+int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace penstock

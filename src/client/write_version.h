@@ -15,5 +15,7 @@ uint64_t NewVersion();
 // `version`, or stored + 1 when that is not above `stored` (a writer whose clock is behind the
 // one that wrote the stored version).
 uint64_t NewerThan(uint64_t version, uint64_t stored);
+// Wall-clock milliseconds since the Unix epoch (mtimes, token expiries).
+int64_t WallClockMs();
 
 }  // namespace penstock
