@@ -9,11 +9,7 @@ Result<ContainerInfo> ContainerCache::Lookup(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(name);
-    if (it != entries_.end() && it->second.epoch == epoch) {
-      ++hits_;
-      return it->second.info;
-    }
-    ++misses_;
+    if (it != entries_.end() && it->second.epoch == epoch) return it->second.info;
   }
   PS_ASSIGN_OR_RETURN(ContainerInfo info, fetch_(name));
   std::lock_guard<std::mutex> lock(mu_);
@@ -25,16 +21,6 @@ Result<ContainerInfo> ContainerCache::Lookup(const std::string& name) {
 void ContainerCache::Forget(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.erase(name);
-}
-
-uint64_t ContainerCache::hits() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return hits_;
-}
-
-uint64_t ContainerCache::misses() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return misses_;
 }
 
 }  // namespace penstock

@@ -29,11 +29,8 @@ class ContainerCache {
 
   // The container named `name`, from the cache when looked up at the current map epoch.
   Result<ContainerInfo> Lookup(const std::string& name);
-  // Drops `name` (this client deleted or created it).
+  // Drops `name` (this client deleted it).
   void Forget(const std::string& name);
-
-  uint64_t hits() const;
-  uint64_t misses() const;
 
  private:
   static constexpr size_t kMaxEntries = 4096;
@@ -45,7 +42,6 @@ class ContainerCache {
   std::function<uint64_t()> epoch_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
-  uint64_t hits_ = 0, misses_ = 0;
 };
 
 }  // namespace penstock

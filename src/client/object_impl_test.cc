@@ -605,7 +605,9 @@ TEST_F(ObjectImplTest, AWholeWriteFromTheCallersBufferCompletesAfterItsStraggler
     EXPECT_EQ(out, wrote);
     const uint32_t shard = static_cast<uint32_t>(red_.width() - 1);
     auto stored = fake_.Stored(1, next_id_, 7, 0, shard);
-    if (red_.kind == Redundancy::Kind::kReplicate) EXPECT_EQ(stored, wrote);
+    if (red_.kind == Redundancy::Kind::kReplicate) {
+      EXPECT_EQ(stored, wrote);
+    }
     EXPECT_FALSE(stored.empty());
   }
 }

@@ -83,14 +83,13 @@ void ObjectImpl::WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t ve
   op->CopyFromIov(0, h.data);
   auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
   auto replaced = Replacing(version);
-  // Replicated as heads are (HeadRedundancy), transient failures retried as the op's stripe
-  // writes are.
-  io_->Write(StripeGeometry::For(HeadRedundancy(red_), 0), head_key_, std::move(bytes), version,
-             [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
-               if (replaced) self->EndReplace(replaced, /*write=*/true, s.ok());
-               self->InlineHeadWritten(op, h, std::move(s));
-             },
-             RetryFor({op}));
+  // Transient failures retried as the op's stripe writes are.
+  io_->StartWriteHead(red_, head_key_, std::move(bytes), version,
+                      [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
+                        if (replaced) self->EndReplace(replaced, /*write=*/true, s.ok());
+                        self->InlineHeadWritten(op, h, std::move(s));
+                      },
+                      RetryFor({op}));
 }
 
 void ObjectImpl::InlineHeadWritten(const std::shared_ptr<AsyncOp>& op, const ObjectHead& h, Status s) {
@@ -151,7 +150,7 @@ Status ObjectImpl::MoveInlineToStripes() {
       auto buf = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(bytes));
       PS_RETURN_IF_ERROR(io_->WriteSync(layout.geometry(), layout.key(i), buf, version));
     }
-    return io_->WriteHead(red_, head_key_, EncodeObjectHead(moved), NewerThan(NextVersion(), stored.version));
+    return io_->WriteHead(red_, head_key_, EncodeObjectHead(moved), version);
   });
   if (!s.ok()) return s.WithContext("moving object '" + name_ + "' out of its head to write it");
   std::lock_guard<std::mutex> lock(mu_);

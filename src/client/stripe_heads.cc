@@ -167,8 +167,8 @@ Redundancy HeadRedundancy(const Redundancy& red) {
 
 void StripeIo::StartWriteHead(const Redundancy& red, const WireShardKey& key,
                               std::shared_ptr<const AlignedBuffer> bytes, uint64_t version,
-                              std::function<void(Status)> done) {
-  Write(StripeGeometry::For(HeadRedundancy(red), 0), key, std::move(bytes), version, std::move(done));
+                              std::function<void(Status)> done, std::optional<RetryPolicy> retry) {
+  Write(StripeGeometry::For(HeadRedundancy(red), 0), key, std::move(bytes), version, std::move(done), std::move(retry));
 }
 
 Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,

@@ -191,9 +191,11 @@ class StripeIo {
                    std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max());
   Result<ShardData> ReadHead(const Redundancy& red, const WireShardKey& key);
   Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version);
-  // Asynchronous head write (replicated like WriteHead, one attempt).
+  // Asynchronous head write (replicated like WriteHead); `retry` as for Write (without: one
+  // attempt).
   void StartWriteHead(const Redundancy& red, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> bytes,
-                      uint64_t version, std::function<void(Status)> done);
+                      uint64_t version, std::function<void(Status)> done,
+                      std::optional<RetryPolicy> retry = std::nullopt);
 
   // Blocking forms of Write/Read/Delete (one attempt; not from a transport thread).
   Status WriteSync(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
