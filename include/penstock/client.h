@@ -28,6 +28,7 @@
 
 #include "penstock/export.h"
 #include "penstock/object_io.h"
+#include "penstock/records.h"
 #include "penstock/redundancy.h"
 #include "penstock/status.h"
 
@@ -137,6 +138,26 @@ class PENSTOCK_API Client {
   // exists or options.create is set. The Object must not outlive this Client.
   Result<std::shared_ptr<Object>> Open(const std::string& container, const std::string& name,
                                        const OpenOptions& options = {});
+
+  // Records (records.h): small values in groups, listed a page at a time. Errors besides the
+  // conditions' (kAlreadyExists, kAborted, kNotFound): kInvalidArgument (empty group or key,
+  // group + key over 1000 bytes, a value over kMaxRecordBytes), kUnavailable.
+  Result<Record> GetRecord(const std::string& container, const std::string& group, const std::string& key);
+  // Returns the version written. `held`: leases from LockRecords covering this record.
+  Result<uint64_t> PutRecord(const std::string& container, const std::string& group, const std::string& key,
+                             std::span<const std::byte> value, RecordCondition condition = {},
+                             const RecordLeases* held = nullptr);
+  // With `version`: only when the record is still at it (kAborted otherwise). kNotFound when
+  // there is no record.
+  Status DeleteRecord(const std::string& container, const std::string& group, const std::string& key,
+                      std::optional<uint64_t> version = std::nullopt, const RecordLeases* held = nullptr);
+  // A page of at most `limit` (1..10000) records of `group`, from `cursor` (a page's `next`;
+  // empty: the start). Up to the container's parity count of targets may be unreachable.
+  Result<RecordPage> ListRecords(const std::string& container, const std::string& group,
+                                 const std::string& cursor = "", uint32_t limit = 1000);
+  // Takes the write leases of `records` (in a fixed order: callers locking overlapping sets
+  // take turns, never deadlock), waiting while other clients hold them.
+  Result<std::unique_ptr<RecordLeases>> LockRecords(const std::string& container, std::vector<RecordRef> records);
 
   // Cluster map epoch the client currently holds.
   uint64_t map_epoch() const;

@@ -13,6 +13,7 @@
 #include "client/async_op.h"
 #include "client/capability_cache.h"
 #include "client/container_cache.h"
+#include "client/record_store.h"
 #include "client/data_path.h"
 #include "client/lost_objects.h"
 #include "client/cluster_view.h"
@@ -118,6 +119,7 @@ class Client::Impl : public DataPath {
   ClientOptions options;
   OpTracker tracker;
   std::unique_ptr<ContainerCache> containers;  // lookups at the current map epoch
+  std::unique_ptr<RecordStore> records;
   // Last member: destroyed first, so no map push arrives while the rest is torn down.
   std::unique_ptr<ClusterMapWatch> watch;
 
@@ -292,6 +294,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   Impl* raw = impl.get();
   impl->containers = std::make_unique<ContainerCache>([raw](const std::string& name) { return raw->FetchContainer(name); },
                                                       [view] { return view->epoch(); });
+  impl->records = std::make_unique<RecordStore>(impl->io.get(), view);
   impl->watch = impl->mgmt->WatchClusterMap([view](v1::ClusterMap map) { view->Apply(map); },
                                             view->epoch());
   impl->io->set_report_degraded([mgmt = impl->mgmt.get()](uint64_t container,
@@ -493,6 +496,36 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
   return std::shared_ptr<Object>(std::make_shared<ObjectImpl>(impl_->io.get(), &impl_->tracker, c.id,
                                                               Impl::RedundancyOf(c), impl_->HeadKey(c, name),
                                                               std::move(*head)));
+}
+
+Result<Record> Client::GetRecord(const std::string& container, const std::string& group, const std::string& key) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  return impl_->records->Get(c, group, key);
+}
+
+Result<uint64_t> Client::PutRecord(const std::string& container, const std::string& group, const std::string& key,
+                                   std::span<const std::byte> value, RecordCondition condition,
+                                   const RecordLeases* held) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  return impl_->records->Put(c, group, key, value, condition, held);
+}
+
+Status Client::DeleteRecord(const std::string& container, const std::string& group, const std::string& key,
+                            std::optional<uint64_t> version, const RecordLeases* held) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  return impl_->records->Delete(c, group, key, version, held);
+}
+
+Result<RecordPage> Client::ListRecords(const std::string& container, const std::string& group,
+                                       const std::string& cursor, uint32_t limit) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  return impl_->records->List(c, group, cursor, limit);
+}
+
+Result<std::unique_ptr<RecordLeases>> Client::LockRecords(const std::string& container,
+                                                          std::vector<RecordRef> records) {
+  PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
+  return impl_->records->Lock(c, std::move(records));
 }
 
 uint64_t Client::map_epoch() const { return impl_->view->epoch(); }

@@ -19,6 +19,16 @@ std::pair<uint64_t, uint64_t> HeadObjectId(uint64_t container_id, const std::str
   return {hi, lo};
 }
 
+uint64_t RecordGroupHi(uint64_t container_id, const std::string& group) {
+  // Apart from every object name: names cannot hold a NUL.
+  return HeadObjectId(container_id, std::string("\0group\0", 7) + group).first;
+}
+
+std::pair<uint64_t, uint64_t> RecordObjectId(uint64_t container_id, const std::string& group, const std::string& key) {
+  uint64_t lo = HeadObjectId(container_id, std::string("\0record\0", 8) + group + std::string(1, '\0') + key).second;
+  return {RecordGroupHi(container_id, group), lo | 1};
+}
+
 std::pair<uint64_t, uint64_t> NewDataId() {
   thread_local std::mt19937_64 rng([] {
     std::random_device rd;

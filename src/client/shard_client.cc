@@ -93,9 +93,16 @@ Status ShardClient::Write(const WireShardKey& key, std::span<const std::byte> da
   return CallWithRetry(key, ShardOp::kWrite, data, version).status;
 }
 
-Result<AlignedBuffer> ShardClient::Read(const WireShardKey& key) {
+Result<AlignedBuffer> ShardClient::Read(const WireShardKey& key, uint64_t* version) {
   RpcReply r = CallWithRetry(key, ShardOp::kRead, {}, 0);
   if (!r.status.ok()) return r.status;
+  if (version != nullptr) {
+    *version = 0;
+    if (!r.header.empty()) {
+      PS_ASSIGN_OR_RETURN(ShardReplyHeader rh, DecodeHeader<ShardReplyHeader>(r.header, "read reply"));
+      *version = rh.shard_version;
+    }
+  }
   return std::move(r.payload);
 }
 
@@ -107,7 +114,22 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
                                                  uint8_t flags, uint64_t* left_out) {
   std::vector<ListEntry> all;
   if (left_out) *left_out = 0;
-  ShardRequest req{.op = ShardOp::kList, .key = WireShardKey{container, 0, 0, 0, 0, 0}, .flags = flags, .limit = 1000};
+  std::optional<WireShardKey> after;
+  for (;;) {
+    constexpr uint32_t kPage = 1000;
+    PS_ASSIGN_OR_RETURN(ListPage page, List(target, container, flags, after, kPage));
+    if (left_out) *left_out += page.left_out;
+    const bool more = page.entries.size() == kPage;
+    if (!page.entries.empty()) after = page.entries.back().key;
+    for (auto& e : page.entries) all.push_back(std::move(e));
+    if (!more) return all;
+  }
+}
+
+Result<ShardClient::ListPage> ShardClient::List(const TargetRef& target, uint64_t container, uint8_t flags,
+                                                std::optional<WireShardKey> start_after, uint32_t limit) {
+  ShardRequest req{.op = ShardOp::kList, .key = WireShardKey{container, 0, 0, 0, 0, 0}, .flags = flags,
+                   .limit = limit, .start_after = start_after};
   auto first = std::chrono::steady_clock::now();
   bool refetched = false;
   for (int attempt = 0;;) {
@@ -123,15 +145,13 @@ Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64
       return r.status.WithContext("listing target " + std::to_string(target.id) + " (" +
                                   target.address + ")");
     }
-    PS_ASSIGN_OR_RETURN(auto page, DecodeListEntries(r.payload.span()));
+    ListPage page;
+    PS_ASSIGN_OR_RETURN(page.entries, DecodeListEntries(r.payload.span()));
     if (!r.header.empty()) {
       PS_ASSIGN_OR_RETURN(ListReplyHeader rh, DecodeHeader<ListReplyHeader>(r.header, "list reply"));
-      if (left_out) *left_out += rh.left_out;
+      page.left_out = rh.left_out;
     }
-    bool more = page.size() == req.limit;
-    if (!page.empty()) req.start_after = page.back().key;
-    for (auto& e : page) all.push_back(std::move(e));
-    if (!more) return all;
+    return page;
   }
 }
 

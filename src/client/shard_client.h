@@ -59,12 +59,20 @@ class ShardClient {
 
   Status Write(const WireShardKey& key, std::span<const std::byte> data, uint64_t version);
   // The shard's bytes. kNotFound when the target has no such shard.
-  Result<AlignedBuffer> Read(const WireShardKey& key);
+  // `version` (optional): the shard's version, as the target's reply tells it (0 when not).
+  Result<AlignedBuffer> Read(const WireShardKey& key, uint64_t* version = nullptr);
   Status Delete(const WireShardKey& key);
   // List of one target (all pages), filtered by `flags` (ListFlags). `left_out` (optional):
   // how many shards the target left out as corrupt (ListReplyHeader).
   Result<std::vector<ListEntry>> List(const TargetRef& target, uint64_t container, uint8_t flags,
                                       uint64_t* left_out = nullptr);
+  // One page of a listing: at most `limit` entries after `start_after` (none: from the start).
+  struct ListPage {
+    std::vector<ListEntry> entries;
+    uint32_t left_out = 0;  // shards of this page left out as corrupt
+  };
+  Result<ListPage> List(const TargetRef& target, uint64_t container, uint8_t flags,
+                        std::optional<WireShardKey> start_after, uint32_t limit);
 
   // Asynchronous single attempt; `done` runs on a transport thread. `data` must stay valid
   // until then. The caller retries (see ShouldRetry) from its own thread.

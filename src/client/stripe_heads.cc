@@ -121,7 +121,8 @@ Result<ShardData> StripeIo::ReadHeadOnce(const Redundancy& red, const WireShardK
 
 Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& key) {
   if (!red.protected_()) {
-    auto got = shards_->Read(key);
+    uint64_t version = 0;
+    auto got = shards_->Read(key, &version);
     if (!got.ok() && got.status().code() == StatusCode::kNotFound && view_->has_earlier_placements()) {
       // Not moved to its target yet: where an earlier placement put it.
       auto r = Await<Result<ShardData>>([&](auto done) {
@@ -136,6 +137,7 @@ Result<ShardData> StripeIo::ReadHead(const Redundancy& red, const WireShardKey& 
     PS_ASSIGN_OR_RETURN(AlignedBuffer data, std::move(got));
     ShardData d;
     d.length = data.size();
+    d.version = version;
     d.data = std::move(data);
     return d;
   }

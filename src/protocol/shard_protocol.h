@@ -135,6 +135,10 @@ enum ListFlags : uint8_t {
   // to name an object and give its size: an object stored in its head (up to kMaxInlineBytes)
   // is not sent whole. A target from before it sends the whole shard.
   kListDataPrefix = 16,
+  // With kListHasStartAfter: stop at the first shard whose object_hi differs from
+  // start_after's (the records of one group, records.h). A target from before it goes on into
+  // the next objects; the client drops what is past the group.
+  kListSameHi = 32,
 };
 
 // Bit of a write's flags byte: write only when the shard is absent or its stored version is not

@@ -481,7 +481,12 @@ RpcReply ShardService::List(const RpcRequest& request) {
     auto page = engine_->List(h->container, std::nullopt, after, 1024);
     if (!page.ok()) return ErrorReply(page.status());
     if (page->empty()) break;
+    bool past_group = false;
     for (const auto& [key, info] : *page) {
+      if ((h->flags & kListSameHi) && (h->flags & kListHasStartAfter) && key.object.hi != h->start_after.object_hi) {
+        past_group = true;
+        break;
+      }
       after = key;
       if ((h->flags & kListHeadsOnly) && key.stripe != ShardKey::kHeadStripe) continue;
       ListEntry e;
@@ -511,7 +516,7 @@ RpcReply ShardService::List(const RpcRequest& request) {
       out.push_back(std::move(e));
       if (out.size() >= limit) break;
     }
-    if (page->size() < 1024) break;
+    if (past_group || page->size() < 1024) break;
   }
   RpcReply reply;
   ListReplyHeader rh{};

@@ -1,0 +1,59 @@
+// record_store.h — records (include/penstock/records.h) over object heads: the Client's
+// GetRecord/PutRecord/DeleteRecord/ListRecords/LockRecords.
+//
+// A record is an inline object head (protocol/object_head.h) named "<group>/<key>" at the id
+// RecordObjectId(container, group, key), written, read and tombstoned by StripeIo's head calls,
+// so repair keeps its copies as it keeps any head's. Writes take the record's head lease
+// (StripeIo::LockStripe) unless the caller holds it (RecordLeases), read the newest copy,
+// check the condition and the name (two keys with one hash), and write with a version newer
+// than the stored one. A listing asks every target for one page of the group's heads
+// (kListSameHi) and merges the pages: each target's page is in key order, so every record up
+// to the smallest last key of a full page is complete.
+//
+// Thread-safe; blocking (not from a transport thread).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "client/cluster_view.h"
+#include "client/stripe_io.h"
+#include "penstock/client.h"
+#include "penstock/records.h"
+
+namespace penstock {
+
+class RecordStore {
+ public:
+  // `io` and `view` are borrowed.
+  RecordStore(StripeIo* io, ClusterView* view) : io_(io), view_(view) {}
+
+  Result<Record> Get(const ContainerInfo& c, const std::string& group, const std::string& key);
+  Result<uint64_t> Put(const ContainerInfo& c, const std::string& group, const std::string& key,
+                       std::span<const std::byte> value, RecordCondition cond, const RecordLeases* held);
+  Status Delete(const ContainerInfo& c, const std::string& group, const std::string& key,
+                std::optional<uint64_t> version, const RecordLeases* held);
+  Result<RecordPage> List(const ContainerInfo& c, const std::string& group, const std::string& cursor,
+                          uint32_t limit);
+  Result<std::unique_ptr<RecordLeases>> Lock(const ContainerInfo& c, std::vector<RecordRef> records);
+
+ private:
+  struct Stored;  // a record's newest head copy, decoded
+  static WireShardKey Key(const ContainerInfo& c, const std::string& group, const std::string& key);
+  // The newest copy (nullopt: none, or a tombstone). Errors: kAlreadyExists when another key
+  // of the group is stored at this one's id.
+  Result<std::optional<Stored>> ReadStored(const ContainerInfo& c, const std::string& group, const std::string& key);
+  // Runs `fn` holding the record's write lease (taking it unless `held` covers it).
+  Status WithLease(const ContainerInfo& c, const WireShardKey& key, const RecordLeases* held,
+                   const std::function<Status()>& fn);
+  // One page of the group from target `t` (an error for a target that cannot be listed).
+  Result<std::vector<ListEntry>> ListTarget(const ContainerInfo& c, const TargetRef& t, uint64_t hi,
+                                            uint64_t after_lo, uint32_t limit);
+
+  StripeIo* io_;
+  ClusterView* view_;
+};
+
+}  // namespace penstock
