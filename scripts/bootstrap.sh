@@ -9,7 +9,7 @@ PACKAGES=(
   # libraries
   libucx-dev ucx-utils libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   librocksdb-dev liburing-dev libisal-dev libssl-dev libcli11-dev libspdlog-dev libfmt-dev
-  nlohmann-json3-dev libcpp-httplib-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcpp-httplib-dev libgtest-dev libgmock-dev libfuse3-dev fuse3
   # tests and benchmarks (clang-14 + its runtime: libFuzzer and sanitizers for fuzz/)
   python3 python3-pytest fio procps iproute2 clang-14 libclang-rt-14-dev etcd-server etcd-client
   # benchmark charts and profiles
