@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "penstock/client.h"
+#include "penstock/fs.h"
 
 namespace penstock::cli {
 
@@ -39,13 +40,11 @@ struct ObjectFlags {
   bool recursive = false;  // put -r / get -r
   unsigned jobs = 16;
   bool long_format = false;  // ls -l
+  std::string type = "object";  // container create --type: object | fs
 };
 
 Result<std::unique_ptr<Client>> Connect(const GlobalOptions& g, unsigned stripes_in_flight = 0) {
-  InitLogging("penstock", g.log_level).IgnoreError();
-  ClientOptions o = ToClientOptions(g);
-  if (stripes_in_flight > 0) o.max_inflight_stripes = stripes_in_flight;
-  return Client::Connect(o);
+  return ConnectClient(g, stripes_in_flight);
 }
 
 // Summary of a transfer: a line on stderr, or a JSON object on stdout.
@@ -89,14 +88,22 @@ int ContainerCreate(const GlobalOptions& g, const ObjectFlags& f) {
   if (!c.ok()) return ReportError(c.status(), g.json);
   auto info = (*c)->CreateContainer(f.container, props);
   if (!info.ok()) return ReportError(info.status(), g.json);
+  if (f.type == "fs") {
+    if (Status s = fs::FileSystem::Format(**c, f.container); !s.ok()) {
+      return ReportError(s.WithContext("container '" + f.container + "' was created, but writing its file system "
+                                       "failed; retry with `penstock fs format --container " + f.container + "`"),
+                         g.json);
+    }
+  }
   if (g.json) {
-    PrintJson(json{{"id", info->id}, {"name", info->name}, {"redundancy", info->redundancy.ToString()},
+    PrintJson(json{{"id", info->id}, {"name", info->name}, {"type", f.type}, {"redundancy", info->redundancy.ToString()},
                    {"min_durable", info->redundancy.quorum()}, {"default_redundancy", f.redundancy.empty()},
                    {"stripe_unit", info->stripe_unit}});
   } else {
-    std::cout << "created container '" << info->name << "' (id " << info->id << ", stripe unit "
-              << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy "
+    std::cout << "created " << (f.type == "fs" ? "file system " : "") << "container '" << info->name << "' (id "
+              << info->id << ", stripe unit " << HumanBytes(static_cast<double>(info->stripe_unit)) << ", redundancy "
               << info->redundancy.ToString() << DefaultNote(f, info->redundancy) << ")\n";
+    if (f.type == "fs") std::cout << "mount it with `penstock mount " << info->name << " DIR`\n";
   }
   return 0;
 }
@@ -318,15 +325,6 @@ int Remove(const GlobalOptions& g, const ObjectFlags& f) {
   return 0;
 }
 
-void AddClientFlags(CLI::App& app, GlobalOptions& g) {
-  AddSetting(app, "mgmt", &g.mgmt, "mgmt address (host:port)");
-  app.add_flag("--json", g.json, "machine-readable output");
-  AddSetting(app, "log-level", &g.log_level, "client log level");
-  AddSetting(app, "api-key", &g.api_key, "the tenant's API key (clusters run with --auth need one)");
-  AddTlsSettings(app, &g.tls);
-  AddDataPlaneSettings(app, g);
-}
-
 void AddContainerFlag(CLI::App& app, ObjectFlags& f) {
   AddSetting(app, "container", &f.container, "container name")->required();
 }
@@ -342,6 +340,22 @@ void AddTransferFlags(CLI::App& app, ObjectFlags& f, const char* recursive_help)
 }
 
 }  // namespace
+
+Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& g, unsigned stripes_in_flight) {
+  InitLogging("penstock", g.log_level).IgnoreError();
+  ClientOptions o = ToClientOptions(g);
+  if (stripes_in_flight > 0) o.max_inflight_stripes = stripes_in_flight;
+  return Client::Connect(o);
+}
+
+void AddClientFlags(CLI::App& app, GlobalOptions& g) {
+  AddSetting(app, "mgmt", &g.mgmt, "mgmt address (host:port)");
+  app.add_flag("--json", g.json, "machine-readable output");
+  AddSetting(app, "log-level", &g.log_level, "client log level");
+  AddSetting(app, "api-key", &g.api_key, "the tenant's API key (clusters run with --auth need one)");
+  AddTlsSettings(app, &g.tls);
+  AddDataPlaneSettings(app, g);
+}
 
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
   // Each subcommand binds its own option state: CLI11 applies environment variables to every
@@ -364,6 +378,10 @@ void AddObjectCommands(CLI::App& root, std::vector<Command>& out) {
     auto [app, st] = add(*container, "create", "create a container", ContainerCreate);
     app->add_option("NAME", st->f.container, "container name")->required();
     AddSetting(*app, "stripe-unit", &st->f.stripe_unit, "stripe unit (e.g. 1M)");
+    app->add_option("--type", st->f.type,
+                    "object (flat object names) or fs (a POSIX file system: `penstock mount`, `penstock fs`)")
+        ->check(CLI::IsMember({"object", "fs"}))
+        ->capture_default_str();
     AddSetting(*app, "redundancy", &st->f.redundancy,
                "none, rep:N (N copies) or ec:K+M (K data cells, M parity); default: rep:3 with 3 or more "
                "targets, rep:2 with 2, none with 1");

@@ -51,6 +51,13 @@ void AddDataPlaneSettings(CLI::App& app, GlobalOptions& g);
 // client certificates).
 void AddTlsSettings(CLI::App& app, TlsOptions* tls, bool server = false);
 
+// Connects a client as the options ask (logging at --log-level); `stripes_in_flight` > 0
+// overrides ClientOptions::max_inflight_stripes.
+Result<std::unique_ptr<Client>> ConnectClient(const GlobalOptions& g, unsigned stripes_in_flight = 0);
+// Declares the options every client command shares (--mgmt, --json, --log-level, --api-key,
+// TLS, data plane) on `app`.
+void AddClientFlags(CLI::App& app, GlobalOptions& g);
+
 void AddDaemonCommands(CLI::App& root, std::vector<Command>& out);
 // `up`, `down` (cmd_up.cc).
 void AddLocalClusterCommands(CLI::App& root, std::vector<Command>& out);
@@ -61,6 +68,10 @@ void AddOutCommand(CLI::App& root, std::vector<Command>& out);
 void AddObjectCommands(CLI::App& root, std::vector<Command>& out);
 void AddTenantCommands(CLI::App& root, std::vector<Command>& out);
 void AddBenchCommand(CLI::App& root, std::vector<Command>& out);
+// `mount`, `umount` (cmd_mount.cc).
+void AddMountCommands(CLI::App& root, std::vector<Command>& out);
+// `fs ls|mkdir|cp|rm|stat|du|format` (cmd_fs.cc).
+void AddFsCommands(CLI::App& root, std::vector<Command>& out);
 
 // Prints `s` as one line on stderr ("penstock: error: ..."), or as JSON on stdout with
 // --json, and returns the exit code 1.

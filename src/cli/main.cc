@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   penstock::cli::AddObjectCommands(root, commands);
   penstock::cli::AddTenantCommands(root, commands);
   penstock::cli::AddBenchCommand(root, commands);
+  penstock::cli::AddMountCommands(root, commands);
+  penstock::cli::AddFsCommands(root, commands);
   try {
     root.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
