@@ -159,6 +159,15 @@ class PENSTOCK_API Client {
   // take turns, never deadlock), waiting while other clients hold them.
   Result<std::unique_ptr<RecordLeases>> LockRecords(const std::string& container, std::vector<RecordRef> records);
 
+  // The cluster's space as the targets last reported it (mgmt's map: one call): every target's
+  // capacity and what is not yet written of it, lost targets left out. Raw device bytes:
+  // redundancy takes its share of what is written.
+  struct Space {
+    uint64_t capacity_bytes = 0;
+    uint64_t free_bytes = 0;
+  };
+  Result<Space> ClusterSpace();
+
   // Cluster map epoch the client currently holds.
   uint64_t map_epoch() const;
 

@@ -528,6 +528,17 @@ Result<std::unique_ptr<RecordLeases>> Client::LockRecords(const std::string& con
   return impl_->records->Lock(c, std::move(records));
 }
 
+Result<Client::Space> Client::ClusterSpace() {
+  PS_ASSIGN_OR_RETURN(v1::ClusterMap map, impl_->mgmt->GetClusterMap());
+  Space s;
+  for (const auto& t : map.targets()) {
+    if (t.state() == v1::TARGET_STATE_LOST) continue;
+    s.capacity_bytes += t.capacity_bytes();
+    s.free_bytes += t.capacity_bytes() > t.used_bytes() ? t.capacity_bytes() - t.used_bytes() : 0;
+  }
+  return s;
+}
+
 uint64_t Client::map_epoch() const { return impl_->view->epoch(); }
 
 namespace {
