@@ -37,13 +37,15 @@ int RunMount(const MountFlags& f) {
   o.log_file = f.log_file;
   o.attr_timeout = f.attr_timeout;
   o.entry_timeout = f.entry_timeout;
-  if (Status s = fuse::Mount(o); !s.ok()) return ReportError(s, f.g.json);
+  int pid = 0;
+  if (Status s = fuse::Mount(o, &pid); !s.ok()) return ReportError(s, f.g.json);
   if (!f.foreground) {
     if (f.g.json) {
-      PrintJson({{"mounted", f.container}, {"mountpoint", f.mountpoint}, {"read_only", f.read_only}});
+      PrintJson({{"mounted", f.container}, {"mountpoint", f.mountpoint}, {"read_only", f.read_only}, {"pid", pid}});
     } else {
-      std::fprintf(stderr, "mounted '%s' at %s%s; unmount with `penstock umount %s`\n", f.container.c_str(),
-                   f.mountpoint.c_str(), f.read_only ? " (read-only)" : "", f.mountpoint.c_str());
+      std::fprintf(stderr, "mounted '%s' at %s%s (process %d); unmount with `penstock umount %s`\n",
+                   f.container.c_str(), f.mountpoint.c_str(), f.read_only ? " (read-only)" : "", pid,
+                   f.mountpoint.c_str());
     }
   }
   return 0;

@@ -96,7 +96,7 @@ Result<Readiness> Fork() {
   }
   ::close(fds[1]);
   if (Status s = AwaitChild(pid, fds[0]); !s.ok()) return s;
-  return Readiness();
+  return Readiness(-1, pid);
 }
 
 }  // namespace penstock::fuse

@@ -14,12 +14,14 @@ namespace penstock::fuse {
 // The child's end: tells the waiting parent how starting went, once.
 class Readiness {
  public:
-  explicit Readiness(int fd = -1) : fd_(fd) {}
-  Readiness(Readiness&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  explicit Readiness(int fd = -1, int child_pid = 0) : fd_(fd), child_pid_(child_pid) {}
+  Readiness(Readiness&& o) noexcept : fd_(o.fd_), child_pid_(o.child_pid_) { o.fd_ = -1; }
   Readiness& operator=(Readiness&&) = delete;
   ~Readiness();
 
   bool in_child() const { return fd_ >= 0; }
+  // In the parent: the child's process id.
+  int child_pid() const { return child_pid_; }
   // Sends `s` (OK: ready) to the parent, which then returns it. Later calls do nothing.
   void Report(const Status& s);
   // After Report(OK): stdin from /dev/null, stdout and stderr to `log_file` (appended) or
@@ -28,6 +30,7 @@ class Readiness {
 
  private:
   int fd_;
+  int child_pid_;
 };
 
 // Forks. In the child (a new session): returns a Readiness to report through. In the parent:

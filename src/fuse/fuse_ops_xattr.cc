@@ -1,11 +1,17 @@
 // fuse_ops_xattr.cc — extended attributes: setxattr, getxattr, listxattr, removexattr.
 //
+// POSIX ACLs are not kept: "system.*" names (system.posix_acl_access, ...) are refused with
+// EOPNOTSUPP and never listed, so cp -a and tar fall back to plain permission bits (stored as a
+// plain xattr, an ACL would leave the mode as the copy's first cautious 0600 and mean nothing
+// to the kernel, which enforces the mode: default_permissions).
+//
 // getxattr and listxattr follow the system calls' size probe: asked with size 0 they answer
 // the size the value (or the NUL-separated name list) needs; asked with a smaller buffer,
 // ERANGE.
 #include <sys/xattr.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "fuse/mount_context.h"
@@ -13,6 +19,8 @@
 namespace penstock::fuse {
 
 namespace {
+
+bool IsSystemName(const char* name) { return std::strncmp(name, "system.", 7) == 0; }
 
 // Replies `bytes` under the size-probe rules above.
 void ReplySized(fuse_req_t req, const char* bytes, size_t n, size_t size) {
@@ -25,6 +33,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
   MountContext& ctx = Ctx(req);
   if (int err = WriteDenied(ctx)) return (void)fuse_reply_err(req, err);
   if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) return (void)fuse_reply_err(req, EINVAL);
+  if (IsSystemName(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   unsigned f = 0;
   if (flags & XATTR_CREATE) f |= fs::kXattrCreate;
   if (flags & XATTR_REPLACE) f |= fs::kXattrReplace;
@@ -33,6 +42,7 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  if (IsSystemName(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   auto v = Ctx(req).fs.GetXattr(ino, name);
   if (!v.ok()) return ReplyStatus(req, v.status());
   ReplySized(req, reinterpret_cast<const char*>(v->data()), v->size(), size);
@@ -43,6 +53,7 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   if (!names.ok()) return ReplyStatus(req, names.status());
   std::string list;
   for (const std::string& n : *names) {
+    if (IsSystemName(n.c_str())) continue;
     list += n;
     list += '\0';
   }
@@ -52,6 +63,7 @@ void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   MountContext& ctx = Ctx(req);
   if (int err = WriteDenied(ctx)) return (void)fuse_reply_err(req, err);
+  if (IsSystemName(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
   ReplyStatus(req, ctx.fs.RemoveXattr(ino, name));
 }
 

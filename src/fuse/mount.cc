@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "common/log.h"
 #include "fuse/background.h"
@@ -32,7 +33,7 @@ Result<std::unique_ptr<fs::FileSystem>> OpenFileSystem(Client& client, const std
   auto fs = fs::FileSystem::Open(client, container);
   if (fs.ok() || fs::ErrnoOf(fs.status()) != ENOENT) return fs;
   return NotFound("cannot mount container '" + container + "': " + fs.status().message() +
-                  " (a new one: `penstock container create " + container + " --type fs`)");
+                  "; a file system container is made with `penstock container create " + container + " --type fs`");
 }
 
 // Connects, opens and serves; `ready` hears how starting went.
@@ -53,22 +54,34 @@ Status ConnectAndServe(const MountOptions& o, const std::function<void(const Sta
 
 }  // namespace
 
-Status Mount(const MountOptions& given) {
+Status Mount(const MountOptions& given, int* daemon_pid) {
   MountOptions o = given;
   o.mountpoint = AbsolutePath(given.mountpoint);
   if (Status s = CheckFuseAvailable(); !s.ok()) return s;
   if (Status s = CheckMountpoint(o.mountpoint); !s.ok()) return s;
-  if (o.foreground) return ConnectAndServe(o, [](const Status&) {});
+  if (o.foreground) {
+    return ConnectAndServe(o, [&](const Status& st) {
+      if (!st.ok()) return;
+      std::fprintf(stderr, "penstock: serving '%s' at %s; Ctrl-C or `penstock umount %s` ends it\n",
+                   o.container.c_str(), o.mountpoint.c_str(), o.mountpoint.c_str());
+      std::fflush(stderr);
+    });
+  }
   auto readiness = Fork();
   if (!readiness.ok()) return readiness.status();
-  if (!readiness->in_child()) return OkStatus();  // the parent: the mount is ready
+  if (!readiness->in_child()) {  // the parent: the mount is ready
+    if (daemon_pid != nullptr) *daemon_pid = readiness->child_pid();
+    return OkStatus();
+  }
   Readiness r = std::move(*readiness);
+  bool served = false;  // the parent heard OK: later errors go to the log
   Status s = ConnectAndServe(o, [&](const Status& st) {
-    const bool first = r.in_child();
+    if (!r.in_child()) return;
     r.Report(st);
-    if (first && st.ok()) Readiness::DetachOutput(o.log_file);
+    served = st.ok();
+    if (served) Readiness::DetachOutput(o.log_file);
   });
-  if (!s.ok()) PS_LOG_ERROR("mount of '{}' at '{}': {}", o.container, o.mountpoint, s.ToString());
+  if (!s.ok() && served) PS_LOG_ERROR("mount of '{}' at '{}': {}", o.container, o.mountpoint, s.ToString());
   // The child never returns into the command line's code: its parent has answered already.
   std::fflush(nullptr);
   ::_exit(s.ok() ? 0 : 1);

@@ -38,8 +38,9 @@ struct MountOptions {
 
 // Serves `o.container` at `o.mountpoint` (see the top of this file). Errors name the cause
 // and the fix: FUSE unavailable, a mount point that is missing, not a directory, not empty or
-// already mounted, a container that holds no file system.
-Status Mount(const MountOptions& o);
+// already mounted, a container that holds no file system. In the background mode, sets
+// `*daemon_pid` (when given) to the serving process's id.
+Status Mount(const MountOptions& o, int* daemon_pid = nullptr);
 
 // Unmounts `mountpoint` (umount2 as root, else `fusermount3 -u`); `lazy` detaches it even
 // while files are open there. Errors: "not a mount point", busy (files open: close them or use

@@ -34,6 +34,8 @@ class OpenInode {
   std::shared_ptr<fs::File> file() const;
   // Records a write that just landed (the mtime this mount reports until the inode has it).
   void NoteWrite();
+  // The mtime was set explicitly: writes so far no longer count for it.
+  void ForgetWrites() { last_write_ns_.store(0, std::memory_order_relaxed); }
   // Serialises O_APPEND writes of this mount: each takes the end as it finds it.
   std::mutex& append_mutex() { return append_mu_; }
 
