@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/log.h"
+
 namespace penstock::fuse {
 
 namespace {
@@ -93,6 +95,23 @@ Status OpenFiles::Release(const std::shared_ptr<OpenInode>& node) {
     last = std::move(node->file_);
   }
   return last ? last->Close() : OkStatus();
+}
+
+void OpenFiles::CloseAll() {
+  std::unordered_map<uint64_t, std::shared_ptr<OpenInode>> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(map_);
+  }
+  for (auto& [ino, node] : left) {
+    std::shared_ptr<fs::File> file;
+    {
+      std::lock_guard lock(node->mu_);
+      file = std::move(node->file_);
+    }
+    if (!file) continue;
+    if (Status s = file->Close(); !s.ok()) PS_LOG_WARN("fuse: closing inode {} at unmount: {}", ino, s.ToString());
+  }
 }
 
 std::shared_ptr<OpenInode> OpenFiles::Find(uint64_t ino) const {

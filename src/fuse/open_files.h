@@ -72,6 +72,10 @@ class OpenFiles {
   // One open fewer; the last closes the File (flushing what it wrote) and returns how that went.
   Status Release(const std::shared_ptr<OpenInode>& node);
 
+  // Closes every File still open (the mount ended with files open: the kernel sends no more
+  // releases) and logs what failed; the handles are left pointing at closed Files.
+  void CloseAll();
+
   // The inode when it is open here, else null.
   std::shared_ptr<OpenInode> Find(uint64_t ino) const;
   // Overlay (OpenInode::Overlay) when `attr.ino` is open here; else nothing.

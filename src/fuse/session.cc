@@ -81,8 +81,6 @@ Status Run(fuse_session* se, const MountOptions& o, const std::function<void(con
 }  // namespace
 
 Status ServeSession(fs::FileSystem& fs, const MountOptions& o, const std::function<void(const Status&)>& ready) {
-  // Declared before the session: files still open when the loop ends are closed (flushed) by
-  // the context's destructor, after the session is gone.
   MountContext ctx{.fs = fs, .read_only = o.read_only, .attr_timeout = o.attr_timeout,
                    .entry_timeout = o.entry_timeout, .session = nullptr, .open_files = {}};
   const std::string opts = OptionString(o);
@@ -99,6 +97,9 @@ Status ServeSession(fs::FileSystem& fs, const MountOptions& o, const std::functi
   Status s = Run(se, o, ready);
   if (!s.ok()) ready(s);  // ready() ignores a second report
   fuse_session_destroy(se);
+  // Files the kernel never released (a signal or lazy unmount with files open): their writes
+  // are published now. (The handles the kernel held are never freed: the process is ending.)
+  ctx.open_files.CloseAll();
   PS_LOG_INFO("fuse: '{}' unmounted", o.mountpoint);
   return s;
 }
