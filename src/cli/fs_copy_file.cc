@@ -92,7 +92,7 @@ Result<std::vector<CopyItem>> PlanLocalTree(const std::string& src, const std::s
   items.push_back({CopyItem::Kind::kDirectory, src, dst, top.st_mode & 07777, 0, ""});
   for (sfs::recursive_directory_iterator it(src, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string from = it->path().string();
-    const std::string to = JoinFsPath(dst, sfs::relative(it->path(), src).generic_string());
+    const std::string to = JoinFsPath(dst, it->path().lexically_relative(src).generic_string());
     struct stat st {};
     if (::lstat(from.c_str(), &st) != 0) return ErrnoStatus(errno, "cannot read '" + from + "'");
     const uint32_t mode = st.st_mode & 07777;
