@@ -3,13 +3,15 @@
 //
 // A handle is a DirHandle (dir_handle.h): pages of FileSystem::ReadDir fetched as the kernel
 // asks for more, kept for the handle's life so offsets stay stable. readdirplus adds each
-// entry's attributes (a GetAttr per entry) so that `ls -l` needs no lookups; the kernel picks
+// entry's attributes (a GetAttr per entry, those of one reply in parallel) so that `ls -l` needs no lookups; the kernel picks
 // plain readdir when nobody looks at attributes (os.walk, find without -type), as
 // FUSE_CAP_READDIRPLUS_AUTO lets it.
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <future>
 #include <string>
+#include <vector>
 
 #include "fuse/dir_handle.h"
 #include "fuse/mount_context.h"
@@ -51,48 +53,68 @@ Result<bool> SlotAt(DirHandle& dh, fuse_ino_t dir, off_t off, Slot& out) {
   return true;
 }
 
-// Adds `s` (at offset `off`, continuing at off + 1) to `buf` when it fits; returns the bytes
-// used, or 0 when it does not fit.
-size_t AddPlain(fuse_req_t req, char* buf, size_t room, const Slot& s, off_t off) {
-  struct stat st {};
-  st.st_ino = s.ino;
-  st.st_mode = ToStat(fs::Attr{.type = s.type}).st_mode;
-  const size_t need = fuse_add_direntry(req, buf, room, s.name.c_str(), &st, off + 1);
-  return need <= room ? need : 0;
+// The slots from `off` on whose entries fit in `size` bytes (fewer at the listing's end).
+Result<std::vector<Slot>> SlotsThatFit(fuse_req_t req, DirHandle& dh, fuse_ino_t ino, off_t off, size_t size,
+                                       bool plus) {
+  std::vector<Slot> slots;
+  for (size_t used = 0;; ++off) {
+    Slot s;
+    auto more = SlotAt(dh, ino, off, s);
+    if (!more.ok()) {
+      if (!slots.empty()) break;  // what fits is answered; the error comes with the next call
+      return more.status();
+    }
+    if (!*more) break;
+    used += plus ? fuse_add_direntry_plus(req, nullptr, 0, s.name.c_str(), nullptr, 0)
+                 : fuse_add_direntry(req, nullptr, 0, s.name.c_str(), nullptr, 0);
+    if (used > size) break;
+    slots.push_back(std::move(s));
+  }
+  return slots;
 }
 
-size_t AddPlus(fuse_req_t req, char* buf, size_t room, const Slot& s, off_t off) {
-  if (fuse_add_direntry_plus(req, nullptr, 0, s.name.c_str(), nullptr, 0) > room) return 0;
+// Entries with attributes for readdirplus, fetched in parallel (each a round trip). "." and
+// "..", and an entry removed since its page was read, go without attributes (ino 0: the
+// kernel then links nothing and looks the name up when it needs it).
+std::vector<fuse_entry_param> EntriesOf(fuse_req_t req, const std::vector<Slot>& slots) {
   MountContext& ctx = Ctx(req);
-  fuse_entry_param e{};
-  e.attr.st_ino = s.ino;
-  e.attr.st_mode = ToStat(fs::Attr{.type = s.type}).st_mode;
-  // "." and "..", and an entry removed since the page was read, go without attributes
-  // (ino 0: the kernel then links nothing and looks the name up when it needs it).
-  if (s.name != "." && s.name != "..") {
-    if (auto a = ctx.fs.GetAttr(s.ino); a.ok()) e = ToEntry(ctx, *a);
+  std::vector<fuse_entry_param> entries(slots.size());
+  std::vector<std::future<Result<fs::Attr>>> attrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    entries[i].attr.st_ino = slots[i].ino;
+    entries[i].attr.st_mode = ToStat(fs::Attr{.type = slots[i].type}).st_mode;
+    if (slots[i].name == "." || slots[i].name == "..") continue;
+    attrs[i] = std::async(std::launch::async, [&ctx, ino = slots[i].ino] { return ctx.fs.GetAttr(ino); });
   }
-  return fuse_add_direntry_plus(req, buf, room, s.name.c_str(), &e, off + 1);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!attrs[i].valid()) continue;
+    if (auto a = attrs[i].get(); a.ok()) entries[i] = ToEntry(ctx, *a);
+  }
+  return entries;
 }
 
 void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
   DirHandle& dh = Handle(fi);
   std::lock_guard lock(dh.mutex());
   if (off == 0) dh.Rewind();
+  auto slots = SlotsThatFit(req, dh, ino, off, size, plus);
+  if (!slots.ok()) return ReplyStatus(req, slots.status());
+  std::vector<fuse_entry_param> entries;
+  if (plus) entries = EntriesOf(req, *slots);
   std::string buf(size, '\0');
   size_t used = 0;
-  for (;; ++off) {
-    Slot s;
-    auto more = SlotAt(dh, ino, off, s);
-    if (!more.ok()) {
-      if (used > 0) break;  // what fits is answered; the error comes with the next call
-      return ReplyStatus(req, more.status());
+  for (size_t i = 0; i < slots->size(); ++i) {
+    const Slot& s = (*slots)[i];
+    const off_t next = off + static_cast<off_t>(i) + 1;
+    char* at = buf.data() + used;
+    if (plus) {
+      used += fuse_add_direntry_plus(req, at, size - used, s.name.c_str(), &entries[i], next);
+    } else {
+      struct stat st {};
+      st.st_ino = s.ino;
+      st.st_mode = ToStat(fs::Attr{.type = s.type}).st_mode;
+      used += fuse_add_direntry(req, at, size - used, s.name.c_str(), &st, next);
     }
-    if (!*more) break;
-    const size_t n = plus ? AddPlus(req, buf.data() + used, size - used, s, off)
-                          : AddPlain(req, buf.data() + used, size - used, s, off);
-    if (n == 0) break;
-    used += n;
   }
   fuse_reply_buf(req, buf.data(), used);
 }

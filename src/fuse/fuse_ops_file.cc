@@ -83,6 +83,7 @@ void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fu
   if (!made.ok()) return ReplyStatus(req, made.status());
   const uint64_t ino = made->first.ino;
   std::shared_ptr<OpenInode> node = ctx.open_files.Adopt(ino, std::move(made->second));
+  if (fi->flags & O_EXCL) node->set_known_without_caps(true);  // new: it carries no xattrs
   // An existing file (a create that raced with another) is opened, and cut when O_TRUNC asks.
   if (Status s = TruncateAtOpen(*node, fi->flags); !s.ok()) {
     ctx.open_files.Release(node).IgnoreError();

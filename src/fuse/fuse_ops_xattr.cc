@@ -22,6 +22,13 @@ namespace {
 
 bool IsSystemName(const char* name) { return std::strncmp(name, "system.", 7) == 0; }
 
+constexpr const char* kCapsName = "security.capability";
+
+// The inode's open state when `name` is the capability xattr and the inode is open here.
+std::shared_ptr<OpenInode> CapsNode(MountContext& ctx, fuse_ino_t ino, const char* name) {
+  return std::strcmp(name, kCapsName) == 0 ? ctx.open_files.Find(ino) : nullptr;
+}
+
 // Replies `bytes` under the size-probe rules above.
 void ReplySized(fuse_req_t req, const char* bytes, size_t n, size_t size) {
   if (size == 0) return (void)fuse_reply_xattr(req, n);
@@ -38,13 +45,20 @@ void SetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* valu
   if (flags & XATTR_CREATE) f |= fs::kXattrCreate;
   if (flags & XATTR_REPLACE) f |= fs::kXattrReplace;
   std::span<const std::byte> v(reinterpret_cast<const std::byte*>(value), size);
+  if (auto node = CapsNode(ctx, ino, name)) node->set_known_without_caps(false);
   ReplyStatus(req, ctx.fs.SetXattr(ino, name, v, f));
 }
 
 void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
   if (IsSystemName(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
-  auto v = Ctx(req).fs.GetXattr(ino, name);
-  if (!v.ok()) return ReplyStatus(req, v.status());
+  MountContext& ctx = Ctx(req);
+  std::shared_ptr<OpenInode> caps = CapsNode(ctx, ino, name);
+  if (caps && caps->known_without_caps()) return (void)fuse_reply_err(req, ENODATA);
+  auto v = ctx.fs.GetXattr(ino, name);
+  if (!v.ok()) {
+    if (caps && fs::ErrnoOf(v.status()) == ENODATA) caps->set_known_without_caps(true);
+    return ReplyStatus(req, v.status());
+  }
   ReplySized(req, reinterpret_cast<const char*>(v->data()), v->size(), size);
 }
 
@@ -64,6 +78,7 @@ void RemoveXattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   MountContext& ctx = Ctx(req);
   if (int err = WriteDenied(ctx)) return (void)fuse_reply_err(req, err);
   if (IsSystemName(name)) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if (auto node = CapsNode(ctx, ino, name)) node->set_known_without_caps(false);
   ReplyStatus(req, ctx.fs.RemoveXattr(ino, name));
 }
 

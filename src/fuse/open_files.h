@@ -36,6 +36,11 @@ class OpenInode {
   void NoteWrite();
   // The mtime was set explicitly: writes so far no longer count for it.
   void ForgetWrites() { last_write_ns_.store(0, std::memory_order_relaxed); }
+  // Whether this inode is known to carry no "security.capability" xattr. The kernel asks for it
+  // before every write (to drop file capabilities on change); answering from here after the
+  // first miss saves a round trip per write. Reset when this mount sets or removes it.
+  bool known_without_caps() const { return no_caps_.load(std::memory_order_relaxed); }
+  void set_known_without_caps(bool v) { no_caps_.store(v, std::memory_order_relaxed); }
   // Serialises O_APPEND writes of this mount: each takes the end as it finds it.
   std::mutex& append_mutex() { return append_mu_; }
 
@@ -53,6 +58,7 @@ class OpenInode {
   bool writable_ = false;
   std::optional<fs::Attr> last_attr_;
   std::atomic<int64_t> last_write_ns_{0};
+  std::atomic<bool> no_caps_{false};
   std::mutex append_mu_;
   int opens_ = 0;  // guarded by OpenFiles::mu_
 };
