@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,8 +58,8 @@ class Mounts:
         self.cluster, self.root = cluster, root
         self.made = []  # (mountpoint, pid)
 
-    def mount(self, name, container="fs1", *extra):
-        mp = self.root / name
+    def mount(self, name, container="fs1", *extra, at=None):
+        mp = Path(at) if at else self.root / name
         mp.mkdir(exist_ok=True)
         out = self.cluster.cli("mount", container, str(mp), "--json", "--log-file", str(self.root / f"{name}.log"),
                                *extra)
@@ -147,6 +148,36 @@ def test_coreutils_on_the_mount(mounts, tmp_path):
     sh("rm", "-r", f"{base}/a")
     assert not (base / "a").exists()
     assert sorted(os.listdir(base)) == ["hard", "moved.sh", "sym", "t"]
+
+
+def test_permissions_are_enforced_and_owners_come_from_the_caller(mounts):
+    """default_permissions: the kernel checks the stored modes; a file made by another user
+    is owned by that user (uid/gid of the request)."""
+    # Under a directory every user may pass through (pytest's own are root's alone).
+    top = Path(tempfile.mkdtemp(prefix="penstock-perm-"))
+    os.chmod(top, 0o755)
+    try:
+        mp, _ = mounts.mount("m", "fs1", "-o", "allow_other", at=top / "m")
+        shared = mp / "shared"
+        shared.mkdir()
+        os.chmod(shared, 0o1777)
+        (shared / "secret").write_text("root only\n")
+        os.chmod(shared / "secret", 0o600)
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        sh(*nobody, "sh", "-c", f"echo mine > {shared}/theirs && mkdir {shared}/theirdir")
+        for name in ("theirs", "theirdir"):
+            st = os.stat(shared / name)
+            assert (st.st_uid, st.st_gid) == (65534, 65534), name
+        p = subprocess.run([*nobody, "cat", str(shared / "secret")], capture_output=True, text=True)
+        assert p.returncode != 0 and "Permission denied" in p.stderr, p.stderr
+        p = subprocess.run([*nobody, "rm", "-f", str(shared / "secret")], capture_output=True, text=True)
+        assert p.returncode != 0 and "not permitted" in p.stderr, p.stderr  # sticky directory
+        with pytest.raises(PermissionError):
+            os.mkfifo(shared / "fifo")  # only regular files, directories and symlinks are kept
+    finally:
+        if mounted(top / "m"):
+            mounts.unmount(top / "m")
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_tar_round_trip_of_the_source_tree(mounts, tmp_path):
