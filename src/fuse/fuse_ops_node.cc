@@ -79,12 +79,14 @@ fs::AttrChange ToChange(const struct stat& attr, int to_set) {
   return c;
 }
 
-// A truncate of a file open here goes through its shared File, which would otherwise keep
-// (and later publish) the size it knew; Flush makes the new size visible to other clients now.
+// A truncate of a file open here for writing goes through its shared File, which would
+// otherwise keep (and later publish) the size it knew; Flush makes the new size visible to
+// other clients now. (A file open only for reading is cut by SetAttr: FileSystem then fixes
+// the size its own open File knows.)
 Status TruncateOpen(MountContext& ctx, fuse_ino_t ino, fs::AttrChange& change) {
   if (!change.size) return OkStatus();
   std::shared_ptr<OpenInode> node = ctx.open_files.Find(ino);
-  std::shared_ptr<fs::File> file = node ? node->file() : nullptr;
+  std::shared_ptr<fs::File> file = node && node->writable() ? node->file() : nullptr;
   if (!file) return OkStatus();
   if (Status s = file->Truncate(*change.size); !s.ok()) return s;
   node->NoteWrite();

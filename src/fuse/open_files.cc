@@ -22,6 +22,11 @@ std::shared_ptr<fs::File> OpenInode::file() const {
   return file_;
 }
 
+bool OpenInode::writable() const {
+  std::lock_guard lock(mu_);
+  return writable_;
+}
+
 void OpenInode::NoteWrite() { last_write_ns_.store(NowNs(), std::memory_order_relaxed); }
 
 void OpenInode::Overlay(fs::Attr& attr) {

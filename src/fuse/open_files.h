@@ -32,6 +32,8 @@ class OpenInode {
 
   // The File every handle of this inode reads and writes through (null until opened).
   std::shared_ptr<fs::File> file() const;
+  // Whether file() was opened for writing.
+  bool writable() const;
   // Records a write that just landed (the mtime this mount reports until the inode has it).
   void NoteWrite();
   // The mtime was set explicitly: writes so far no longer count for it.

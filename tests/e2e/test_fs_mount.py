@@ -140,6 +140,15 @@ def test_coreutils_on_the_mount(mounts, tmp_path):
     sh("truncate", "-s", "10", f"{base}/t")
     assert (base / "t").read_bytes() == b"0123456789"
     assert sh("stat", "-c", "%s %a %h %F", f"{base}/t") == "10 644 1 regular file\n"
+    with open(base / "t", "rb") as reader:  # cut while another process has it open to read
+        sh("truncate", "-s", "4", f"{base}/t")
+        assert reader.read() == b"0123"
+    with open(base / "t", "r+b") as writer:  # and while open to write, with bytes not yet closed
+        writer.write(b"abcdefgh")
+        writer.flush()
+        sh("truncate", "-s", "6", f"{base}/t")
+        assert os.fstat(writer.fileno()).st_size == 6
+    assert (base / "t").read_bytes() == b"abcdef"
 
     df = sh("df", "-B1", str(mp)).splitlines()[1].split()
     assert df[0] == "penstock:fs1" and int(df[1]) > 0 and int(df[3]) > 0
@@ -261,6 +270,32 @@ def test_close_to_open_between_two_mounts(mounts):
         with open(b / "c2o.bin", "rb") as f:
             got = f.read()
         assert len(got) == len(data) and got == data, f"round {rnd}: B read {len(got)} bytes, A wrote {len(data)}"
+
+
+RANGE_WORKER = r"""
+import os, sys
+path, k, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fd = os.open(path, os.O_WRONLY)
+data = bytes([65 + k]) * chunk
+for piece in range(0, chunk, 256 * 1024):  # in pieces, interleaving with the other writers
+    os.pwrite(fd, data[piece:piece + 256 * 1024], k * chunk + piece)
+os.close(fd)
+"""
+
+
+def test_four_processes_write_disjoint_ranges_of_one_file(mounts):
+    mp, _ = mounts.mount("m")
+    path = mp / "ranges.bin"
+    path.write_bytes(b"")
+    chunk = (1 << 20) + 4096
+    procs = [subprocess.Popen([sys.executable, "-c", RANGE_WORKER, str(path), str(k), str(chunk)])
+             for k in (3, 1, 0, 2)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0
+    got = path.read_bytes()
+    assert len(got) == 4 * chunk
+    for k in range(4):
+        assert got[k * chunk:(k + 1) * chunk] == bytes([65 + k]) * chunk, f"range {k}"
 
 
 EXCL_WORKER = r"""
