@@ -57,6 +57,7 @@ Status ConnectAndServe(const MountOptions& o, const std::function<void(const Sta
 Status Mount(const MountOptions& given, int* daemon_pid) {
   MountOptions o = given;
   o.mountpoint = AbsolutePath(given.mountpoint);
+  if (!o.log_file.empty()) o.log_file = AbsolutePath(o.log_file);
   if (Status s = CheckFuseAvailable(); !s.ok()) return s;
   if (Status s = CheckMountpoint(o.mountpoint); !s.ok()) return s;
   if (o.foreground) {
@@ -74,6 +75,9 @@ Status Mount(const MountOptions& given, int* daemon_pid) {
     return OkStatus();
   }
   Readiness r = std::move(*readiness);
+  // The daemon holds no directory busy (a working directory inside another mount would keep
+  // that one from unmounting).
+  if (::chdir("/") != 0) PS_LOG_WARN("cannot change the mount daemon's directory to /");
   bool served = false;  // the parent heard OK: later errors go to the log
   Status s = ConnectAndServe(o, [&](const Status& st) {
     if (!r.in_child()) return;

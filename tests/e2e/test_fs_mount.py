@@ -8,6 +8,7 @@ teardown (fusermount3 -u, else umount -l) and its daemon killed by PID if still 
 import ctypes
 import errno
 import json
+import mmap
 import os
 import shutil
 import signal
@@ -232,12 +233,16 @@ def test_git_init_add_commit_inside_the_mount(mounts):
 def test_os_walk_over_thousands_of_files(fsc, mounts, tmp_path):
     src = tmp_path / "tree"
     expect = {}
-    for d in range(20):
+    for d in range(14):
         (src / f"d{d:02}" / "sub").mkdir(parents=True)
         for i in range(100):
             rel = f"d{d:02}/{'sub/' if i % 4 == 0 else ''}f{i:03}"
             (src / rel).write_bytes(b"x" * (i % 7))
             expect[rel] = i % 7
+    (src / "wide").mkdir()  # more entries than one page of the mount's directory listing (512)
+    for i in range(600):
+        (src / f"wide/w{i:04}").write_bytes(b"")
+        expect[f"wide/w{i:04}"] = 0
     # Stored without the mount (penstock fs cp -r, 16 files at once), walked through it.
     fsc.cli("fs", "cp", "-r", "--jobs", "16", "--quiet", str(src), "fs:/walk", "--container", "fs1")
     mp, _ = mounts.mount("m")
@@ -251,6 +256,8 @@ def test_os_walk_over_thousands_of_files(fsc, mounts, tmp_path):
     assert set(seen) == set(expect), f"{len(seen)} files walked, {len(expect)} stored"
     for rel in list(expect)[::97]:
         assert os.stat(mp / "walk" / rel).st_size == expect[rel]
+    assert sorted(os.listdir(mp / "walk/wide")) == [f"w{i:04}" for i in range(600)]
+    assert sh("ls", "-U", str(mp / "walk/wide")).count("\n") == 600
     print(f"os.walk of {len(seen)} files: {walk_s:.2f} s")
 
 
@@ -469,6 +476,14 @@ def test_large_sequential_io(mounts):
         f.write(b"MID")
         f.seek(4_999_999)
         assert f.read(7) == data[4_999_999:5_000_001] + b"MID" + data[5_000_004:5_000_006]
+    with open(mp / "big.bin", "r+b") as f:  # a shared writable mapping, written back on msync
+        m = mmap.mmap(f.fileno(), 0)
+        m[(8 << 20) - 2:(8 << 20) + 3] = b"MMAP!"
+        m.flush()
+        m.close()
+    with open(mp / "big.bin", "rb") as f:
+        f.seek((8 << 20) - 2)
+        assert f.read(5) == b"MMAP!"
     print(f"24 MiB: write {24 / w:.0f} MiB/s, read {24 / r:.0f} MiB/s")
 
 
