@@ -6,9 +6,8 @@
 #include <sys/sysmacros.h>
 
 #include <fstream>
-#include <thread>
-
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -22,7 +21,6 @@ constexpr unsigned kMaxRequestBytes = 1u << 20;  // reads, writes and readahead:
 
 void Init(void*, fuse_conn_info* conn) {
   conn->max_write = kMaxRequestBytes;  // libfuse lowers it to its buffer (1 MiB) when needed
-  conn->max_read = 0;                  // no limit below max_pages
   conn->max_readahead = kMaxRequestBytes;
   conn->max_background = 64;  // readahead and async reads in flight
   conn->congestion_threshold = 48;
