@@ -13,6 +13,12 @@ include(CMakePackageConfigHelpers)
 
 set(PENSTOCK_LIBRARY_PARTS penstock_client penstock_codec penstock_transport penstock_mgmt_client
     penstock_protocol penstock_proto penstock_common)
+# The file system API (penstock/fs.h) rides in the same library when it is built.
+set(PENSTOCK_LIBRARY_WHOLE penstock_client)
+if(TARGET penstock_fs)
+  list(PREPEND PENSTOCK_LIBRARY_PARTS penstock_fs)
+  list(PREPEND PENSTOCK_LIBRARY_WHOLE penstock_fs)
+endif()
 set_target_properties(${PENSTOCK_LIBRARY_PARTS} PROPERTIES
   POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON)
@@ -25,7 +31,10 @@ set_target_properties(penstock_shared PROPERTIES
   OUTPUT_NAME penstock EXPORT_NAME penstock LINKER_LANGUAGE CXX
   VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
   LINK_DEPENDS ${PENSTOCK_VERSION_SCRIPT})
-target_link_libraries(penstock_shared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,penstock_client>")
+string(JOIN "," PENSTOCK_LIBRARY_WHOLE_LIST ${PENSTOCK_LIBRARY_WHOLE})
+target_link_libraries(penstock_shared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${PENSTOCK_LIBRARY_WHOLE_LIST}>")
+# penstock_fs depends on penstock_client: one feature for it on the whole link line.
+set_property(TARGET penstock_shared PROPERTY LINK_LIBRARY_OVERRIDE_penstock_client WHOLE_ARCHIVE)
 target_link_options(penstock_shared PRIVATE -Wl,--no-undefined
   -Wl,--version-script=${PENSTOCK_VERSION_SCRIPT})
 target_include_directories(penstock_shared INTERFACE

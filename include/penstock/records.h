@@ -15,7 +15,10 @@
 // several clients creating one key at once (the others get kAlreadyExists), and an update or
 // delete given the version it read fails with kAborted when another client changed the record
 // since. Conditional calls take the record's write lease (shard_protocol.h) from the target of
-// its first up copy for their read-and-write, so writers in different clients take turns.
+// its first up copy for their read-and-write, so writers in different clients take turns; a
+// create in an unprotected container is instead one write the target applies only when the key
+// holds nothing (one round trip), and so does not wait for a lease: a lease holder that writes
+// a record it read absent must write it create-only (or over the version it read) to notice.
 //
 // Keys are hashed to 64 bits within their group; a page lists records in hash order, and the
 // cursor of a page is where the next one starts. Two keys of one group with the same hash (about
@@ -48,12 +51,17 @@ struct RecordCondition {
     kAny,      // always (replaces what is there)
     kCreate,   // only when the key holds no record: kAlreadyExists otherwise
     kVersion,  // only over `version` (as read): kAborted when it changed, kNotFound when gone
+    // Without reading first and without taking the lease: for a key no other writer can be
+    // using (a fresh random one, or one whose lease the caller holds and has just read, giving
+    // the version it read: the write's is newer). Whatever is stored there is replaced.
+    kBlind,
   };
   Kind kind = Kind::kAny;
   uint64_t version = 0;
   static RecordCondition Any() { return {}; }
   static RecordCondition Create() { return {Kind::kCreate, 0}; }
   static RecordCondition Version(uint64_t v) { return {Kind::kVersion, v}; }
+  static RecordCondition Blind(uint64_t after = 0) { return {Kind::kBlind, after}; }
 };
 
 // One record, named for LockRecords.

@@ -130,6 +130,19 @@ Result<uint64_t> RecordStore::Put(const ContainerInfo& c, const std::string& gro
   h.inlined = true;
   h.data.assign(value.begin(), value.end());
   const std::vector<std::byte> bytes = EncodeObjectHead(h);
+  if (cond.kind == RecordCondition::Kind::kBlind) {
+    auto* h = dynamic_cast<const HeldLeases*>(held);
+    if (held != nullptr && (h == nullptr || !h->Covers(k))) {
+      return InvalidArgument("the leases given do not cover this record");
+    }
+    const uint64_t version = NewerThan(NewVersion(), cond.version);
+    PS_RETURN_IF_ERROR(io_->WriteHead(c.redundancy, k, bytes, version).WithContext("writing " + What(c, group, key)));
+    return version;
+  }
+  if (cond.kind == RecordCondition::Kind::kCreate && held == nullptr && !c.redundancy.protected_() &&
+      !view_->has_earlier_placements()) {
+    return CreateUnprotected(c, k, bytes, What(c, group, key));
+  }
   uint64_t written = 0;
   PS_RETURN_IF_ERROR(WithLease(c, k, held, [&]() -> Status {
     PS_ASSIGN_OR_RETURN(std::optional<Stored> stored, ReadStored(c, group, key));
@@ -142,6 +155,24 @@ Result<uint64_t> RecordStore::Put(const ContainerInfo& c, const std::string& gro
     return io_->WriteHead(c.redundancy, k, bytes, written).WithContext("writing " + What(c, group, key));
   }));
   return written;
+}
+
+Result<uint64_t> RecordStore::CreateUnprotected(const ContainerInfo& c, const WireShardKey& k,
+                                                std::span<const std::byte> bytes, const std::string& what) {
+  const uint64_t version = NewVersion();
+  const auto first = std::chrono::steady_clock::now();
+  for (int attempt = 0;; ++attempt) {
+    Status s = Await<Status>([&](auto done) { io_->shards().StartWriteRange(k, 0, bytes, version, std::move(done), 0); });
+    if (s.ok()) return version;
+    if (s.code() == StatusCode::kAborted) {
+      if (attempt > 0) {  // an earlier attempt may have landed: then the stored record is ours
+        auto stored = io_->ReadHead(c.redundancy, k);
+        if (stored.ok() && stored->version == version) return version;
+      }
+      return AlreadyExists(what + " exists");
+    }
+    if (!io_->shards().Backoff(s, first, attempt)) return s.WithContext("creating " + what);
+  }
 }
 
 Status RecordStore::Delete(const ContainerInfo& c, const std::string& group, const std::string& key,

@@ -6,7 +6,9 @@
 // so repair keeps its copies as it keeps any head's. Writes take the record's head lease
 // (StripeIo::LockStripe) unless the caller holds it (RecordLeases), read the newest copy,
 // check the condition and the name (two keys with one hash), and write with a version newer
-// than the stored one. A listing asks every target for one page of the group's heads
+// than the stored one. Two shortcuts: a blind write is one head write; a create in an
+// unprotected container (one copy, deletes leave no tombstone) is one range write over
+// "version 0" (kWriteIfVersion), which the target applies only where nothing is stored. A listing asks every target for one page of the group's heads
 // (kListSameHi) and merges the pages: each target's page is in key order, so every record up
 // to the smallest last key of a full page is complete.
 //
@@ -48,6 +50,10 @@ class RecordStore {
   // Runs `fn` holding the record's write lease (taking it unless `held` covers it).
   Status WithLease(const ContainerInfo& c, const WireShardKey& key, const RecordLeases* held,
                    const std::function<Status()>& fn);
+  // A create in an unprotected container: one range write the target applies only where
+  // the key holds nothing (kWriteIfVersion over version 0).
+  Result<uint64_t> CreateUnprotected(const ContainerInfo& c, const WireShardKey& k, std::span<const std::byte> bytes,
+                                     const std::string& what);
   // One page of the group from target `t` (an error for a target that cannot be listed).
   Result<std::vector<ListEntry>> ListTarget(const ContainerInfo& c, const TargetRef& t, uint64_t hi,
                                             uint64_t after_lo, uint32_t limit);

@@ -169,10 +169,12 @@ void ShardClient::StartWrite(const WireShardKey& key, std::span<const std::byte>
 }
 
 void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data,
-                                  uint64_t version, std::function<void(Status)> done) {
+                                  uint64_t version, std::function<void(Status)> done,
+                                  std::optional<uint64_t> expected) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  std::vector<std::byte> header = Header({.op = ShardOp::kWriteRange, .key = key, .shard_version = version, .offset = offset});
+  std::vector<std::byte> header = Header(
+      {.op = ShardOp::kWriteRange, .key = key, .shard_version = version, .offset = offset, .expected_version = expected});
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWriteRange), header, data,
              [this, c = key.container, done = std::move(done)](RpcReply r) {

@@ -80,9 +80,10 @@ class ShardClient {
                   std::function<void(Status)> done);
   void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
   // Partial-shard write (kWriteRange): `data` replaces bytes [offset, offset + size) of the
-  // shard, whose version becomes `version`.
+  // shard, whose version becomes `version`. With `expected`, only over that stored version
+  // (kWriteIfVersion; 0: only when the shard is absent).
   void StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
-                       std::function<void(Status)> done);
+                       std::function<void(Status)> done, std::optional<uint64_t> expected = std::nullopt);
   // Bytes [offset, offset + length) of the shard; shorter when the shard is shorter.
   void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
                       std::function<void(Result<ShardData>)> done,

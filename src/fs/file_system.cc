@@ -12,8 +12,6 @@ namespace penstock::fs {
 
 namespace {
 
-constexpr int kUpdateAttempts = 32;
-
 std::span<const std::byte> Span(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
 
 }  // namespace
@@ -59,19 +57,16 @@ Result<FileSystemImpl::Versioned> FileSystemImpl::ReadInode(uint64_t ino) {
 }
 
 Result<Inode> FileSystemImpl::UpdateInode(uint64_t ino, const std::function<Status(Inode&)>& change) {
-  for (int attempt = 0; attempt < kUpdateAttempts; ++attempt) {
-    PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
-    PS_RETURN_IF_ERROR(change(v.inode));
-    auto put = client_.PutRecord(container_, kInodeGroup, InodeKey(ino), EncodeInode(v.inode),
-                                 RecordCondition::Version(v.version));
-    if (put.ok()) return std::move(v.inode);
-    if (put.status().code() == StatusCode::kNotFound) {
-      return FsError(ENOENT, "inode " + std::to_string(ino) + " was removed by another client");
-    }
-    if (put.status().code() != StatusCode::kAborted) return put.status();
-  }
-  return FsError(EAGAIN, "inode " + std::to_string(ino) + " kept changing under " + std::to_string(kUpdateAttempts) +
-                             " attempts to update it; try again");
+  // Under the inode's lease: read, change, write (no other writer in between).
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<RecordLeases> lease,
+                      client_.LockRecords(container_, {{kInodeGroup, InodeKey(ino)}}));
+  PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
+  PS_RETURN_IF_ERROR(change(v.inode));
+  PS_RETURN_IF_ERROR(client_
+                         .PutRecord(container_, kInodeGroup, InodeKey(ino), EncodeInode(v.inode),
+                                    RecordCondition::Blind(v.version), lease.get())
+                         .status());
+  return std::move(v.inode);
 }
 
 Result<FileSystemImpl::Entry> FileSystemImpl::ReadEntry(uint64_t parent, const std::string& name) {

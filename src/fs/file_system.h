@@ -4,8 +4,8 @@
 // Every call is a handful of record operations: a lookup reads the entry, then the inode; a
 // create writes the new inode (a fresh random number: it cannot exist) and then the entry with
 // a create-only condition, which is where concurrent creators of one name are decided (the
-// loser removes its inode again); an inode change is a read and a write conditional on the
-// version read, retried when another client changed it in between. Order makes crashes leave
+// loser removes its inode again); an inode change is a read and a write under the inode's
+// write lease (three round trips), so changes from several clients take turns. Order makes crashes leave
 // garbage rather than dangling names: an inode is written before its first entry and removed
 // after its last. A directory's mtime is not bumped by entry changes (it would make every
 // create in a shared directory contend for one record).
@@ -88,8 +88,7 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   };
   // Record helpers (file_system.cc).
   Result<Versioned> ReadInode(uint64_t ino);
-  // Reads, changes and writes the inode over the version read, retrying when another client
-  // changed it in between. `change` may fail the update; it may run more than once.
+  // Reads, changes and writes the inode under its write lease. `change` may fail the update.
   Result<Inode> UpdateInode(uint64_t ino, const std::function<Status(Inode&)>& change);
   Result<Entry> ReadEntry(uint64_t parent, const std::string& name);
   // The inode of `dir`, ENOTDIR unless it is a directory.
@@ -106,6 +105,8 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   // Rename (fs_rename.cc): EINVAL when moving directory `ino` under `new_parent` would put it
   // inside itself.
   Status CheckNotInside(uint64_t ino, uint64_t new_parent);
+  Status RenameOnce(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name,
+                    unsigned flags);
   Status Exchange(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name);
   // Paths (fs_paths.cc): the inode `path` names (following symlinks in the middle, and at the
   // end when `follow`), or its parent directory and last name.

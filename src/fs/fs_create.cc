@@ -35,7 +35,7 @@ Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, I
   if (inode.type == FileType::kDirectory) inode.parent = parent;
   const std::string key = InodeKey(inode.ino);
   PS_RETURN_IF_ERROR(
-      client_.PutRecord(container_, kInodeGroup, key, EncodeInode(inode), RecordCondition::Create()).status());
+      client_.PutRecord(container_, kInodeGroup, key, EncodeInode(inode), RecordCondition::Blind()).status());
   auto entry = client_.PutRecord(container_, DirGroup(parent), name, EncodeDirent({inode.ino, inode.type}),
                                  RecordCondition::Create());
   if (!entry.ok()) {

@@ -31,6 +31,15 @@ bool IsEmptyDir(Client& c, const std::string& container, uint64_t dir, Status& e
   return true;
 }
 
+// A name changed under the rename's leases (an unprotected create, which takes none): EAGAIN.
+Status Changed(Status s) {
+  if (s.code() == StatusCode::kAborted || s.code() == StatusCode::kAlreadyExists ||
+      s.code() == StatusCode::kNotFound) {
+    return FsError(EAGAIN, "a name changed while it was being renamed; try again (" + s.message() + ")");
+  }
+  return s;
+}
+
 }  // namespace
 
 Status FileSystemImpl::CheckNotInside(uint64_t ino, uint64_t new_parent) {
@@ -46,6 +55,16 @@ Status FileSystemImpl::CheckNotInside(uint64_t ino, uint64_t new_parent) {
 
 Status FileSystemImpl::Rename(uint64_t parent, const std::string& name, uint64_t new_parent,
                               const std::string& new_name, unsigned flags) {
+  Status s;
+  for (int attempt = 0; attempt < 8; ++attempt) {  // a name changed under us (Changed): again
+    s = RenameOnce(parent, name, new_parent, new_name, flags);
+    if (ErrnoOf(s) != EAGAIN) break;
+  }
+  return s;
+}
+
+Status FileSystemImpl::RenameOnce(uint64_t parent, const std::string& name, uint64_t new_parent,
+                                  const std::string& new_name, unsigned flags) {
   PS_RETURN_IF_ERROR(CheckName(name));
   PS_RETURN_IF_ERROR(CheckName(new_name));
   if ((flags & kNoReplace) && (flags & kExchange)) return FsError(EINVAL, "rename: no-replace and exchange together");
@@ -70,10 +89,12 @@ Status FileSystemImpl::Rename(uint64_t parent, const std::string& name, uint64_t
     }
   }
   if (dir && parent != new_parent) PS_RETURN_IF_ERROR(CheckNotInside(from.dirent.ino, new_parent));
-  PS_RETURN_IF_ERROR(client_.PutRecord(container_, DirGroup(new_parent), new_name, EncodeDirent(from.dirent), {},
-                                       leases.get())
-                         .status());
-  PS_RETURN_IF_ERROR(client_.DeleteRecord(container_, DirGroup(parent), name, std::nullopt, leases.get()));
+  // Over what was read (an unprotected create does not wait for the leases): EAGAIN if it changed.
+  const RecordCondition over = to.ok() ? RecordCondition::Version(to->version) : RecordCondition::Create();
+  PS_RETURN_IF_ERROR(Changed(client_.PutRecord(container_, DirGroup(new_parent), new_name, EncodeDirent(from.dirent),
+                                               over, leases.get())
+                                 .status()));
+  PS_RETURN_IF_ERROR(Changed(client_.DeleteRecord(container_, DirGroup(parent), name, from.version, leases.get())));
   leases.reset();
   if (to.ok()) {
     PS_RETURN_IF_ERROR(to->dirent.type == FileType::kDirectory ? RemoveInode(to->dirent.ino, FileType::kDirectory)
@@ -99,11 +120,14 @@ Status FileSystemImpl::Exchange(uint64_t parent, const std::string& name, uint64
     if (a.dirent.type == FileType::kDirectory) PS_RETURN_IF_ERROR(CheckNotInside(a.dirent.ino, new_parent));
     if (b.dirent.type == FileType::kDirectory) PS_RETURN_IF_ERROR(CheckNotInside(b.dirent.ino, parent));
   }
-  PS_RETURN_IF_ERROR(client_.PutRecord(container_, DirGroup(new_parent), new_name, EncodeDirent(a.dirent), {},
-                                       leases.get())
-                         .status());
-  PS_RETURN_IF_ERROR(
-      client_.PutRecord(container_, DirGroup(parent), name, EncodeDirent(b.dirent), {}, leases.get()).status());
+  PS_RETURN_IF_ERROR(Changed(client_
+                                 .PutRecord(container_, DirGroup(new_parent), new_name, EncodeDirent(a.dirent),
+                                            RecordCondition::Version(b.version), leases.get())
+                                 .status()));
+  PS_RETURN_IF_ERROR(Changed(client_
+                                 .PutRecord(container_, DirGroup(parent), name, EncodeDirent(b.dirent),
+                                            RecordCondition::Version(a.version), leases.get())
+                                 .status()));
   leases.reset();
   if (parent == new_parent) return OkStatus();
   for (auto [entry, now_in] : {std::pair{a, new_parent}, std::pair{b, parent}}) {
