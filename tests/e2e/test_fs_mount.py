@@ -75,6 +75,11 @@ class Mounts:
             subprocess.run(["umount", "-l", str(mp)], capture_output=True, timeout=30)
 
     def cleanup(self):
+        # Shown by pytest when the test failed: what each daemon said (a crash's backtrace).
+        for log in sorted(self.root.glob("*.log")):
+            text = log.read_text(errors="replace")
+            if text:
+                print(f"--- {log.name} ---\n{text[-4000:]}")
         for mp, pid in self.made:
             if mounted(mp):
                 self.unmount(mp)
