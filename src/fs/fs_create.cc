@@ -27,9 +27,9 @@ uint64_t NewIno() {
 
 }  // namespace
 
-Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode) {
+Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked) {
   PS_RETURN_IF_ERROR(CheckName(name));
-  PS_RETURN_IF_ERROR(ReadDirectory(parent).status());
+  if (!parent_checked) PS_RETURN_IF_ERROR(ReadDirectory(parent).status());
   inode.ino = NewIno();
   inode.atime_ns = inode.mtime_ns = inode.ctime_ns = NowNs();
   if (inode.type == FileType::kDirectory) inode.parent = parent;
@@ -63,20 +63,24 @@ Result<Attr> FileSystemImpl::Mkdir(uint64_t parent, const std::string& name, uin
 Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::Create(uint64_t parent, const std::string& name,
                                                                       uint32_t mode, uint32_t uid, uint32_t gid,
                                                                       bool exclusive) {
+  auto made = CreateIn(parent, name, mode, uid, gid, /*parent_checked=*/false);
+  if (made.ok() || exclusive || ErrnoOf(made.status()) != EEXIST) return made;
+  PS_ASSIGN_OR_RETURN(Attr existing, Lookup(parent, name));  // another client made it: open theirs
+  PS_ASSIGN_OR_RETURN(std::shared_ptr<File> f, OpenFile(existing.ino, kRead | kWrite));
+  return std::make_pair(existing, std::move(f));
+}
+
+Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::CreateIn(uint64_t parent, const std::string& name,
+                                                                        uint32_t mode, uint32_t uid, uint32_t gid,
+                                                                        bool parent_checked) {
   Inode i;
   i.type = FileType::kRegular;
   i.mode = mode & 07777;
   i.uid = uid;
   i.gid = gid;
-  auto made = AddNew(parent, name, std::move(i));
-  if (made.ok()) {
-    auto f = std::make_shared<FileImpl>(this, made->ino, kRead | kWrite, 0, /*fresh=*/true);
-    return std::make_pair(made->ToAttr(), std::shared_ptr<File>(std::move(f)));
-  }
-  if (exclusive || ErrnoOf(made.status()) != EEXIST) return made.status();
-  PS_ASSIGN_OR_RETURN(Attr existing, Lookup(parent, name));  // another client made it: open theirs
-  PS_ASSIGN_OR_RETURN(std::shared_ptr<File> f, OpenFile(existing.ino, kRead | kWrite));
-  return std::make_pair(existing, std::move(f));
+  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i), parent_checked));
+  auto f = std::make_shared<FileImpl>(this, made.ino, kRead | kWrite, 0, /*fresh=*/true);
+  return std::make_pair(made.ToAttr(), std::shared_ptr<File>(std::move(f)));
 }
 
 Result<std::shared_ptr<File>> FileSystemImpl::OpenFile(uint64_t ino, unsigned flags) {
