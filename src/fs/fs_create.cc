@@ -25,6 +25,15 @@ uint64_t NewIno() {
   }
 }
 
+Inode NewInode(FileType type, uint32_t mode, uint32_t uid, uint32_t gid) {
+  Inode i;
+  i.type = type;
+  i.mode = mode & 07777;
+  i.uid = uid;
+  i.gid = gid;
+  return i;
+}
+
 }  // namespace
 
 Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked) {
@@ -51,12 +60,7 @@ Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, I
 
 Result<Attr> FileSystemImpl::Mkdir(uint64_t parent, const std::string& name, uint32_t mode, uint32_t uid,
                                    uint32_t gid) {
-  Inode i;
-  i.type = FileType::kDirectory;
-  i.mode = mode & 07777;
-  i.uid = uid;
-  i.gid = gid;
-  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i)));
+  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, NewInode(FileType::kDirectory, mode, uid, gid)));
   return made.ToAttr();
 }
 
@@ -73,12 +77,8 @@ Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::Create(uint64_t p
 Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::CreateIn(uint64_t parent, const std::string& name,
                                                                         uint32_t mode, uint32_t uid, uint32_t gid,
                                                                         bool parent_checked) {
-  Inode i;
-  i.type = FileType::kRegular;
-  i.mode = mode & 07777;
-  i.uid = uid;
-  i.gid = gid;
-  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i), parent_checked));
+  PS_ASSIGN_OR_RETURN(Inode made,
+                      AddNew(parent, name, NewInode(FileType::kRegular, mode, uid, gid), parent_checked));
   auto f = std::make_shared<FileImpl>(this, made.ino, kRead | kWrite, 0, /*fresh=*/true);
   return std::make_pair(made.ToAttr(), std::shared_ptr<File>(std::move(f)));
 }
@@ -100,11 +100,7 @@ Result<Attr> FileSystemImpl::Symlink(uint64_t parent, const std::string& name, c
     return FsError(ENAMETOOLONG, "a symlink target of " + std::to_string(target.size()) + " bytes; at most " +
                                      std::to_string(kMaxSymlinkBytes) + " are allowed");
   }
-  Inode i;
-  i.type = FileType::kSymlink;
-  i.mode = 0777;
-  i.uid = uid;
-  i.gid = gid;
+  Inode i = NewInode(FileType::kSymlink, 0777, uid, gid);
   i.size = target.size();
   i.target = target;
   PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i)));
