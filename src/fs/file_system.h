@@ -102,6 +102,8 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   // is taken. `parent_checked`: the caller knows `parent` is a directory.
   Result<std::pair<Attr, std::shared_ptr<File>>> CreateIn(uint64_t parent, const std::string& name, uint32_t mode,
                                                           uint32_t uid, uint32_t gid, bool parent_checked);
+  // OpenFile of an inode just read.
+  Result<std::shared_ptr<File>> OpenInode(const Inode& inode, unsigned flags);
   // `a` with the size this client's unflushed writes gave the file.
   Attr WithOwnSize(Attr a);
   // Removal (fs_remove.cc): one name of `ino` is gone; the inode (and its data) goes with its

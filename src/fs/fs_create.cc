@@ -85,10 +85,15 @@ Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::CreateIn(uint64_t
 
 Result<std::shared_ptr<File>> FileSystemImpl::OpenFile(uint64_t ino, unsigned flags) {
   PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
-  if (v.inode.type == FileType::kDirectory) return FsError(EISDIR, "inode " + std::to_string(ino) + " is a directory");
-  if (v.inode.type == FileType::kSymlink) return FsError(ELOOP, "inode " + std::to_string(ino) + " is a symlink");
+  return OpenInode(v.inode, flags);
+}
+
+Result<std::shared_ptr<File>> FileSystemImpl::OpenInode(const Inode& inode, unsigned flags) {
+  const uint64_t ino = inode.ino;
+  if (inode.type == FileType::kDirectory) return FsError(EISDIR, "inode " + std::to_string(ino) + " is a directory");
+  if (inode.type == FileType::kSymlink) return FsError(ELOOP, "inode " + std::to_string(ino) + " is a symlink");
   if ((flags & (kRead | kWrite)) == 0) flags |= kRead;
-  auto f = std::make_shared<FileImpl>(this, ino, flags & (kRead | kWrite | kAppend), v.inode.size, /*fresh=*/false);
+  auto f = std::make_shared<FileImpl>(this, ino, flags & (kRead | kWrite | kAppend), inode.size, /*fresh=*/false);
   if ((flags & kTruncate) && (flags & kWrite)) PS_RETURN_IF_ERROR(f->Truncate(0));
   return std::shared_ptr<File>(std::move(f));
 }

@@ -118,14 +118,14 @@ Result<Attr> FileSystemImpl::MkdirPath(const std::string& path, uint32_t mode, b
 Result<std::shared_ptr<File>> FileSystemImpl::OpenPath(const std::string& path, unsigned flags, uint32_t mode) {
   if (!(flags & kCreate)) {
     PS_ASSIGN_OR_RETURN(Inode i, Resolve(path, true));
-    return OpenFile(i.ino, flags);
+    return OpenInode(i, flags);
   }
   PS_ASSIGN_OR_RETURN(auto where, ResolveParent(path));
   auto made = CreateIn(where.first, where.second, mode, getuid(), getgid(), /*parent_checked=*/true);
   if (made.ok()) return std::move(made->second);
   if (ErrnoOf(made.status()) != EEXIST || (flags & kExclusive)) return made.status();
   PS_ASSIGN_OR_RETURN(Inode existing, Resolve(path, true));  // follows a symlink, as open(2) does
-  return OpenFile(existing.ino, flags);
+  return OpenInode(existing, flags);
 }
 
 Status FileSystemImpl::UnlinkPath(const std::string& path) {
