@@ -33,6 +33,17 @@ std::string What(const ContainerInfo& c, const std::string& group, const std::st
   return "record '" + key + "' of group '" + group + "' in container '" + c.name + "'";
 }
 
+// A listing cursor (a page's `next`: the last key's low 64 bits in hex); 0 for "".
+Result<uint64_t> ParseCursor(const std::string& cursor) {
+  uint64_t after = 0;
+  if (cursor.empty()) return after;
+  auto [p, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), after, 16);
+  if (ec != std::errc() || p != cursor.data() + cursor.size()) {
+    return InvalidArgument("'" + cursor + "' is not a record listing cursor (a page's `next`)");
+  }
+  return after;
+}
+
 class HeldLeases : public RecordLeases {
  public:
   struct Held {
@@ -179,6 +190,14 @@ Status RecordStore::Delete(const ContainerInfo& c, const std::string& group, con
                            std::optional<uint64_t> version, const RecordLeases* held) {
   PS_RETURN_IF_ERROR(Validate(group, key));
   const WireShardKey k = Key(c, group, key);
+  if (version && held == nullptr && !c.redundancy.protected_() && !view_->has_earlier_placements()) {
+    // One copy and no tombstone: the target deletes it only at that version (kDeleteIfVersion).
+    PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, io_->Slots(k, 1));
+    Status s = io_->shards().DeleteTo(slots.at(0), k, *version);
+    if (s.code() == StatusCode::kAborted) return Aborted(What(c, group, key) + " was changed by another writer");
+    if (s.code() == StatusCode::kNotFound) return NotFound(What(c, group, key) + " does not exist");
+    return s.WithContext("deleting " + What(c, group, key));
+  }
   return WithLease(c, k, held, [&]() -> Status {
     auto stored = ReadStored(c, group, key);
     if (!stored.ok() && stored.status().code() != StatusCode::kAlreadyExists) return stored.status();
@@ -201,13 +220,7 @@ Result<RecordPage> RecordStore::List(const ContainerInfo& c, const std::string& 
                                      uint32_t limit) {
   PS_RETURN_IF_ERROR(Validate(group, "-"));
   if (limit == 0 || limit > 10000) return InvalidArgument("a record page holds 1..10000 records, not " + std::to_string(limit));
-  uint64_t after_lo = 0;
-  if (!cursor.empty()) {
-    auto [p, ec] = std::from_chars(cursor.data(), cursor.data() + cursor.size(), after_lo, 16);
-    if (ec != std::errc() || p != cursor.data() + cursor.size()) {
-      return InvalidArgument("'" + cursor + "' is not a record listing cursor (a page's `next`)");
-    }
-  }
+  PS_ASSIGN_OR_RETURN(const uint64_t after_lo, ParseCursor(cursor));
   const uint64_t hi = RecordGroupHi(c.id, group);
   std::vector<TargetRef> targets;
   for (const TargetRef& t : view_->targets()) {
@@ -243,13 +256,17 @@ Result<RecordPage> RecordStore::List(const ContainerInfo& c, const std::string& 
   if (unreachable > (c.redundancy.protected_() ? c.redundancy.m : 0)) {
     return first_error.WithContext("listing group '" + group + "' of container '" + c.name + "'");
   }
+  return PageOf(group, newest, more ? std::optional<uint64_t>(bound) : std::nullopt, limit);
+}
+
+RecordPage RecordStore::PageOf(const std::string& group, std::map<uint64_t, ListEntry>& newest,
+                               std::optional<uint64_t> bound, uint32_t limit) {
   RecordPage out;
   const std::string prefix = group + "/";
   uint64_t last = 0;  // the last key looked at
   for (auto& [lo, e] : newest) {
-    if (more && lo > bound) break;
+    if (bound && lo > *bound) break;
     if (out.records.size() == limit) {  // the targets' pages together hold more than a page
-      more = true;
       bound = last;
       break;
     }
@@ -259,9 +276,9 @@ Result<RecordPage> RecordStore::List(const ContainerInfo& c, const std::string& 
     if (!h.ok() || !h->name.starts_with(prefix)) continue;  // unreadable, or another group's hash
     out.records.push_back(Record{h->name.substr(prefix.size()), std::move(h->data), e.shard_version});
   }
-  if (more) {
+  if (bound) {
     char buf[17];
-    auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), bound, 16);
+    auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), *bound, 16);
     out.next.assign(buf, p);
   }
   return out;

@@ -15,6 +15,7 @@
 // Thread-safe; blocking (not from a transport thread).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,11 @@ class RecordStore {
   // One page of the group from target `t` (an error for a target that cannot be listed).
   Result<std::vector<ListEntry>> ListTarget(const ContainerInfo& c, const TargetRef& t, uint64_t hi,
                                             uint64_t after_lo, uint32_t limit);
+
+  // The page from the merged newest copies (by key), cut at `bound` (the smallest last key of
+  // a full target page; none: every target's listing was complete) and at `limit` records.
+  static RecordPage PageOf(const std::string& group, std::map<uint64_t, ListEntry>& newest,
+                           std::optional<uint64_t> bound, uint32_t limit);
 
   StripeIo* io_;
   ClusterView* view_;

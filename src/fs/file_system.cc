@@ -99,9 +99,12 @@ Result<Attr> FileSystemImpl::Lookup(uint64_t parent, const std::string& name) {
 
 Result<Attr> FileSystemImpl::GetAttr(uint64_t ino) {
   PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
-  Attr a = v.inode.ToAttr();
+  return WithOwnSize(v.inode.ToAttr());
+}
+
+Attr FileSystemImpl::WithOwnSize(Attr a) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = open_.find(ino);
+  auto it = open_.find(a.ino);
   if (it != open_.end()) {
     for (FileImpl* f : it->second.files) a.size = f->dirty() ? f->size() : a.size;  // our own writes show
   }

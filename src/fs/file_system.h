@@ -97,11 +97,22 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   Status TruncateData(uint64_t ino, uint64_t size);
   // Creation (fs_create.cc): writes `inode` (a fresh number) and its entry `name` in `parent`;
   // EEXIST (the inode removed again) when the name is taken.
-  Result<Inode> AddNew(uint64_t parent, const std::string& name, Inode inode);
+  Result<Inode> AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked = false);
+  // A new regular file `name` in `parent`, open for reading and writing; EEXIST when the name
+  // is taken. `parent_checked`: the caller knows `parent` is a directory.
+  Result<std::pair<Attr, std::shared_ptr<File>>> CreateIn(uint64_t parent, const std::string& name, uint32_t mode,
+                                                          uint32_t uid, uint32_t gid, bool parent_checked);
+  // OpenFile of an inode just read.
+  Result<std::shared_ptr<File>> OpenInode(const Inode& inode, unsigned flags);
+  // `a` with the size this client's unflushed writes gave the file.
+  Attr WithOwnSize(Attr a);
   // Removal (fs_remove.cc): one name of `ino` is gone; the inode (and its data) goes with its
   // last unless a File of this FileSystem is open on it (then at the last Close).
   Status DropLink(uint64_t ino);
+  // Removes the inode record, then its data (a crash between leaves the data as garbage, not
+  // an inode without data).
   Status RemoveInode(uint64_t ino, FileType type);
+  Status RemoveData(uint64_t ino, FileType type);
   // Rename (fs_rename.cc): EINVAL when moving directory `ino` under `new_parent` would put it
   // inside itself.
   Status CheckNotInside(uint64_t ino, uint64_t new_parent);
@@ -109,8 +120,9 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
                     unsigned flags);
   Status Exchange(uint64_t parent, const std::string& name, uint64_t new_parent, const std::string& new_name);
   // Paths (fs_paths.cc): the inode `path` names (following symlinks in the middle, and at the
-  // end when `follow`), or its parent directory and last name.
-  Result<Inode> Resolve(const std::string& path, bool follow);
+  // end when `follow`), or its parent directory and last name. Without `whole`, a directory
+  // at the end may come back as only what its entry tells (number, type, "..").
+  Result<Inode> Resolve(const std::string& path, bool follow, bool whole = true);
   Result<std::pair<uint64_t, std::string>> ResolveParent(const std::string& path);
 
   Client& client_;

@@ -25,11 +25,20 @@ uint64_t NewIno() {
   }
 }
 
+Inode NewInode(FileType type, uint32_t mode, uint32_t uid, uint32_t gid) {
+  Inode i;
+  i.type = type;
+  i.mode = mode & 07777;
+  i.uid = uid;
+  i.gid = gid;
+  return i;
+}
+
 }  // namespace
 
-Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode) {
+Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked) {
   PS_RETURN_IF_ERROR(CheckName(name));
-  PS_RETURN_IF_ERROR(ReadDirectory(parent).status());
+  if (!parent_checked) PS_RETURN_IF_ERROR(ReadDirectory(parent).status());
   inode.ino = NewIno();
   inode.atime_ns = inode.mtime_ns = inode.ctime_ns = NowNs();
   if (inode.type == FileType::kDirectory) inode.parent = parent;
@@ -51,40 +60,40 @@ Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, I
 
 Result<Attr> FileSystemImpl::Mkdir(uint64_t parent, const std::string& name, uint32_t mode, uint32_t uid,
                                    uint32_t gid) {
-  Inode i;
-  i.type = FileType::kDirectory;
-  i.mode = mode & 07777;
-  i.uid = uid;
-  i.gid = gid;
-  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i)));
+  PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, NewInode(FileType::kDirectory, mode, uid, gid)));
   return made.ToAttr();
 }
 
 Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::Create(uint64_t parent, const std::string& name,
                                                                       uint32_t mode, uint32_t uid, uint32_t gid,
                                                                       bool exclusive) {
-  Inode i;
-  i.type = FileType::kRegular;
-  i.mode = mode & 07777;
-  i.uid = uid;
-  i.gid = gid;
-  auto made = AddNew(parent, name, std::move(i));
-  if (made.ok()) {
-    auto f = std::make_shared<FileImpl>(this, made->ino, kRead | kWrite, 0, /*fresh=*/true);
-    return std::make_pair(made->ToAttr(), std::shared_ptr<File>(std::move(f)));
-  }
-  if (exclusive || ErrnoOf(made.status()) != EEXIST) return made.status();
+  auto made = CreateIn(parent, name, mode, uid, gid, /*parent_checked=*/false);
+  if (made.ok() || exclusive || ErrnoOf(made.status()) != EEXIST) return made;
   PS_ASSIGN_OR_RETURN(Attr existing, Lookup(parent, name));  // another client made it: open theirs
   PS_ASSIGN_OR_RETURN(std::shared_ptr<File> f, OpenFile(existing.ino, kRead | kWrite));
   return std::make_pair(existing, std::move(f));
 }
 
+Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::CreateIn(uint64_t parent, const std::string& name,
+                                                                        uint32_t mode, uint32_t uid, uint32_t gid,
+                                                                        bool parent_checked) {
+  PS_ASSIGN_OR_RETURN(Inode made,
+                      AddNew(parent, name, NewInode(FileType::kRegular, mode, uid, gid), parent_checked));
+  auto f = std::make_shared<FileImpl>(this, made.ino, kRead | kWrite, 0, /*fresh=*/true);
+  return std::make_pair(made.ToAttr(), std::shared_ptr<File>(std::move(f)));
+}
+
 Result<std::shared_ptr<File>> FileSystemImpl::OpenFile(uint64_t ino, unsigned flags) {
   PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
-  if (v.inode.type == FileType::kDirectory) return FsError(EISDIR, "inode " + std::to_string(ino) + " is a directory");
-  if (v.inode.type == FileType::kSymlink) return FsError(ELOOP, "inode " + std::to_string(ino) + " is a symlink");
+  return OpenInode(v.inode, flags);
+}
+
+Result<std::shared_ptr<File>> FileSystemImpl::OpenInode(const Inode& inode, unsigned flags) {
+  const uint64_t ino = inode.ino;
+  if (inode.type == FileType::kDirectory) return FsError(EISDIR, "inode " + std::to_string(ino) + " is a directory");
+  if (inode.type == FileType::kSymlink) return FsError(ELOOP, "inode " + std::to_string(ino) + " is a symlink");
   if ((flags & (kRead | kWrite)) == 0) flags |= kRead;
-  auto f = std::make_shared<FileImpl>(this, ino, flags & (kRead | kWrite | kAppend), v.inode.size, /*fresh=*/false);
+  auto f = std::make_shared<FileImpl>(this, ino, flags & (kRead | kWrite | kAppend), inode.size, /*fresh=*/false);
   if ((flags & kTruncate) && (flags & kWrite)) PS_RETURN_IF_ERROR(f->Truncate(0));
   return std::shared_ptr<File>(std::move(f));
 }
@@ -96,11 +105,7 @@ Result<Attr> FileSystemImpl::Symlink(uint64_t parent, const std::string& name, c
     return FsError(ENAMETOOLONG, "a symlink target of " + std::to_string(target.size()) + " bytes; at most " +
                                      std::to_string(kMaxSymlinkBytes) + " are allowed");
   }
-  Inode i;
-  i.type = FileType::kSymlink;
-  i.mode = 0777;
-  i.uid = uid;
-  i.gid = gid;
+  Inode i = NewInode(FileType::kSymlink, 0777, uid, gid);
   i.size = target.size();
   i.target = target;
   PS_ASSIGN_OR_RETURN(Inode made, AddNew(parent, name, std::move(i)));

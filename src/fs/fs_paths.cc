@@ -17,23 +17,43 @@ constexpr int kMaxSymlinks = 40;  // as Linux's MAXSYMLINKS
 
 }  // namespace
 
-Result<Inode> FileSystemImpl::Resolve(const std::string& path, bool follow) {
+Result<Inode> FileSystemImpl::Resolve(const std::string& path, bool follow, bool whole) {
   PS_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitPath(path));
   std::deque<std::string> rest(parts.begin(), parts.end());
-  PS_ASSIGN_OR_RETURN(Versioned root, ReadInode(kRootIno));
-  Inode cur = std::move(root.inode);
+  // Directories on the way are known from their entries (type, and ".." is where we came
+  // from): only the last component's inode and symlinks' are read.
+  auto dir = [](uint64_t ino, uint64_t parent) {
+    Inode d;
+    d.ino = ino;
+    d.type = FileType::kDirectory;
+    d.parent = parent;
+    return d;
+  };
+  Inode cur = dir(kRootIno, kRootIno);
+  bool known = false;  // whether `cur` holds the whole inode, not just what an entry tells
   int links = 0;
   while (!rest.empty()) {
     std::string part = std::move(rest.front());
     rest.pop_front();
     if (cur.type != FileType::kDirectory) return FsError(ENOTDIR, "'" + path + "': a component is not a directory");
     if (part == "..") {
-      PS_ASSIGN_OR_RETURN(Versioned up, ReadInode(cur.parent));
-      cur = std::move(up.inode);
+      if (cur.ino == kRootIno) continue;
+      uint64_t up = cur.parent;
+      if (up == 0) {  // came here by ".." itself: ask the inode
+        PS_ASSIGN_OR_RETURN(Versioned here, ReadInode(cur.ino));
+        up = here.inode.parent;
+      }
+      cur = dir(up, up == kRootIno ? kRootIno : 0);
+      known = false;
       continue;
     }
     auto e = ReadEntry(cur.ino, part);
     if (!e.ok()) return Status(e.status().code(), e.status().message() + " (resolving '" + path + "')");
+    if (e->dirent.type == FileType::kDirectory && !rest.empty()) {
+      cur = dir(e->dirent.ino, cur.ino);
+      known = false;
+      continue;
+    }
     PS_ASSIGN_OR_RETURN(Versioned child, ReadInode(e->dirent.ino));
     if (child.inode.type == FileType::kSymlink && (!rest.empty() || follow)) {
       if (++links > kMaxSymlinks) return FsError(ELOOP, "too many symlinks resolving '" + path + "'");
@@ -46,6 +66,11 @@ Result<Inode> FileSystemImpl::Resolve(const std::string& path, bool follow) {
       continue;
     }
     cur = std::move(child.inode);
+    known = true;
+  }
+  if (!known && whole) {  // the root, or a path ending in ".." or in a directory reached on the way
+    PS_ASSIGN_OR_RETURN(Versioned whole, ReadInode(cur.ino));
+    return std::move(whole.inode);
   }
   return cur;
 }
@@ -58,14 +83,14 @@ Result<std::pair<uint64_t, std::string>> FileSystemImpl::ResolveParent(const std
   parts.pop_back();
   std::string dir;
   for (const std::string& p : parts) dir += "/" + p;
-  PS_ASSIGN_OR_RETURN(Inode parent, Resolve(dir, true));
+  PS_ASSIGN_OR_RETURN(Inode parent, Resolve(dir, true, /*whole=*/false));
   if (parent.type != FileType::kDirectory) return FsError(ENOTDIR, "'" + dir + "' is not a directory");
   return std::make_pair(parent.ino, last);
 }
 
 Result<Attr> FileSystemImpl::StatPath(const std::string& path) {
   PS_ASSIGN_OR_RETURN(Inode i, Resolve(path, false));
-  return GetAttr(i.ino);
+  return WithOwnSize(i.ToAttr());
 }
 
 Result<Attr> FileSystemImpl::MkdirPath(const std::string& path, uint32_t mode, bool parents) {
@@ -93,18 +118,14 @@ Result<Attr> FileSystemImpl::MkdirPath(const std::string& path, uint32_t mode, b
 Result<std::shared_ptr<File>> FileSystemImpl::OpenPath(const std::string& path, unsigned flags, uint32_t mode) {
   if (!(flags & kCreate)) {
     PS_ASSIGN_OR_RETURN(Inode i, Resolve(path, true));
-    return OpenFile(i.ino, flags);
+    return OpenInode(i, flags);
   }
   PS_ASSIGN_OR_RETURN(auto where, ResolveParent(path));
-  auto existing = Resolve(path, true);
-  if (existing.ok()) {
-    if (flags & kExclusive) return FsError(EEXIST, "'" + path + "' exists");
-    return OpenFile(existing->ino, flags);
-  }
-  if (ErrnoOf(existing.status()) != ENOENT) return existing.status();
-  PS_ASSIGN_OR_RETURN(auto made, Create(where.first, where.second, mode, getuid(), getgid(), flags & kExclusive));
-  if ((flags & kTruncate) && made.second->size() > 0) PS_RETURN_IF_ERROR(made.second->Truncate(0));
-  return made.second;
+  auto made = CreateIn(where.first, where.second, mode, getuid(), getgid(), /*parent_checked=*/true);
+  if (made.ok()) return std::move(made->second);
+  if (ErrnoOf(made.status()) != EEXIST || (flags & kExclusive)) return made.status();
+  PS_ASSIGN_OR_RETURN(Inode existing, Resolve(path, true));  // follows a symlink, as open(2) does
+  return OpenInode(existing, flags);
 }
 
 Status FileSystemImpl::UnlinkPath(const std::string& path) {

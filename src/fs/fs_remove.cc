@@ -52,6 +52,21 @@ Status FileSystemImpl::Rmdir(uint64_t parent, const std::string& name) {
 }
 
 Status FileSystemImpl::DropLink(uint64_t ino) {
+  // The common case, a last link of an inode no File of ours holds: removed at the version read
+  // (a link made meanwhile changes it, and the slow path below runs instead).
+  PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
+  bool open_here = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(ino);
+    open_here = it != open_.end() && !it->second.files.empty();
+  }
+  if (v.inode.nlink <= 1 && !open_here) {
+    Status s = client_.DeleteRecord(container_, kInodeGroup, InodeKey(ino), v.version);
+    if (s.ok()) return RemoveData(ino, v.inode.type);
+    if (s.code() == StatusCode::kNotFound) return OkStatus();
+    if (s.code() != StatusCode::kAborted) return s;
+  }
   auto left = UpdateInode(ino, [](Inode& i) {
     if (i.nlink > 0) --i.nlink;
     i.ctime_ns = NowNs();
@@ -72,11 +87,14 @@ Status FileSystemImpl::DropLink(uint64_t ino) {
 }
 
 Status FileSystemImpl::RemoveInode(uint64_t ino, FileType type) {
-  if (type == FileType::kRegular) {
-    Status s = client_.Delete(container_, DataObjectName(ino));
-    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
-  }
   Status s = client_.DeleteRecord(container_, kInodeGroup, InodeKey(ino));
+  if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+  return RemoveData(ino, type);
+}
+
+Status FileSystemImpl::RemoveData(uint64_t ino, FileType type) {
+  if (type != FileType::kRegular) return OkStatus();
+  Status s = client_.Delete(container_, DataObjectName(ino));
   return s.code() == StatusCode::kNotFound ? OkStatus() : s;
 }
 

@@ -450,31 +450,34 @@ RpcReply ShardService::Stat(const RpcRequest& request) {
   return reply;
 }
 
+RpcReply ShardService::ListContainers(const ListRequestHeader& h, uint32_t limit) {
+  if (h.container != 0) {
+    return ErrorReply(InvalidArgument("a list of containers names container 0 (every container), not " +
+                                      std::to_string(h.container)));
+  }
+  std::optional<uint64_t> from;
+  if (h.flags & kListHasStartAfter) from = h.start_after.container;
+  auto ids = engine_->Containers(from, limit);
+  if (!ids.ok()) return ErrorReply(ids.status());
+  std::vector<ListEntry> out;
+  for (uint64_t id : *ids) {
+    ListEntry e;
+    e.key.container = id;
+    out.push_back(std::move(e));
+  }
+  RpcReply reply;
+  reply.payload = AlignedBuffer::CopyOf(EncodeListEntries(out));
+  return reply;
+}
+
 RpcReply ShardService::List(const RpcRequest& request) {
   auto h = DecodeHeader<ListRequestHeader>(request.header, "list");
   if (!h.ok()) return ErrorReply(h.status());
   const uint32_t limit = h->limit == 0 || h->limit > 10000 ? 10000 : h->limit;
   std::optional<ShardKey> after;
   if (h->flags & kListHasStartAfter) after = FromWire(h->start_after);
+  if (h->flags & kListContainers) return ListContainers(*h, limit);
   std::vector<ListEntry> out;
-  if (h->flags & kListContainers) {
-    if (h->container != 0) {
-      return ErrorReply(InvalidArgument("a list of containers names container 0 (every container), not " +
-                                        std::to_string(h->container)));
-    }
-    std::optional<uint64_t> from;
-    if (h->flags & kListHasStartAfter) from = h->start_after.container;
-    auto ids = engine_->Containers(from, limit);
-    if (!ids.ok()) return ErrorReply(ids.status());
-    for (uint64_t id : *ids) {
-      ListEntry e;
-      e.key.container = id;
-      out.push_back(std::move(e));
-    }
-    RpcReply reply;
-    reply.payload = AlignedBuffer::CopyOf(EncodeListEntries(out));
-    return reply;
-  }
   uint32_t left_out = 0;
   // Page through the engine's index until `limit` matching entries are found.
   while (out.size() < limit) {

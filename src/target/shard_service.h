@@ -31,6 +31,7 @@
 #include "common/metrics.h"
 #include "common/thread_pool.h"
 #include "engine/engine.h"
+#include "protocol/shard_protocol.h"
 #include "protocol/capability.h"
 #include "transport/rpc.h"
 
@@ -99,6 +100,8 @@ class ShardService {
   RpcReply Delete(const RpcRequest& request);
   RpcReply Stat(const RpcRequest& request);
   RpcReply List(const RpcRequest& request);
+  // kList with kListContainers: the containers this target holds shards of.
+  RpcReply ListContainers(const ListRequestHeader& h, uint32_t limit);
   // Stripe write leases (shard_protocol.h), in memory.
   RpcReply Lease(const RpcRequest& request, bool lock);
 
