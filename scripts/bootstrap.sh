@@ -13,7 +13,7 @@ PACKAGES=(
   # tests and benchmarks (clang-14 + its runtime: libFuzzer and sanitizers for fuzz/)
   python3 python3-pytest fio procps iproute2 clang-14 libclang-rt-14-dev etcd-server etcd-client
   # benchmark charts and profiles
-  python3-matplotlib linux-perf bindfs
+  python3-matplotlib linux-perf bindfs rsync
 )
 
 missing=()
