@@ -109,6 +109,8 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   // Removal (fs_remove.cc): one name of `ino` is gone; the inode (and its data) goes with its
   // last unless a File of this FileSystem is open on it (then at the last Close).
   Status DropLink(uint64_t ino);
+  // Whether directory `dir` holds no live entry (rmdir, rename over a directory).
+  Result<bool> IsEmptyDir(uint64_t dir);
   // Removes the inode record, then its data (a crash between leaves the data as garbage, not
   // an inode without data).
   Status RemoveInode(uint64_t ino, FileType type);

@@ -36,12 +36,8 @@ Status FileSystemImpl::Rmdir(uint64_t parent, const std::string& name) {
   for (int attempt = 0; attempt < kRemoveAttempts; ++attempt) {
     PS_ASSIGN_OR_RETURN(Entry e, ReadEntry(parent, name));
     if (e.dirent.type != FileType::kDirectory) return FsError(ENOTDIR, "'" + name + "' is not a directory");
-    std::string cursor;
-    do {  // a page may hold only removed entries: look on until one is live or none is left
-      PS_ASSIGN_OR_RETURN(RecordPage page, client_.ListRecords(container_, DirGroup(e.dirent.ino), cursor, 16));
-      if (!page.records.empty()) return FsError(ENOTEMPTY, "directory '" + name + "' is not empty");
-      cursor = page.next;
-    } while (!cursor.empty());
+    PS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(e.dirent.ino));
+    if (!empty) return FsError(ENOTEMPTY, "directory '" + name + "' is not empty");
     Status s = client_.DeleteRecord(container_, DirGroup(parent), name, e.version);
     if (s.code() == StatusCode::kAborted) continue;
     if (s.code() == StatusCode::kNotFound) return FsError(ENOENT, "'" + name + "' was removed by another client");
@@ -49,6 +45,16 @@ Status FileSystemImpl::Rmdir(uint64_t parent, const std::string& name) {
     return RemoveInode(e.dirent.ino, FileType::kDirectory);
   }
   return FsError(EAGAIN, "'" + name + "' kept changing while it was being removed; try again");
+}
+
+Result<bool> FileSystemImpl::IsEmptyDir(uint64_t dir) {
+  std::string cursor;
+  do {  // a page may hold only removed entries: look on until one is live or none is left
+    PS_ASSIGN_OR_RETURN(RecordPage page, client_.ListRecords(container_, DirGroup(dir), cursor, 16));
+    if (!page.records.empty()) return false;
+    cursor = page.next;
+  } while (!cursor.empty());
+  return true;
 }
 
 Status FileSystemImpl::DropLink(uint64_t ino) {

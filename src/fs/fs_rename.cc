@@ -17,20 +17,6 @@ namespace {
 
 constexpr int kMaxDepth = 4096;  // ".." steps from any directory to the root, at most
 
-bool IsEmptyDir(Client& c, const std::string& container, uint64_t dir, Status& error) {
-  std::string cursor;
-  do {
-    auto page = c.ListRecords(container, DirGroup(dir), cursor, 16);
-    if (!page.ok()) {
-      error = page.status();
-      return false;
-    }
-    if (!page->records.empty()) return false;
-    cursor = page->next;
-  } while (!cursor.empty());
-  return true;
-}
-
 // A name changed under the rename's leases (an unprotected create, which takes none): EAGAIN.
 Status Changed(Status s) {
   if (s.code() == StatusCode::kAborted || s.code() == StatusCode::kAlreadyExists ||
@@ -82,10 +68,9 @@ Status FileSystemImpl::RenameOnce(uint64_t parent, const std::string& name, uint
     const bool to_dir = to->dirent.type == FileType::kDirectory;
     if (dir && !to_dir) return FsError(ENOTDIR, "'" + new_name + "' is not a directory");
     if (!dir && to_dir) return FsError(EISDIR, "'" + new_name + "' is a directory");
-    Status error;
-    if (to_dir && !IsEmptyDir(client_, container_, to->dirent.ino, error)) {
-      PS_RETURN_IF_ERROR(error);
-      return FsError(ENOTEMPTY, "directory '" + new_name + "' is not empty");
+    if (to_dir) {
+      PS_ASSIGN_OR_RETURN(bool empty, IsEmptyDir(to->dirent.ino));
+      if (!empty) return FsError(ENOTEMPTY, "directory '" + new_name + "' is not empty");
     }
   }
   if (dir && parent != new_parent) PS_RETURN_IF_ERROR(CheckNotInside(from.dirent.ino, new_parent));
