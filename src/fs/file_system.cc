@@ -53,6 +53,7 @@ Result<FileSystemImpl::Versioned> FileSystemImpl::ReadInode(uint64_t ino) {
   }
   PS_RETURN_IF_ERROR(r.status());
   PS_ASSIGN_OR_RETURN(Inode inode, DecodeInode(r->value, ino));
+  if (inode.type == FileType::kDirectory) dirs_.Seen(ino);
   return Versioned{std::move(inode), r->version};
 }
 
@@ -86,9 +87,14 @@ Result<Inode> FileSystemImpl::ReadDirectory(uint64_t dir) {
   return std::move(v.inode);
 }
 
+Status FileSystemImpl::CheckDirectory(uint64_t dir) {
+  if (dirs_.Fresh(dir)) return OkStatus();
+  return ReadDirectory(dir).status();
+}
+
 Result<Attr> FileSystemImpl::Lookup(uint64_t parent, const std::string& name) {
   auto e = ReadEntry(parent, name);
-  if (!e.ok() && ErrnoOf(e.status()) == ENOENT) {
+  if (!e.ok() && ErrnoOf(e.status()) == ENOENT && !dirs_.IsDirectory(parent)) {
     // Say ENOTDIR when the parent is no directory (a path through a file).
     auto dir = ReadDirectory(parent);
     if (!dir.ok()) return dir.status();
@@ -131,7 +137,7 @@ Result<Attr> FileSystemImpl::SetAttr(uint64_t ino, const AttrChange& change) {
 }
 
 Result<DirPage> FileSystemImpl::ReadDir(uint64_t dir, const std::string& cursor, uint32_t limit) {
-  if (cursor.empty()) PS_RETURN_IF_ERROR(ReadDirectory(dir).status());
+  if (cursor.empty()) PS_RETURN_IF_ERROR(CheckDirectory(dir));
   PS_ASSIGN_OR_RETURN(RecordPage page, client_.ListRecords(container_, DirGroup(dir), cursor, limit));
   DirPage out;
   out.next = std::move(page.next);

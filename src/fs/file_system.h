@@ -2,13 +2,14 @@
 // objects (object_io.h) of one container.
 //
 // Every call is a handful of record operations: a lookup reads the entry, then the inode; a
-// create writes the new inode (a fresh random number: it cannot exist) and then the entry with
-// a create-only condition, which is where concurrent creators of one name are decided (the
-// loser removes its inode again); an inode change is a read and a write under the inode's
-// write lease (three round trips), so changes from several clients take turns. Order makes crashes leave
-// garbage rather than dangling names: an inode is written before its first entry and removed
-// after its last. A directory's mtime is not bumped by entry changes (it would make every
-// create in a shared directory contend for one record).
+// create checks the parent (no read when seen lately: known_dirs.h), writes the new inode (a
+// fresh random number: it cannot exist) and then the entry with a create-only condition,
+// which is where concurrent creators of one name are decided (the loser removes its inode
+// again); an inode change is a read and a write under the inode's write lease (three round
+// trips), so changes from several clients take turns. Order makes crashes leave garbage
+// rather than dangling names: an inode is written before its first entry and removed after
+// its last. A directory's mtime is not bumped by entry changes (it would make every create in
+// a shared directory contend for one record).
 //
 // Files by concern: file_system.cc (open, format, lookups, attributes, xattrs, statfs),
 // fs_create.cc (mkdir, create, symlink, link), fs_remove.cc (unlink, rmdir, the last link),
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "fs/inode.h"
+#include "fs/known_dirs.h"
 #include "penstock/client.h"
 #include "penstock/fs.h"
 
@@ -93,6 +95,9 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   Result<Entry> ReadEntry(uint64_t parent, const std::string& name);
   // The inode of `dir`, ENOTDIR unless it is a directory.
   Result<Inode> ReadDirectory(uint64_t dir);
+  // ENOTDIR unless `dir` is a directory, ENOENT when it is gone; without a read when it was
+  // seen lately (KnownDirs).
+  Status CheckDirectory(uint64_t dir);
   // Sets the size of file `ino`'s data (through a File of ours open on it, if any).
   Status TruncateData(uint64_t ino, uint64_t size);
   // Creation (fs_create.cc): writes `inode` (a fresh number) and its entry `name` in `parent`;
@@ -135,6 +140,7 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
     bool unlinked = false;  // its last name went while open: remove at the last Close
   };
   std::map<uint64_t, OpenState> open_;
+  KnownDirs dirs_;
 };
 
 }  // namespace penstock::fs

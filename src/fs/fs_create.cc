@@ -38,7 +38,7 @@ Inode NewInode(FileType type, uint32_t mode, uint32_t uid, uint32_t gid) {
 
 Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked) {
   PS_RETURN_IF_ERROR(CheckName(name));
-  if (!parent_checked) PS_RETURN_IF_ERROR(ReadDirectory(parent).status());
+  if (!parent_checked) PS_RETURN_IF_ERROR(CheckDirectory(parent));
   inode.ino = NewIno();
   inode.atime_ns = inode.mtime_ns = inode.ctime_ns = NowNs();
   if (inode.type == FileType::kDirectory) inode.parent = parent;
@@ -114,7 +114,7 @@ Result<Attr> FileSystemImpl::Symlink(uint64_t parent, const std::string& name, c
 
 Result<Attr> FileSystemImpl::Link(uint64_t ino, uint64_t new_parent, const std::string& new_name) {
   PS_RETURN_IF_ERROR(CheckName(new_name));
-  PS_RETURN_IF_ERROR(ReadDirectory(new_parent).status());
+  PS_RETURN_IF_ERROR(CheckDirectory(new_parent));
   PS_ASSIGN_OR_RETURN(Inode linked, UpdateInode(ino, [&](Inode& i) -> Status {
     if (i.type == FileType::kDirectory) return FsError(EPERM, "directories cannot have hard links");
     if (i.nlink == 0) return FsError(ENOENT, "inode " + std::to_string(ino) + " has no names left");

@@ -93,6 +93,7 @@ Status FileSystemImpl::DropLink(uint64_t ino) {
 }
 
 Status FileSystemImpl::RemoveInode(uint64_t ino, FileType type) {
+  if (type == FileType::kDirectory) dirs_.Forget(ino);
   Status s = client_.DeleteRecord(container_, kInodeGroup, InodeKey(ino));
   if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
   return RemoveData(ino, type);

@@ -53,8 +53,12 @@ TEST_P(FsTest, FilesAndDirectories) {
   auto objects = client().List(container_);
   ASSERT_TRUE(objects.ok());
   for (const auto& o : *objects) EXPECT_FALSE(o.name.starts_with("fs-data/")) << o.name;
+  const uint64_t docs = fs_->StatPath("/docs")->ino;
   ASSERT_TRUE(fs_->RmdirPath("/docs").ok());
   EXPECT_TRUE(Names("/").empty());
+  // Gone for this client at once (no trust in what it saw of the directory before).
+  EXPECT_EQ(ErrnoOf(fs_->Create(docs, "late", 0644, 0, 0, false).status()), ENOENT);
+  EXPECT_EQ(ErrnoOf(fs_->Lookup(docs, "a.txt").status()), ENOENT);
 }
 
 TEST_P(FsTest, WritesAtAnyOffsetSparseAndTruncate) {
