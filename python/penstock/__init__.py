@@ -14,11 +14,11 @@ byte moves through it.
 from .errors import (Error, Cancelled, InvalidArgument, TimedOut, NotFound, AlreadyExists,
                      PermissionDenied, ResourceExhausted, FailedPrecondition, Aborted, OutOfRange,
                      Unimplemented, Internal, Unavailable, DataLoss, Unauthenticated, ClientClosed)
-from .client import Client
+from .client import Client, ForkUnsupported
 from .files import ObjectFile
 from .fs import FileSystem
 
-__all__ = ["Client", "ObjectFile", "FileSystem", "Error", "Cancelled", "InvalidArgument", "TimedOut",
+__all__ = ["Client", "ForkUnsupported", "ObjectFile", "FileSystem", "Error", "Cancelled", "InvalidArgument", "TimedOut",
            "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
            "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
            "Unauthenticated", "ClientClosed"]

@@ -5,9 +5,13 @@ Settings come from the arguments, else the environment variables the `penstock` 
 PENSTOCK_DATA_WORKERS, PENSTOCK_LOCAL_DIRECT, PENSTOCK_NET_DEVICES).
 
 Threads: a Client may be used from many threads at once; blocking calls release the GIL.
-Fork: in a child process (DataLoader workers fork) the parent's native client is left alone
-(its threads do not exist there) and a new one connects at the first call. A Client pickles as
-its settings (spawned workers connect their own). close() (or the with block) waits for pending
+Fork: in a child process the parent's native client is left alone (its threads do not exist
+there; it is leaked, never destroyed). A new one would have to connect there, but the C++
+client's control plane (gRPC) cannot start again in the child of a process that already used
+it (the child would hang), so the first call in such a child raises ForkUnsupported at once,
+naming the fix: start workers with 'forkserver' or 'spawn' (DataLoader(...,
+multiprocessing_context="forkserver")). A Client pickles as its settings, so workers started
+that way connect their own. close() (or the with block) waits for pending
 futures and ends the connection; later calls raise penstock.ClientClosed.
 """
 import atexit
@@ -16,9 +20,28 @@ import weakref
 
 from . import _penstock, options
 from .buffers import byte_view
-from .errors import ClientClosed, NotFound
+from .errors import ClientClosed, FailedPrecondition, NotFound
 
 _live = weakref.WeakSet()
+_connected_here = False    # this process connected a native client
+_forked_after_connect = False  # this process is a fork of one that had
+
+
+class ForkUnsupported(FailedPrecondition):
+    """A Client used in a forked child of a process that had connected one."""
+
+
+def _connect(settings):
+    global _connected_here
+    if _forked_after_connect:
+        raise ForkUnsupported(
+            f"penstock.Client cannot connect in process {os.getpid()}: it was forked from a process that had "
+            "connected one, and the client's gRPC control plane does not survive fork. Start workers with "
+            "'forkserver' or 'spawn' instead (DataLoader(..., multiprocessing_context='forkserver'), "
+            "multiprocessing.get_context('forkserver')); a penstock.Client pickles as its settings")
+    native = _penstock.Client(**settings)
+    _connected_here = True
+    return native
 DEFAULT_OPEN_THREADS = 16
 
 
@@ -31,7 +54,7 @@ class Client:
         self._settings.update(max_inflight_stripes=max_inflight_stripes, open_threads=open_threads)
         self._closed = False
         self._fs = {}
-        self._n = _penstock.Client(**self._settings)
+        self._n = _connect(self._settings)
         self._pid = os.getpid()
         _live.add(self)
 
@@ -45,7 +68,7 @@ class Client:
         if self._closed:
             raise ClientClosed(f"this penstock.Client (mgmt {self.mgmt}) is closed: create a new one")
         if self._n is None or self._pid != os.getpid():
-            self._n = _penstock.Client(**self._settings)  # a forked child's (or unpickled) own
+            self._n = _connect(self._settings)  # an unpickled Client's own
             self._pid = os.getpid()
             self._fs = {}
         return self._n
@@ -179,6 +202,9 @@ class Client:
 
 
 def _after_fork_in_child():
+    global _forked_after_connect, _connected_here
+    _forked_after_connect = _forked_after_connect or _connected_here
+    _connected_here = False
     for c in list(_live):
         c._forget_after_fork()
 
