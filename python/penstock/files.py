@@ -37,7 +37,8 @@ class ObjectFile(io.RawIOBase):
         self._behind = self._kind in ("w", "a")
         self._gather, self._gather_at = bytearray(), 0
         self._pending = collections.deque()
-        self._wrote = False
+        self._wrote = False  # ever (a "wb" file never written is made empty at close)
+        self._dirty = False  # since the last flush
 
     # --- io.RawIOBase ---
     def readable(self):
@@ -71,7 +72,7 @@ class ObjectFile(io.RawIOBase):
             raise io.UnsupportedOperation(f"{self.name} is open for reading only (mode {self.mode!r})")
         data = memoryview(byte_view(b)).cast("B")
         n = len(data)
-        self._wrote = True
+        self._wrote = self._dirty = True
         if self._behind:
             if self._gather and self._gather_at + len(self._gather) != self._pos:
                 self._send_gathered()
@@ -110,27 +111,30 @@ class ObjectFile(io.RawIOBase):
         self._drain()
         size = self._pos if size is None else size
         h.truncate(size)
-        self._wrote = True
+        self._wrote = self._dirty = True
         return size
 
     def flush(self):
         if self.closed or self._pid != os.getpid():
             return
         self._drain()
-        if self._wrote:
+        if self._dirty:
+            self._dirty = False
             self._h.flush()
 
     def close(self):
         if self.closed:
             return
+        alive = self._pid == os.getpid() and not self._client.closed
         try:
-            if self._pid == os.getpid() and not self._client.closed:
-                self._drain()
+            if alive:
                 if self._kind == "w" and not self._wrote:
                     self._h.truncate(0)  # an empty object still replaces the old one
-                self._h.close()
+                self.flush()
         finally:
             super().close()
+            if alive:
+                self._h.close()
 
     # --- beyond io ---
     @property
