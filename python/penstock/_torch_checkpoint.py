@@ -28,6 +28,7 @@ class Checkpoint:
         self.chunk_size, self.commit_timeout = chunk_size, commit_timeout
         self._flusher = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="penstock-ckpt")
         self._last_async = None
+        self._staging = []  # host copies of the last async save's tensors, reused by the next
 
     # --- names ---
     def _dir(self, name):
@@ -51,13 +52,25 @@ class Checkpoint:
     def async_save(self, state_dict, name):
         """Copies the tensors to host memory now and returns a concurrent.futures.Future at
         once; the checkpoint is written (and, by rank 0, committed) in the background. A second
-        async_save waits for the first."""
+        async_save waits for the first, then copies into the same host buffers when the
+        tensors' shapes and dtypes are unchanged (no new memory to fault in)."""
         self.wait()
         tensors = []
         skeleton = pickle.dumps(state.flatten(state_dict, tensors), protocol=4)
-        snapshot = [t.detach().to("cpu", copy=True) for t in tensors]
+        snapshot = self._snapshot(tensors)
         self._last_async = self._flusher.submit(self._write, skeleton, snapshot, name)
         return self._last_async
+
+    def _snapshot(self, tensors):
+        import torch
+        same = len(self._staging) == len(tensors) and all(
+            s.shape == t.shape and s.dtype == t.dtype for s, t in zip(self._staging, tensors))
+        if not same:
+            self._staging = [torch.empty(t.shape, dtype=t.dtype) for t in tensors]
+        with torch.no_grad():
+            for s, t in zip(self._staging, tensors):
+                s.copy_(t)
+        return self._staging
 
     def wait(self):
         """Waits for the async save in flight (raising its error)."""
