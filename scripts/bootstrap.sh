@@ -12,6 +12,8 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libgtest-dev libgmock-dev libfuse3-dev fuse3
   # tests and benchmarks (clang-14 + its runtime: libFuzzer and sanitizers for fuzz/)
   python3 python3-pytest fio procps iproute2 clang-14 libclang-rt-14-dev etcd-server etcd-client
+  # the Python package (src/python, python/penstock) and its torch integration
+  pybind11-dev python3-dev python3-numpy python3-torch
   # benchmark charts and profiles
   python3-matplotlib linux-perf bindfs rsync
 )

@@ -72,6 +72,17 @@ def test_install_holds_headers_library_pkgconfig_cmake_package_and_command(stage
     assert os.access(staged / "bin" / "penstock", os.X_OK)
 
 
+def test_python_package_imports_from_the_install(staged):
+    """The penstock package lands where Debian's python3 looks, and its extension finds the
+    installed libpenstock.so by its relative RUNPATH (no LD_LIBRARY_PATH)."""
+    site = staged / cache_value("PENSTOCK_PYTHON_DIR")
+    assert (site / "penstock" / "__init__.py").exists() and (site / "penstock" / "torch.py").exists()
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(site)
+    out = sh(f"{cache_value('PENSTOCK_PYTHON')} -c 'import penstock; print(penstock.__file__)'", env=env)
+    assert out.strip() == str(site / "penstock" / "__init__.py")
+
+
 def public_names():
     """Names include/penstock marks PENSTOCK_API: classes, and free functions."""
     names = set()
