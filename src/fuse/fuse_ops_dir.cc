@@ -93,18 +93,17 @@ std::vector<fuse_entry_param> EntriesOf(fuse_req_t req, const std::vector<Slot>&
   return entries;
 }
 
-void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
-  DirHandle& dh = Handle(fi);
+// The reply to a readdir(plus) from `off` in at most `size` bytes, built under the handle's lock.
+Result<std::string> ListingReply(fuse_req_t req, DirHandle& dh, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   std::lock_guard lock(dh.mutex());
   if (off == 0) dh.Rewind();
-  auto slots = SlotsThatFit(req, dh, ino, off, size, plus);
-  if (!slots.ok()) return ReplyStatus(req, slots.status());
+  PS_ASSIGN_OR_RETURN(std::vector<Slot> slots, SlotsThatFit(req, dh, ino, off, size, plus));
   std::vector<fuse_entry_param> entries;
-  if (plus) entries = EntriesOf(req, *slots);
+  if (plus) entries = EntriesOf(req, slots);
   std::string buf(size, '\0');
   size_t used = 0;
-  for (size_t i = 0; i < slots->size(); ++i) {
-    const Slot& s = (*slots)[i];
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Slot& s = slots[i];
     const off_t next = off + static_cast<off_t>(i) + 1;
     char* at = buf.data() + used;
     if (plus) {
@@ -116,7 +115,16 @@ void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_
       used += fuse_add_direntry(req, at, size - used, s.name.c_str(), &st, next);
     }
   }
-  fuse_reply_buf(req, buf.data(), used);
+  buf.resize(used);
+  return buf;
+}
+
+// Replies only once the handle's lock is released: as soon as the kernel has the reply the
+// directory may be closed, and releasedir (on another thread) deletes the handle and its mutex.
+void ReadDirCommon(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
+  Result<std::string> reply = ListingReply(req, Handle(fi), ino, size, off, plus);
+  if (!reply.ok()) return ReplyStatus(req, reply.status());
+  fuse_reply_buf(req, reply->data(), reply->size());
 }
 
 void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
