@@ -7,6 +7,14 @@
 // larger than memory stream through.
 //
 // Thread safety: a Client may be used from many threads at once.
+// Fork: a Client belongs to the process that connected it. In a child made by fork() every
+// call on an inherited Client fails at once with kFailedPrecondition (its threads and
+// connections stayed in the parent; map_epoch() is 0 there), and destroying it there leaks it
+// instead of joining threads that do not exist; Objects it opened must not be used there.
+// Connecting a new Client in the child of a process that had connected one is not supported
+// yet (gRPC's and UCX's process-wide state is inherited mid-flight, and the first call would
+// hang): Connect fails at once with kFailedPrecondition; start such workers with spawn or
+// forkserver.
 // Errors (see status.h for which are retryable):
 //   kNotFound         unknown container or object
 //   kAlreadyExists    container name taken
@@ -102,7 +110,8 @@ using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
 
 class PENSTOCK_API Client {
  public:
-  // Connects to mgmt and loads the cluster map. Errors: kUnavailable naming the address.
+  // Connects to mgmt and loads the cluster map. Errors: kUnavailable naming the address;
+  // kFailedPrecondition in a forked child of a process that had connected a Client (see Fork).
   static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   ~Client();
 

@@ -6,9 +6,10 @@ PENSTOCK_DATA_WORKERS, PENSTOCK_LOCAL_DIRECT, PENSTOCK_NET_DEVICES).
 
 Threads: a Client may be used from many threads at once; blocking calls release the GIL.
 Fork: in a child process the parent's native client is left alone (its threads do not exist
-there; it is leaked, never destroyed). A new one would have to connect there, but the C++
-client's control plane (gRPC) cannot start again in the child of a process that already used
-it (the child would hang), so the first call in such a child raises ForkUnsupported at once,
+there; it is leaked, never destroyed). A new one would have to connect there, but neither the
+C++ client's control plane (gRPC) nor its data plane (UCX) can start again in the child of a
+process that already used them (the child would hang; docs/architecture.md, "Python", says
+why), so the first call in such a child raises ForkUnsupported at once,
 naming the fix: start workers with 'forkserver' or 'spawn' (DataLoader(...,
 multiprocessing_context="forkserver")). A Client pickles as its settings, so workers started
 that way connect their own. close() (or the with block) waits for pending
@@ -36,7 +37,8 @@ def _connect(settings):
     if _forked_after_connect:
         raise ForkUnsupported(
             f"penstock.Client cannot connect in process {os.getpid()}: it was forked from a process that had "
-            "connected one, and the client's gRPC control plane does not survive fork. Start workers with "
+            "connected one, and the client's control plane (gRPC) and data plane (UCX) do not survive fork. "
+            "Start workers with "
             "'forkserver' or 'spawn' instead (DataLoader(..., multiprocessing_context='forkserver'), "
             "multiprocessing.get_context('forkserver')); a penstock.Client pickles as its settings")
     native = _penstock.Client(**settings)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "client/stripe_io.h"
 #include "client/stripe_pipeline.h"
 #include "client/write_version.h"
+#include "common/fork_generation.h"
 #include "common/log.h"
 #include "mgmt_client/cluster_map_watch.h"
 #include "mgmt_client/mgmt_client.h"
@@ -116,12 +118,26 @@ struct Fd {
 // the members below.
 class Client::Impl : public DataPath {
  public:
+  // The process that connected, and its ForkGeneration: in a forked child the Client's threads,
+  // locks and connections are the parent's, so every call fails at once (InThisProcess) and
+  // the destructor leaks it.
+  const uint64_t fork_generation = ForkGeneration();
+  const pid_t pid = ::getpid();
   ClientOptions options;
   OpTracker tracker;
   std::unique_ptr<ContainerCache> containers;  // lookups at the current map epoch
   std::unique_ptr<RecordStore> records;
   // Last member: destroyed first, so no map push arrives while the rest is torn down.
   std::unique_ptr<ClusterMapWatch> watch;
+
+  bool forked_away() const { return fork_generation != ForkGeneration(); }
+  Status InThisProcess() const {
+    if (!forked_away()) return OkStatus();
+    return FailedPrecondition("this penstock client was connected in process " + std::to_string(pid) +
+                              " and cannot be used in process " + std::to_string(::getpid()) +
+                              ", a fork of it (its threads and connections stayed in the parent): "
+                              "connect a new Client in this process");
+  }
 
   Result<ContainerInfo> Container(const std::string& name) { return containers->Lookup(name); }
 
@@ -275,9 +291,29 @@ class Client::Impl : public DataPath {
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Client::~Client() = default;
+Client::~Client() {
+  if (impl_ && impl_->forked_away()) (void)impl_.release();  // the parent's: see Impl
+}
+
+namespace {
+
+// The ForkGeneration of the process that first connected a Client, or none. A forked child of
+// it cannot connect one: gRPC's and UCX's process-wide state (pollers, their threads) came over
+// mid-flight, and the first call would hang.
+constexpr uint64_t kNoneConnected = UINT64_MAX;
+std::atomic<uint64_t> g_connected_in{kNoneConnected};
+
+}  // namespace
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  uint64_t first = kNoneConnected;
+  if (!g_connected_in.compare_exchange_strong(first, ForkGeneration()) && first != ForkGeneration()) {
+    return FailedPrecondition(
+        "a penstock client cannot connect in process " + std::to_string(::getpid()) +
+        ": it was forked from a process that had connected one, and the process-wide state of the control "
+        "plane (gRPC) and data plane (UCX) that connecting started there cannot start again in a forked "
+        "child; start this process with 'spawn' or 'forkserver' instead of fork (or fork before connecting)");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   DataPathOptions dp;
@@ -309,6 +345,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 }
 
 Result<ContainerInfo> Client::CreateContainer(const std::string& name, const ContainerProps& props) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   v1::CreateContainerRequest req;
   req.set_name(name);
   if (props.redundancy) *req.mutable_scheme() = RedundancyToProto(*props.redundancy);
@@ -318,9 +355,13 @@ Result<ContainerInfo> Client::CreateContainer(const std::string& name, const Con
   return FromProto(c);
 }
 
-Result<ContainerInfo> Client::GetContainer(const std::string& name) { return impl_->Container(name); }
+Result<ContainerInfo> Client::GetContainer(const std::string& name) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
+  return impl_->Container(name);
+}
 
 Result<std::vector<ContainerInfo>> Client::ListContainers() {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(v1::ListContainersResponse r, impl_->mgmt->ListContainers(v1::ListContainersRequest()));
   std::vector<ContainerInfo> out;
   for (const auto& c : r.containers()) {
@@ -331,6 +372,7 @@ Result<std::vector<ContainerInfo>> Client::ListContainers() {
 }
 
 Status Client::DeleteContainer(const std::string& name, bool force) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(auto objects, List(name));
   if (!objects.empty()) {
     if (!force) {
@@ -347,6 +389,7 @@ Status Client::DeleteContainer(const std::string& name, bool force) {
 
 Status Client::PutFile(const std::string& container, const std::string& name,
                        const std::string& local_path, const ProgressFn& progress) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   Fd f;
   f.fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) return ErrnoStatus(errno, "cannot open '" + local_path + "'");
@@ -359,12 +402,14 @@ Status Client::PutFile(const std::string& container, const std::string& name,
 
 Status Client::Put(const std::string& container, const std::string& name,
                    std::span<const std::byte> data) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   MemorySource source(data);
   return impl_->PutFrom(container, name, source, data.size(), {});
 }
 
 Status Client::GetFile(const std::string& container, const std::string& name,
                        const std::string& local_path, const ProgressFn& progress) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   std::string tmp = local_path + ".penstock-partial";
   Fd f;
   auto prepare = [&](uint64_t size) -> Status {
@@ -394,6 +439,7 @@ Status Client::GetFile(const std::string& container, const std::string& name,
 }
 
 Result<std::vector<std::byte>> Client::Get(const std::string& container, const std::string& name) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   std::vector<std::byte> out;
   MemorySink sink(&out);
   PS_RETURN_IF_ERROR(impl_->GetInto(container, name, sink,
@@ -406,6 +452,7 @@ Result<std::vector<std::byte>> Client::Get(const std::string& container, const s
 }
 
 Result<ObjectInfo> Client::Stat(const std::string& container, const std::string& name) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   auto h = impl_->ReadHead(c, name);
   if (!h.ok()) return ExplainLoss(*impl_->mgmt, container, name, 0, 0, h.status());
@@ -417,6 +464,7 @@ Result<ObjectInfo> Client::Stat(const std::string& container, const std::string&
 }
 
 Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const ListOptions& options) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_RETURN_IF_ERROR(impl_->view->Refresh());
   // Heads of protected containers have several copies (and tombstones for deleted objects):
@@ -457,6 +505,7 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
 }
 
 Status Client::Delete(const std::string& container, const std::string& name) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   PS_ASSIGN_OR_RETURN(ObjectHead head, impl_->ReadHead(c, name));
   // Head first: the object disappears at once; its stripes are then removed.
@@ -467,6 +516,7 @@ Status Client::Delete(const std::string& container, const std::string& name) {
 
 Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const std::string& name,
                                              const OpenOptions& options) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_RETURN_IF_ERROR(ValidateObjectName(name));
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   if (options.replace) {
@@ -499,6 +549,7 @@ Result<std::shared_ptr<Object>> Client::Open(const std::string& container, const
 }
 
 Result<Record> Client::GetRecord(const std::string& container, const std::string& group, const std::string& key) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   return impl_->records->Get(c, group, key);
 }
@@ -506,29 +557,34 @@ Result<Record> Client::GetRecord(const std::string& container, const std::string
 Result<uint64_t> Client::PutRecord(const std::string& container, const std::string& group, const std::string& key,
                                    std::span<const std::byte> value, RecordCondition condition,
                                    const RecordLeases* held) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   return impl_->records->Put(c, group, key, value, condition, held);
 }
 
 Status Client::DeleteRecord(const std::string& container, const std::string& group, const std::string& key,
                             std::optional<uint64_t> version, const RecordLeases* held) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   return impl_->records->Delete(c, group, key, version, held);
 }
 
 Result<RecordPage> Client::ListRecords(const std::string& container, const std::string& group,
                                        const std::string& cursor, uint32_t limit) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   return impl_->records->List(c, group, cursor, limit);
 }
 
 Result<std::unique_ptr<RecordLeases>> Client::LockRecords(const std::string& container,
                                                           std::vector<RecordRef> records) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
   return impl_->records->Lock(c, std::move(records));
 }
 
 Result<Client::Space> Client::ClusterSpace() {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(v1::ClusterMap map, impl_->mgmt->GetClusterMap());
   Space s;
   for (const auto& t : map.targets()) {
@@ -539,7 +595,7 @@ Result<Client::Space> Client::ClusterSpace() {
   return s;
 }
 
-uint64_t Client::map_epoch() const { return impl_->view->epoch(); }
+uint64_t Client::map_epoch() const { return impl_->forked_away() ? 0 : impl_->view->epoch(); }
 
 namespace {
 
@@ -554,6 +610,7 @@ class UcxRegistration : public MemoryRegistration {
 }  // namespace
 
 Result<std::unique_ptr<MemoryRegistration>> Client::RegisterMemory(void* data, size_t size) {
+  PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(auto r, impl_->rpc->Register(data, size));
   return std::unique_ptr<MemoryRegistration>(std::make_unique<UcxRegistration>(std::move(r)));
 }
