@@ -74,6 +74,12 @@ class Mounts:
         if mounted(mp):
             subprocess.run(["umount", "-l", str(mp)], capture_output=True, timeout=30)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
     def cleanup(self):
         # Shown by pytest when the test failed: what each daemon said (a crash's backtrace).
         for log in sorted(self.root.glob("*.log")):
@@ -93,11 +99,8 @@ class Mounts:
 
 @pytest.fixture
 def mounts(fsc, tmp_path):
-    m = Mounts(fsc, tmp_path)
-    try:
+    with Mounts(fsc, tmp_path) as m:
         yield m
-    finally:
-        m.cleanup()
 
 
 def test_coreutils_on_the_mount(mounts, tmp_path):

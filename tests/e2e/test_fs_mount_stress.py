@@ -32,11 +32,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture
 def mounts(cluster, tmp_path):
-    m = Mounts(cluster, tmp_path)
-    try:
+    with Mounts(cluster, tmp_path) as m:
         yield m
-    finally:
-        m.cleanup()
 
 
 def random_op(rng, fd, model, limit):
