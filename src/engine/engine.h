@@ -266,6 +266,14 @@ class Engine {
   bool TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                           uint64_t version, std::function<void(Status)>& done,
                           std::optional<uint64_t> expected_version = std::nullopt);
+  // Write for a thread that must never block (a transport thread): queues the whole-shard
+  // write with the group commit and returns true, `done` taken and run exactly once (at once
+  // on this thread for an error found before queueing, else on an engine thread when the
+  // write is durable or failed, as WriteRangeAsync's). False, `done` untouched, when the
+  // write would first wait for space (a GC pass or an index sync): call Write from a thread
+  // that may block then. `data` must stay valid until `done` runs; `not_older` as Write's.
+  bool TryWriteAsync(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older,
+                     std::function<void(Status)>& done);
   // True for WriteRangeAsync's "too many runs" kAborted (rewrite the shard with WriteRange),
   // as opposed to a version condition's kAborted (a newer version is stored).
   static bool MustRewriteWhole(const Status& status);
@@ -359,6 +367,12 @@ class Engine {
   // blocks; segments pinned) into `out`, zeros for holes, and verifies them (persistent device).
   Status ReadBlocks(const ShardKey& key, const engine::ShardRecord& record, uint64_t first_block,
                     std::span<std::byte> out);
+  // An asynchronous write (TryWriteAsync, StartRangeAsync): its request, the data's aligned
+  // copy when the caller's is not, and the caller's `done`.
+  struct AsyncWrite;
+  // Queues `w` (its request complete but for on_done) with the group commit; `done` gets the
+  // outcome, `bytes` counted as written when it succeeds.
+  void EnqueueAsync(std::unique_ptr<AsyncWrite> w, uint64_t bytes);
   // WriteRangeAsync and TryWriteRangeAsync: with !may_wait, false (done untouched) when space
   // is not at hand.
   bool StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,

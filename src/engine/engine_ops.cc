@@ -226,6 +226,12 @@ bool Engine::TryWriteRangeAsync(const ShardKey& key, uint64_t offset, std::span<
   return StartRangeAsync(key, offset, data, version, done, /*may_wait=*/false, expected_version);
 }
 
+struct Engine::AsyncWrite {
+  engine::CommitRequest req;
+  AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned (or whole blocks)
+  std::function<void(Status)> done;
+};
+
 bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<const std::byte> data,
                              uint64_t version, std::function<void(Status)>& done, bool may_wait,
                              std::optional<uint64_t> expected_version) {
@@ -242,11 +248,6 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
   // here, it went to whoever came next, and on a full device under load a waiting writer could
   // clean pass after pass for others (a request held for a minute, its client timed out).
   if (!may_wait && gc_waiters_.load(std::memory_order_relaxed) > 0) return false;
-  struct AsyncWrite {
-    engine::CommitRequest req;
-    AlignedBuffer copy;  // the data, when the caller's is not 4 KiB aligned
-    std::function<void(Status)> done;
-  };
   auto w = std::make_unique<AsyncWrite>();
   w->req.kind = engine::CommitRequest::Kind::kWriteRange;
   w->req.key = key;
@@ -271,7 +272,48 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
   w->req.extent = *extent;
   w->req.data = blocks;
   w->done = std::move(done);
-  const uint64_t bytes = data.size();
+  EnqueueAsync(std::move(w), data.size());
+  return true;
+}
+
+bool Engine::TryWriteAsync(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older,
+                           std::function<void(Status)>& done) {
+  if (data.size() > segment_bytes_) {
+    done(InvalidArgument(fmt::format("shard {} is {} bytes, larger than the segment size {}; split it into "
+                                     "smaller shards", key.ToString(), data.size(), segment_bytes_)));
+    return true;
+  }
+  if (gc_waiters_.load(std::memory_order_relaxed) > 0) return false;  // as StartRangeAsync
+  auto w = std::make_unique<AsyncWrite>();
+  w->req.kind = engine::CommitRequest::Kind::kWrite;
+  w->req.key = key;
+  w->req.record.length = data.size();
+  w->req.record.version = version;
+  w->req.not_older = not_older;
+  if (!data.empty()) {
+    std::span<const std::byte> blocks = data;
+    if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0 || data.size() % kBlockSize != 0) {
+      w->copy = AlignedBuffer::CopyOf(data);
+      w->copy.ZeroPadding();
+      blocks = std::span<const std::byte>(w->copy.data(), w->copy.capacity());
+    }
+    auto extent = table_->Allocate(blocks.size(), engine::AppendStream::kUser, /*may_wait=*/false);
+    if (!extent.ok()) {
+      if (extent.status().code() == StatusCode::kResourceExhausted) return false;
+      done(extent.status());
+      return true;
+    }
+    w->req.extent = *extent;
+    w->req.data = blocks;
+    w->req.record = ShardRecord::Contiguous(extent->segment, extent->offset, data.size(), version,
+                                            engine::BlockChecksums(blocks));
+  }
+  w->done = std::move(done);
+  EnqueueAsync(std::move(w), data.size());
+  return true;
+}
+
+void Engine::EnqueueAsync(std::unique_ptr<AsyncWrite> w, uint64_t bytes) {
   AsyncWrite* raw = w.release();
   raw->req.on_done = [this, raw, bytes](engine::CommitRequest& r, Status s) {
     std::unique_ptr<AsyncWrite> owned(raw);
@@ -285,7 +327,6 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
     done(std::move(s));
   };
   Enqueue(&raw->req);
-  return true;
 }
 
 Status Engine::CommitRange(engine::CommitRequest& req, std::span<const std::byte> blocks, uint64_t bytes) {

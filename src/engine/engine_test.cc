@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <iterator>
 
 #include "engine/format.h"
@@ -382,6 +386,53 @@ TEST(EngineTest, BadOptionsAreInvalidArgument) {
   o = SmallOptions(dir);
   o.capacity_bytes = 1 << 20;  // only room for the header
   EXPECT_EQ(Engine::Open(o).status().code(), StatusCode::kInvalidArgument);
+}
+
+// TryWriteAsync: whole-shard writes queued from a thread that must not block share flushes,
+// keep Write's version rule (not_older) and its durability (read back after a reopen).
+TEST(EngineTest, AsynchronousWholeWritesShareCommits) {
+  ScratchDir dir;
+  EngineOptions o = SmallOptions(dir);
+  auto e = MustOpen(o);
+  constexpr int kWrites = 200;
+  std::vector<std::vector<std::byte>> payloads;
+  for (int w = 0; w < kWrites; ++w) payloads.push_back(Pattern(100 + 37 * w, 500 + w));  // unaligned sizes
+  std::mutex mu;
+  std::condition_variable cv;
+  int left = kWrites, failed = 0;
+  const uint64_t batches = e->Stats().commit_batches;
+  for (int w = 0; w < kWrites; ++w) {
+    std::function<void(Status)> done = [&](Status s) {
+      std::lock_guard<std::mutex> lock(mu);
+      failed += !s.ok();
+      if (--left == 0) cv.notify_all();
+    };
+    ASSERT_TRUE(e->TryWriteAsync(Key(7, w), payloads[w], 5, /*not_older=*/true, done));
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return left == 0; });
+  }
+  EXPECT_EQ(failed, 0);
+  EXPECT_LT(e->Stats().commit_batches - batches, uint64_t{kWrites} / 2);  // writes shared flushes
+  // An older version is refused (kAborted) and changes nothing; a newer one replaces.
+  std::promise<Status> older, newer;
+  std::function<void(Status)> a = [&](Status s) { older.set_value(s); };
+  std::function<void(Status)> b = [&](Status s) { newer.set_value(s); };
+  ASSERT_TRUE(e->TryWriteAsync(Key(7, 0), Pattern(10, 1), 4, true, a));
+  EXPECT_EQ(older.get_future().get().code(), StatusCode::kAborted);
+  ASSERT_TRUE(e->TryWriteAsync(Key(7, 1), {}, 6, true, b));  // empty: a tombstone-like record
+  EXPECT_TRUE(newer.get_future().get().ok());
+  e.reset();
+  e = MustOpen(o);
+  EXPECT_TRUE(SameBytes(*e->Read(Key(7, 0)), payloads[0]));
+  EXPECT_EQ(e->Read(Key(7, 1))->size(), 0u);
+  for (int w = 2; w < kWrites; ++w) EXPECT_TRUE(SameBytes(*e->Read(Key(7, w)), payloads[w])) << w;
+  // Larger than a segment: refused at once, on this thread.
+  Status got = OkStatus();
+  std::function<void(Status)> c = [&](Status s) { got = s; };
+  ASSERT_TRUE(e->TryWriteAsync(Key(7, 9999), Pattern(o.segment_bytes + 1, 2), 1, false, c));
+  EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
 }
 
 }  // namespace
