@@ -182,17 +182,6 @@ class Client::Impl : public DataPath {
                  uint64_t size, const ProgressFn& progress) {
     PS_RETURN_IF_ERROR(ValidateObjectName(name));
     PS_ASSIGN_OR_RETURN(ContainerInfo c, Container(container));
-    // The previous version's head tells which stripes to remove afterwards. A protected
-    // container can take the put without it (the new head is newer and wins); the old stripes
-    // are then left behind as garbage.
-    auto old = ReadHead(c, name);
-    if (!old.ok() && old.status().code() != StatusCode::kNotFound) {
-      if (!RedundancyOf(c).protected_() || !old.status().retryable()) return old.status();
-      PS_LOG_WARN("could not read the current head of {} ({}); storing it anyway, the previous version's "
-                  "stripes stay behind as garbage",
-                  What(container, name), old.status().ToString());
-    }
-
     ObjectHead head;
     head.name = name;
     head.size = size;
@@ -202,11 +191,7 @@ class Client::Impl : public DataPath {
     head.dense = true;  // every stripe is written below: one found nowhere is lost
     const StripeLayout layout = Layout(c, head);
     const std::string what = What(container, name);
-    if (size <= kMaxInlineBytes) {
-      PS_RETURN_IF_ERROR(PutInline(c, head, source, progress));
-      if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
-      return OkStatus();
-    }
+    if (size <= kMaxInlineBytes) return PutInline(c, head, source, progress);
     const uint64_t version = NewVersion();
 
     std::chrono::steady_clock::time_point landed;
@@ -217,11 +202,24 @@ class Client::Impl : public DataPath {
     }
     // The head is the commit point: until it is written the new data is invisible (and its
     // stripes orphans to mgmt's repair service: hence the window, see object_head.h).
-    s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), NewVersion(),
-                      landed + io->commit_window());
+    const uint64_t head_version = NewVersion();
+    auto replaced = std::make_shared<ReplacedHead>(head_version);
+    s = io->WriteHead(RedundancyOf(c), HeadKey(c, name), EncodeObjectHead(head), head_version,
+                      landed + io->commit_window(), replaced);
     if (!s.ok()) return HeadNotCommitted(c, name, head, layout, s.WithContext("committing " + what));
-    if (old.ok() && old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+    FreeReplaced(c, head, *replaced);
     return OkStatus();
+  }
+
+  // After `head` was written: the stripes of the head it replaced (its targets said which, in
+  // the same requests: kWriteReturnReplaced) when that one named other data. What a target
+  // did not say stays behind as orphans for mgmt's repair service.
+  void FreeReplaced(const ContainerInfo& c, const ObjectHead& head, const ReplacedHead& replaced) {
+    const std::optional<ShardData> found = replaced.Newest();
+    if (!found) return;
+    auto old = DecodeObjectHeadPrefix(found->data.span());
+    if (!old.ok() || (old->data_hi == head.data_hi && old->data_lo == head.data_lo)) return;
+    if (old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
   }
 
   // A small object's put: its bytes go in its head, one shard write per head copy.
@@ -229,8 +227,12 @@ class Client::Impl : public DataPath {
     head.inlined = true;
     head.data.resize(head.size);
     if (head.size) PS_RETURN_IF_ERROR(source.ReadAt(0, head.data));
-    PS_RETURN_IF_ERROR(io->WriteHead(RedundancyOf(c), HeadKey(c, head.name), EncodeObjectHead(head), NewVersion())
+    const uint64_t version = NewVersion();
+    auto replaced = std::make_shared<ReplacedHead>(version);
+    PS_RETURN_IF_ERROR(io->WriteHead(RedundancyOf(c), HeadKey(c, head.name), EncodeObjectHead(head), version,
+                                     std::chrono::steady_clock::time_point::max(), replaced)
                            .WithContext("storing " + What(c.name, head.name)));
+    FreeReplaced(c, head, *replaced);
     if (progress) progress(head.size, head.size);
     return OkStatus();
   }

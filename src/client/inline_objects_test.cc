@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "client/data_path.h"
 #include "client/test_cluster.h"
 #include "penstock/client.h"
 #include "protocol/object_head.h"
@@ -145,6 +146,61 @@ TEST_P(InlineObjectsTest, ManyConcurrentReplaceOpensOfNewNames) {
   }
   for (const auto& c : cq.Wait(64, std::chrono::seconds(30))) EXPECT_TRUE(c.status.ok()) << c.status.ToString();
   for (int i = 0; i < 64; ++i) EXPECT_EQ(*client_->Get(C(), "many-" + std::to_string(i)), data[i]);
+}
+
+// Data stripes (not heads) of container `c` on every target.
+size_t StoredStripes(testing::InProcessCluster& cluster, const std::string& c) {
+  DataPath path;
+  DataPathOptions o;
+  o.mgmt_address = cluster.mgmt_address();
+  EXPECT_TRUE(path.Open(o).ok());
+  auto info = cluster.client().GetContainer(c);
+  EXPECT_TRUE(info.ok());
+  size_t n = 0;
+  for (const TargetRef& t : path.view->targets()) {
+    auto list = path.shards->List(t, info->id, 0);
+    EXPECT_TRUE(list.ok()) << list.status().ToString();
+    for (const ListEntry& e : *list) n += e.key.stripe != UINT64_MAX;  // not a head
+  }
+  return n;
+}
+
+// Waits (up to 5 s: an Object frees them in the background) until `c` holds `want` stripes.
+::testing::AssertionResult StripesBecome(testing::InProcessCluster& cluster, const std::string& c, size_t want) {
+  size_t n = 0;
+  for (int i = 0; i < 500 && (n = StoredStripes(cluster, c)) != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (n == want) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << n << " stripes stored, " << want << " expected";
+}
+
+// A head write learns from its targets which head it replaced (kWriteReturnReplaced), so the
+// stripes a replaced object named go at once: no read before the write, no orphans left for
+// mgmt's collection.
+TEST_P(InlineObjectsTest, ReplacingAnObjectFreesTheStripesItNamedAtOnce) {
+  const size_t per_stripe = C() == "none" ? 1 : 2;  // shards per stripe (rep:2 keeps two copies)
+  const std::string name = "fr";
+  auto big = RandomBytes(300000, 11), big2 = RandomBytes(200000, 12), small = RandomBytes(3000, 13);
+  const size_t before = StoredStripes(*cluster_, C());
+  ASSERT_TRUE(client_->Put(C(), name, big).ok());
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before + 5 * per_stripe));  // 300000 / 64 KiB: 5
+  ASSERT_TRUE(client_->Put(C(), name, big2).ok());                      // striped over striped
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before + 4 * per_stripe));
+  ASSERT_TRUE(client_->Put(C(), name, small).ok());                     // inline over striped
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before));
+  ASSERT_TRUE(client_->Put(C(), name, big).ok());
+  auto o = client_->Open(C(), name, {.replace = true});                 // replace-open, inline
+  ASSERT_TRUE(o.ok());
+  ASSERT_TRUE((*o)->Write(0, small).ok());
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before));
+  ASSERT_TRUE(client_->Put(C(), name, big).ok());
+  auto r = client_->Open(C(), name, {.replace = true});                 // replace-open, striped
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Write(0, big2).ok());
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before + 4 * per_stripe));
+  EXPECT_EQ(*client_->Get(C(), name), big2);
+  ASSERT_TRUE(client_->Delete(C(), name).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Redundancy, InlineObjectsTest, ::testing::Values("none", "rep"));

@@ -204,17 +204,11 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   void Unpark(const Status& s);
   // An uncommitted object's head write (RewriteHead): no lease, no read, a new version.
   Result<ObjectHead> CommitNewHead(const std::function<void(ObjectHead&)>& change);
-  // What the object this replace-open replaces held is read when its first write starts; once
-  // the reads and our head write ended, that version's stripes are deleted when ours is newer.
-  // Best effort: stripes left behind are orphans mgmt's repair service collects.
-  struct Replaced;
-  // Reads every copy of the head the name has now (at the first write, before ours is sent).
-  void StartReplace(const std::shared_ptr<Replaced>& r);
-  // The replace's state with our head's version set, as its commit starts (null: none).
-  std::shared_ptr<Replaced> Replacing(uint64_t version);
-  // Called when the read ends (`write` false) and when the head write ends (`write`, and
-  // whether it `committed`): the second call deletes.
-  void EndReplace(const std::shared_ptr<Replaced>& r, bool write, bool committed);
+  // A replace-open's head writes ask what head they replace (a ReplacedHead; null once the
+  // object is committed); once ours is written, the stripes of a replaced head that named other
+  // data are deleted. Best effort: stripes left behind are orphans mgmt's repair service collects.
+  std::shared_ptr<ReplacedHead> Replacing(uint64_t version);
+  void FreeReplaced(const ReplacedHead& replaced);
   std::pair<uint64_t, uint64_t> DataId() const {
     std::lock_guard<std::mutex> lock(mu_);
     return {head_.data_hi, head_.data_lo};
@@ -248,7 +242,6 @@ class ObjectImpl : public Object, public std::enable_shared_from_this<ObjectImpl
   bool head_write_in_flight_ = false;
   bool uncommitted_ = false;      // see the constructor
   bool inline_busy_ = false;      // an inline head write or a move to stripes is in flight
-  std::shared_ptr<Replaced> replaced_;  // an uncommitted object's: what it replaces
   std::vector<std::pair<std::shared_ptr<AsyncOp>, uint64_t>> parked_;  // writes (op, offset) waiting for it
   uint64_t wanted_size_ = 0;
   std::vector<std::pair<uint64_t, std::function<void(Status)>>> size_waiters_;

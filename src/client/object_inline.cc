@@ -7,6 +7,8 @@
 // riding the target's group commit like any write), no stripe, no lease, and the object's next
 // reader reads its head and has its bytes. Any other first write goes to the stripes and then
 // writes the head directly (CommitNewHead: the put's commit point, no lease, no read).
+// Either head write asks its targets what head it replaces (kWriteReturnReplaced), so the
+// stripes a replaced object named are freed at once, without a read round trip.
 //
 // An inline object is moved to its stripes before anything changes it in place (a write,
 // Truncate): under the head's lease its bytes are written as stripes of its data id and its
@@ -21,15 +23,6 @@
 #include "common/await.h"
 
 namespace penstock {
-
-struct ObjectImpl::Replaced {
-  std::mutex mu;
-  uint64_t version = 0;               // of our head (set when the commit starts)
-  uint64_t data_hi = 0, data_lo = 0;  // our data id
-  uint32_t reads_pending = 0;
-  bool written = false, committed = false;
-  std::optional<ShardData> old;  // the newest head copy the reads found
-};
 
 bool ObjectImpl::ReadInline(const std::shared_ptr<AsyncOp>& op, uint64_t offset) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -56,14 +49,9 @@ bool ObjectImpl::TakeWrite(const std::shared_ptr<AsyncOp>& op, uint64_t offset) 
     return true;
   }
   const bool first = uncommitted_ && written_end_ == 0 && stripe_queue_.empty() && !head_write_in_flight_;
-  const bool start_replace = uncommitted_ && replaced_ == nullptr;
-  if (start_replace) replaced_ = std::make_shared<Replaced>();
-  auto replaced = replaced_;
   const bool inline_write = first && offset == 0 && op->iov_bytes() <= kMaxInlineBytes;
   inline_busy_ = inline_busy_ || inline_write;
   lock.unlock();
-  // Asked before our head is sent: the reads reach the head's targets ahead of its write.
-  if (start_replace) StartReplace(replaced);
   if (!inline_write) return false;
   WriteInlineHead(op, NextVersion());
   return true;
@@ -84,12 +72,13 @@ void ObjectImpl::WriteInlineHead(const std::shared_ptr<AsyncOp>& op, uint64_t ve
   auto bytes = std::make_shared<const AlignedBuffer>(AlignedBuffer::CopyOf(EncodeObjectHead(h)));
   auto replaced = Replacing(version);
   // Transient failures retried as the op's stripe writes are.
-  io_->StartWriteHead(red_, head_key_, std::move(bytes), version,
-                      [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
-                        if (replaced) self->EndReplace(replaced, /*write=*/true, s.ok());
-                        self->InlineHeadWritten(op, h, std::move(s));
-                      },
-                      RetryFor({op}));
+  io_->StartWriteHead(
+      red_, head_key_, std::move(bytes), version,
+      [self = shared_from_this(), op, h = std::move(h), replaced](Status s) {
+        if (replaced && s.ok()) self->FreeReplaced(*replaced);
+        self->InlineHeadWritten(op, h, std::move(s));
+      },
+      RetryFor({op}), replaced);
 }
 
 void ObjectImpl::InlineHeadWritten(const std::shared_ptr<AsyncOp>& op, const ObjectHead& h, Status s) {
@@ -170,64 +159,25 @@ Result<ObjectHead> ObjectImpl::CommitNewHead(const std::function<void(ObjectHead
   h.dense = false;
   const uint64_t version = NextVersion();
   auto replaced = Replacing(version);
-  Status s = io_->WriteHead(red_, head_key_, EncodeObjectHead(h), version);
-  if (replaced) EndReplace(replaced, /*write=*/true, s.ok());
+  Status s = io_->WriteHead(red_, head_key_, EncodeObjectHead(h), version, std::chrono::steady_clock::time_point::max(), replaced);
   if (!s.ok()) return s;
+  if (replaced) FreeReplaced(*replaced);
   std::lock_guard<std::mutex> lock(mu_);
   uncommitted_ = false;
   return h;
 }
 
-void ObjectImpl::StartReplace(const std::shared_ptr<Replaced>& r) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    r->data_hi = head_.data_hi;
-    r->data_lo = head_.data_lo;
-  }
-  // Every copy's head as it is now, asynchronously (no retries: this only finds stripes to
-  // free early; what it misses, orphan collection frees later).
-  auto slots = io_->Slots(head_key_, HeadRedundancy(red_).width());
-  if (!slots.ok()) return EndReplace(r, /*write=*/false, false);
-  r->reads_pending = static_cast<uint32_t>(slots->size()) + 1;  // +1: released below
-  for (uint32_t i = 0; i < slots->size(); ++i) {
-    io_->shards().StartReadTo((*slots)[i], WithShard(head_key_, i), 0, UINT64_MAX,
-                              [self = shared_from_this(), r](Result<ShardData> got) {
-                                {
-                                  std::lock_guard<std::mutex> lock(r->mu);
-                                  if (got.ok() && (!r->old || got->version > r->old->version)) r->old = std::move(*got);
-                                }
-                                self->EndReplace(r, /*write=*/false, false);
-                              });
-  }
-  EndReplace(r, /*write=*/false, false);
-}
-
-std::shared_ptr<ObjectImpl::Replaced> ObjectImpl::Replacing(uint64_t version) {
+std::shared_ptr<ReplacedHead> ObjectImpl::Replacing(uint64_t version) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (replaced_ == nullptr) return nullptr;
-  std::lock_guard<std::mutex> rl(replaced_->mu);
-  replaced_->version = version;
-  return replaced_;
+  return uncommitted_ ? std::make_shared<ReplacedHead>(version) : nullptr;
 }
 
-void ObjectImpl::EndReplace(const std::shared_ptr<Replaced>& r, bool write, bool committed) {
-  std::optional<ObjectHead> old;
-  {
-    std::lock_guard<std::mutex> lock(r->mu);
-    if (write) {
-      r->written = true;
-      r->committed = committed;
-    } else if (r->reads_pending > 0) {
-      --r->reads_pending;
-    }
-    if (r->reads_pending > 0 || !r->written) return;  // the last one acts
-    // A head older than ours that names other data: ours replaced it on every copy it reached.
-    if (!r->committed || !r->old || r->old->version >= r->version) return;
-    auto h = DecodeObjectHead(r->old->data.span());
-    if (!h.ok() || (h->data_hi == r->data_hi && h->data_lo == r->data_lo)) return;
-    old = std::move(*h);
-  }
-  if (old->stripe_count() == 0) return;
+void ObjectImpl::FreeReplaced(const ReplacedHead& replaced) {
+  const std::optional<ShardData> found = replaced.Newest();
+  if (!found) return;
+  auto old = DecodeObjectHeadPrefix(found->data.span());
+  const auto [hi, lo] = DataId();
+  if (!old.ok() || (old->data_hi == hi && old->data_lo == lo) || old->stripe_count() == 0) return;
   const StripeLayout layout{container_id_, old->data_hi, old->data_lo, old->size, old->stripe_unit, red_, false};
   tracker_->RunBlocking([io = io_, layout, n = old->stripe_count()] { DeleteStripes(*io, layout, n); });
 }

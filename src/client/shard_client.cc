@@ -156,16 +156,28 @@ Result<ShardClient::ListPage> ShardClient::List(const TargetRef& target, uint64_
 }
 
 void ShardClient::StartWrite(const WireShardKey& key, std::span<const std::byte> data,
-                             uint64_t version, std::function<void(Status)> done) {
+                             uint64_t version, std::function<void(Status)> done, ReplacedFn replaced) {
   auto target = Locate(key);
   if (!target.ok()) return done(target.status());
-  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version, replaced ? kWriteReturnReplaced : 0);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
-             [this, c = key.container, done = std::move(done)](RpcReply r) {
-               TokenRefused(r.status, c);
-               done(std::move(r.status));
-             });
+             WriteReplied(key.container, "", std::move(done), std::move(replaced)));
+}
+
+std::function<void(RpcReply)> ShardClient::WriteReplied(uint64_t container, std::string name,
+                                                        std::function<void(Status)> done, ReplacedFn replaced) {
+  return [this, container, name = std::move(name), done = std::move(done), replaced = std::move(replaced)](RpcReply r) {
+    TokenRefused(r.status, container);
+    if (!r.status.ok()) return done(name.empty() ? std::move(r.status) : r.status.WithContext(name));
+    if (replaced && !r.header.empty()) {
+      // A malformed answer says nothing of what was replaced; the write itself succeeded.
+      if (auto rh = DecodeHeader<ShardReplyHeader>(r.header, "write reply"); rh.ok()) {
+        replaced(ShardData{std::move(r.payload), rh->shard_version, rh->length, 0});
+      }
+    }
+    done(OkStatus());
+  };
 }
 
 void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data,
@@ -252,15 +264,14 @@ std::string ShardClient::Name(const TargetRef& t) {
 
 void ShardClient::StartWriteTo(const TargetRef& target, const WireShardKey& key,
                                std::span<const std::byte> data, uint64_t version, bool only_if_not_older,
-                               std::function<void(Status)> done, std::shared_ptr<CallAbandon> abandon) {
-  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version, only_if_not_older ? kWriteIfNotOlder : 0);
+                               std::function<void(Status)> done, std::shared_ptr<CallAbandon> abandon,
+                               ReplacedFn replaced) {
+  const uint8_t flags = (only_if_not_older ? kWriteIfNotOlder : 0) | (replaced ? kWriteReturnReplaced : 0);
+  std::vector<std::byte> header = RequestHeader(ShardOp::kWrite, key, version, flags);
   if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
   rpc_->Call(target.address, static_cast<uint16_t>(ShardOp::kWrite), header, data,
-             [this, c = key.container, name = Name(target), done = std::move(done)](RpcReply r) {
-               TokenRefused(r.status, c);
-               done(r.status.ok() ? OkStatus() : r.status.WithContext(name));
-             },
-             nullptr, std::move(abandon));
+             WriteReplied(key.container, Name(target), std::move(done), std::move(replaced)), nullptr,
+             std::move(abandon));
 }
 
 void ShardClient::StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,

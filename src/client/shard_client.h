@@ -74,10 +74,15 @@ class ShardClient {
   Result<ListPage> List(const TargetRef& target, uint64_t container, uint8_t flags,
                         std::optional<WireShardKey> start_after, uint32_t limit);
 
+  // Asks a write for what it replaced (kWriteReturnReplaced): called, before the write's
+  // `done`, with the shard as it was (its first kHeadPrefixBytes, length and version; version
+  // 0: there was none) when the target answered it (not by a target from before it).
+  using ReplacedFn = std::function<void(ShardData)>;
+
   // Asynchronous single attempt; `done` runs on a transport thread. `data` must stay valid
   // until then. The caller retries (see ShouldRetry) from its own thread.
   void StartWrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version,
-                  std::function<void(Status)> done);
+                  std::function<void(Status)> done, ReplacedFn replaced = nullptr);
   void StartRead(const WireShardKey& key, std::function<void(Result<AlignedBuffer>)> done);
   // Partial-shard write (kWriteRange): `data` replaces bytes [offset, offset + size) of the
   // shard, whose version becomes `version`. With `expected`, only over that stored version
@@ -97,7 +102,7 @@ class ShardClient {
   // With `abandon`, the write may be given up before its answer (CallAbandon).
   void StartWriteTo(const TargetRef& target, const WireShardKey& key, std::span<const std::byte> data,
                     uint64_t version, bool only_if_not_older, std::function<void(Status)> done,
-                    std::shared_ptr<CallAbandon> abandon = nullptr);
+                    std::shared_ptr<CallAbandon> abandon = nullptr, ReplacedFn replaced = nullptr);
   // Range write at an explicit target; with `expected`, applied only over that stored version
   // (kWriteIfVersion: kAborted when the stored one is newer, kFailedPrecondition when older).
   void StartWriteRangeTo(const TargetRef& target, const WireShardKey& key, uint64_t offset,
@@ -158,6 +163,9 @@ class ShardClient {
                          uint64_t version);
 
   static std::string Name(const TargetRef& t);
+  // A write's reply handler: the token check, `replaced` (when asked and answered), `done`.
+  std::function<void(RpcReply)> WriteReplied(uint64_t container, std::string name, std::function<void(Status)> done,
+                                             ReplacedFn replaced);
 
   RpcCaller* rpc_;
   ClusterView* view_;

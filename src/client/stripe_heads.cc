@@ -17,6 +17,7 @@ namespace penstock {
 using stripe_io_internal::Clock;
 using stripe_io_internal::MapMovedDuringRead;
 using stripe_io_internal::Ordinal;
+using stripe_io_internal::SawReplaced;
 
 namespace {
 
@@ -169,12 +170,15 @@ Redundancy HeadRedundancy(const Redundancy& red) {
 
 void StripeIo::StartWriteHead(const Redundancy& red, const WireShardKey& key,
                               std::shared_ptr<const AlignedBuffer> bytes, uint64_t version,
-                              std::function<void(Status)> done, std::optional<RetryPolicy> retry) {
-  Write(StripeGeometry::For(HeadRedundancy(red), 0), key, std::move(bytes), version, std::move(done), std::move(retry));
+                              std::function<void(Status)> done, std::optional<RetryPolicy> retry,
+                              std::shared_ptr<ReplacedHead> replaced) {
+  Write(StripeGeometry::For(HeadRedundancy(red), 0), key, std::move(bytes), version, std::move(done), std::move(retry),
+        nullptr, std::move(replaced));
 }
 
 Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
-                           uint64_t version, std::chrono::steady_clock::time_point give_up_at) {
+                           uint64_t version, std::chrono::steady_clock::time_point give_up_at,
+                           std::shared_ptr<ReplacedHead> replaced) {
   auto late = [&] {
     return DeadlineExceeded("the head of the object was not written in time (its data was written too long ago "
                             "and may have been collected as orphans); put it again");
@@ -191,9 +195,11 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
     Status s = red.protected_()
                    ? Await<Status>([&](auto done) {
                        Write(StripeGeometry::For(HeadRedundancy(red), 0), key, data, version, std::move(done),
-                             RetryPolicy{give_up_at, [] { return false; }});
+                             RetryPolicy{give_up_at, [] { return false; }}, nullptr, replaced);
                      })
-                   : Await<Status>([&](auto done) { shards_->StartWrite(key, data->span(), version, std::move(done)); });
+                   : Await<Status>([&](auto done) {
+                       shards_->StartWrite(key, data->span(), version, std::move(done), SawReplaced(replaced));
+                     });
     if (s.ok()) return s;
     if (!refetched && (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated)) {
       refetched = true;

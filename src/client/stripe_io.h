@@ -91,6 +91,24 @@ struct StripeKnowledge {
   uint64_t epoch = 0;
 };
 
+// What a head write replaced, as its copies' targets answered (kWriteReturnReplaced): the
+// newest stored head older than the write. A copy holding the write's own bytes (from an
+// earlier attempt) or a newer head is not one; targets that did not answer, or that predate
+// the flag, add nothing. Filled on transport threads; read once the write is done.
+// Thread-safe.
+class ReplacedHead {
+ public:
+  explicit ReplacedHead(uint64_t write_version) : write_version_(write_version) {}
+  void Saw(ShardData d);
+  // The newest older head a copy held (none: no copy held one, or none said).
+  std::optional<ShardData> Newest() const;
+
+ private:
+  const uint64_t write_version_;
+  mutable std::mutex mu_;
+  std::optional<ShardData> newest_;
+};
+
 // A granted stripe write lease (StripeIo::LockStripe): the target holding it, and whether the
 // grant renewed the asking owner's unexpired lease there (no other writer held it between).
 struct StripeLease {
@@ -130,9 +148,10 @@ class StripeIo {
   // Writes a whole stripe: `data` holds its logical bytes (at most the stripe unit). With
   // `retry`, transient failures are retried (see RetryPolicy); without, the caller retries.
   // `known`: see StripeKnowledge.
+  // With `replaced`, each shard's write asks its target what it replaced (ReplacedHead).
   void Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
              uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry = std::nullopt,
-             std::shared_ptr<StripeKnowledge> known = nullptr);
+             std::shared_ptr<StripeKnowledge> known = nullptr, std::shared_ptr<ReplacedHead> replaced = nullptr);
   // Writes `data` at byte `begin` of the stripe, leaving its other bytes as they are (shard
   // range writes, kWriteRange). The caller holds the stripe's write lease. `retry` as for Write.
   // rep patches each copy only over the newest version the readable copies hold (asked first
@@ -186,16 +205,19 @@ class StripeIo {
   // Object heads (blocking, with the client's retry policy). Reads return the newest copy;
   // kNotFound when there is none or the newest is a tombstone. WriteHead starts no attempt
   // after `give_up_at` (kDeadlineExceeded).
+  // With `replaced`, learns what head the write replaced (ReplacedHead) in the same requests.
   Status WriteHead(const Redundancy& red, const WireShardKey& key, std::span<const std::byte> bytes,
                    uint64_t version,
-                   std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max());
+                   std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max(),
+                   std::shared_ptr<ReplacedHead> replaced = nullptr);
   Result<ShardData> ReadHead(const Redundancy& red, const WireShardKey& key);
   Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version);
   // Asynchronous head write (replicated like WriteHead); `retry` as for Write (without: one
   // attempt).
   void StartWriteHead(const Redundancy& red, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> bytes,
                       uint64_t version, std::function<void(Status)> done,
-                      std::optional<RetryPolicy> retry = std::nullopt);
+                      std::optional<RetryPolicy> retry = std::nullopt,
+                      std::shared_ptr<ReplacedHead> replaced = nullptr);
 
   // Blocking forms of Write/Read/Delete (one attempt; not from a transport thread).
   Status WriteSync(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
@@ -259,7 +281,8 @@ class StripeIo {
   struct WriteState;  // stripe_io_internal.h
   // One attempt of Write.
   void WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                 uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known);
+                 uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known,
+                 std::shared_ptr<ReplacedHead> replaced);
   using ShardSender = std::function<void(uint32_t shard, const TargetRef& t, std::function<void(Status)> done)>;
   // Sends shard i of a protected stripe to slot i with `send` for every up slot, and decides
   // the write as the class comment says (st: data, owned and done set; version and known

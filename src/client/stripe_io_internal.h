@@ -31,6 +31,7 @@ struct StripeIo::WriteState {
   std::vector<uint32_t> targets;          // by shard: the slot's target (0: none, or lost)
   uint64_t version = 0;                   // the version every shard is written with
   std::shared_ptr<StripeKnowledge> known; // updated when the write is decided
+  std::shared_ptr<ReplacedHead> replaced; // asked of every shard's target, when set
   uint64_t epoch = 0;                     // of the map the slots were taken from
   // By shard, when set: gives up the shard's request once the write is decided without it
   // (a straggler), so the memory it reads (maybe the caller's) is free at once.
@@ -40,6 +41,12 @@ struct StripeIo::WriteState {
 namespace stripe_io_internal {
 
 using Clock = std::chrono::steady_clock;
+
+// What a write asks of its targets for `replaced` (nothing without one).
+inline ShardClient::ReplacedFn SawReplaced(const std::shared_ptr<ReplacedHead>& replaced) {
+  if (!replaced) return nullptr;
+  return [replaced](ShardData d) { replaced->Saw(std::move(d)); };
+}
 
 // How errors name a stripe: "stripe 7", or "the head".
 inline std::string Ordinal(const WireShardKey& key) {

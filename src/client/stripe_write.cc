@@ -16,6 +16,7 @@
 namespace penstock {
 
 using stripe_io_internal::Ordinal;
+using stripe_io_internal::SawReplaced;
 using stripe_io_internal::SlotList;
 
 namespace {
@@ -50,12 +51,25 @@ std::string QuorumPhrase(const Redundancy& red) {
 
 }  // namespace
 
+void ReplacedHead::Saw(ShardData d) {
+  if (d.version == 0 || d.version >= write_version_) return;  // none, ours, or newer than ours
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!newest_ || d.version > newest_->version) newest_ = std::move(d);
+}
+
+std::optional<ShardData> ReplacedHead::Newest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!newest_) return std::nullopt;
+  return ShardData{AlignedBuffer::CopyOf(newest_->data.span()), newest_->version, newest_->length, 0};
+}
+
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                      uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry,
-                     std::shared_ptr<StripeKnowledge> known) {
+                     std::shared_ptr<StripeKnowledge> known, std::shared_ptr<ReplacedHead> replaced) {
   auto attempt = std::make_shared<std::function<void(std::function<void(Status)>)>>(
-      [this, g, key, data = std::move(data), version, known = std::move(known)](std::function<void(Status)> cb) {
-        WriteOnce(g, key, data, version, std::move(cb), known);
+      [this, g, key, data = std::move(data), version, known = std::move(known),
+       replaced = std::move(replaced)](std::function<void(Status)> cb) {
+        WriteOnce(g, key, data, version, std::move(cb), known, replaced);
       });
   WithRetries<Status>(std::move(attempt), std::move(done), RetriesFor(g, key, std::move(retry)));
 }
@@ -66,9 +80,11 @@ Status StripeIo::WriteSync(const StripeGeometry& g, const WireShardKey& key,
 }
 
 void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
-                         uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known) {
+                         uint64_t version, std::function<void(Status)> done, std::shared_ptr<StripeKnowledge> known,
+                         std::shared_ptr<ReplacedHead> replaced) {
   if (!g.red.protected_()) {
-    shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); });
+    shards_->StartWrite(key, data->span(), version, [data, done = std::move(done)](Status s) { done(std::move(s)); },
+                        SawReplaced(replaced));
     return;
   }
   auto st = std::make_shared<WriteState>();
@@ -76,11 +92,13 @@ void StripeIo::WriteOnce(const StripeGeometry& g, const WireShardKey& key, std::
   st->done = std::move(done);
   st->version = version;
   st->known = std::move(known);
+  st->replaced = std::move(replaced);
   const std::vector<std::span<const std::byte>> shard_bytes = EncodeShards(g, data->span(), st->owned);
   st->give_up.resize(g.red.width());
   for (auto& a : st->give_up) a = std::make_shared<CallAbandon>();
   WriteSlots(g, key, st, [this, key, shard_bytes, version, st](uint32_t i, const TargetRef& t, std::function<void(Status)> cb) {
-    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb), st->give_up[i]);
+    shards_->StartWriteTo(t, WithShard(key, i), shard_bytes[i], version, true, std::move(cb), st->give_up[i],
+                          SawReplaced(st->replaced));
   });
 }
 

@@ -147,6 +147,14 @@ enum ListFlags : uint8_t {
 inline constexpr uint8_t kWriteIfNotOlder = 0x01;
 // Bit of a range write's flags byte: see RangeWriteHeader.
 inline constexpr uint8_t kWriteIfVersion = 0x02;
+// Bit of a (whole-shard) write's flags byte: the reply also says what the write replaced, read
+// just before it was applied: a ShardReplyHeader with the stored shard's length and version
+// (both 0 when there was none) and, as payload, its first kHeadPrefixBytes (object_head.h). A
+// writer of an object head learns which stripes the head it replaced named, without a read
+// round trip. Not atomic with the write (another write of the key may land in between), so
+// only for freeing what a replaced head named, which orphan collection would free later
+// anyway. A reply without the header (a target from before it) says nothing.
+inline constexpr uint8_t kWriteReturnReplaced = 0x04;
 // Bit of a delete's flags byte: delete only when the stored version is the request's
 // shard_version; otherwise kAborted (the shard was rewritten since). Used by repair to remove
 // tombstones without racing a new put of the same name.

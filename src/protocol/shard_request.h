@@ -21,7 +21,7 @@ struct ShardRequest {
   uint64_t map_epoch = 0;     // the client's cluster-map epoch
   uint32_t deadline_s = 0;    // RequestDeadline(timeout); 0: none (kList has none)
   uint64_t shard_version = 0; // writes: the version stored; deletes with kDeleteIfVersion: the one expected
-  uint8_t flags = 0;          // kWriteIfNotOlder, kDeleteIfVersion, ListFlags; kWriteIfVersion is set
+  uint8_t flags = 0;          // kWriteIfNotOlder, kWriteReturnReplaced, kDeleteIfVersion, ListFlags; kWriteIfVersion is set
                               // from expected_version
   uint64_t offset = 0;        // kReadRange, kWriteRange
   uint64_t length = 0;        // kReadRange

@@ -73,6 +73,7 @@ void ShardService::Handle(RpcRequest request, Responder respond) {
   // and answered from its completion: no I/O thread takes part, so as many as arrive can share
   // a flush, and each costs no hand-off to the pool.
   if (shared->opcode == static_cast<uint16_t>(ShardOp::kWriteRange) && StartWriteRange(shared, respond)) return;
+  if (shared->opcode == static_cast<uint16_t>(ShardOp::kWrite) && StartWrite(shared, respond)) return;
   // So are reads whose shard record is in memory and whose bytes are one device read: the
   // reply is sent from the device's completion.
   if ((shared->opcode == static_cast<uint16_t>(ShardOp::kRead) ||
@@ -304,6 +305,46 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
   return false;
 }
 
+bool ShardService::StartWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
+  auto h = DecodeHeader<ShardRequestHeader>(request->header, "write");
+  if (!h.ok()) return false;  // malformed: Execute answers
+  const auto start = std::chrono::steady_clock::now();
+  if (Refused(*request, respond, start)) return true;
+  if (!(h->flags & kWriteReturnReplaced)) return QueueWrite(request, respond, start, RpcReply{});
+  // What it replaces first: from the record in memory and one device read (else Execute
+  // reads and writes, blocking), then the write from the read's completion.
+  Hold();
+  Engine::ReadDone read = [this, request, respond, start](Result<AlignedBuffer> prefix, ShardInfo info) {
+    if (!QueueWrite(request, respond, start, ReplacedReply(std::move(prefix), info))) {
+      Submit([this, request, respond] { respond(Execute(*request)); });
+    }
+    Unhold();
+  };
+  if (engine_->TryReadRangeAsync(FromWire(h->key), 0, kHeadPrefixBytes, read)) return true;
+  Unhold();
+  return false;
+}
+
+bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond,
+                              std::chrono::steady_clock::time_point start, RpcReply reply) {
+  ShardRequestHeader h;
+  std::memcpy(&h, request->header.data(), sizeof(h));  // decoded by StartWrite
+  Hold();
+  auto answer = std::make_shared<RpcReply>(std::move(reply));
+  std::function<void(Status)> done = [this, request, respond, start, answer](Status s) {
+    if (s.ok()) CountWritten(request->payload.size());
+    Account(request->opcode, start, s);
+    respond(s.ok() ? std::move(*answer) : ErrorReply(std::move(s)));
+    Unhold();
+  };
+  if (engine_->TryWriteAsync(FromWire(h.key), request->payload.span(), h.shard_version,
+                             (h.flags & kWriteIfNotOlder) != 0, done)) {
+    return true;
+  }
+  Unhold();  // space must be made first: Execute, blocking, on an I/O thread
+  return false;
+}
+
 bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   ShardKey key;
   uint64_t offset = 0, length = UINT64_MAX;
@@ -336,12 +377,37 @@ bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const R
 RpcReply ShardService::Write(const RpcRequest& request) {
   auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
   if (!h.ok()) return ErrorReply(h.status());
+  RpcReply reply;
+  if (h->flags & kWriteReturnReplaced) reply = ReplacedReply(FromWire(h->key));
   // kWriteIfNotOlder: the engine's committer refuses it over a newer stored version (kAborted),
   // in order with every other write of the key.
   Status s = engine_->Write(FromWire(h->key), request.payload.span(), h->shard_version,
                             (h->flags & kWriteIfNotOlder) != 0);
-  if (s.ok()) CountWritten(request.payload.size());
-  return ErrorReply(std::move(s));
+  if (!s.ok()) return ErrorReply(std::move(s));
+  CountWritten(request.payload.size());
+  return reply;
+}
+
+RpcReply ShardService::ReplacedReply(const ShardKey& key) {
+  ShardInfo info;
+  auto prefix = engine_->ReadRange(key, 0, kHeadPrefixBytes, &info);
+  return ReplacedReply(std::move(prefix), info);
+}
+
+RpcReply ShardService::ReplacedReply(Result<AlignedBuffer> prefix, const ShardInfo& info) {
+  RpcReply reply;
+  // Unreadable (a checksum failure): the write still replaces it, and the reply says nothing
+  // of it (no header), as an older target's would.
+  if (!prefix.ok() && prefix.status().code() != StatusCode::kNotFound) return reply;
+  ShardReplyHeader rh{};
+  rh.version = kShardProtocolVersion;
+  if (prefix.ok()) {
+    rh.length = info.length;
+    rh.shard_version = info.version;
+    reply.payload = std::move(*prefix);
+  }
+  reply.header = EncodeHeader(rh);
+  return reply;
 }
 
 RpcReply ShardService::WriteRange(const RpcRequest& request) {

@@ -77,6 +77,15 @@ class ShardService {
   // completion; true when taken. False (the caller runs Execute on an I/O thread) for any other
   // request and when the engine would have to make space first.
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
+  // A whole-shard write (kWrite) the same way (Engine::TryWriteAsync); with
+  // kWriteReturnReplaced, the shard's prefix is read first (Engine::TryReadRangeAsync) and
+  // the write queued from that read's completion. False as StartWriteRange's, and when the
+  // read would wait.
+  bool StartWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
+  // Queues an admitted kWrite with the engine, answering `reply` (or the error) once durable;
+  // false when the engine would have to make space first.
+  bool QueueWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond,
+                  std::chrono::steady_clock::time_point start, RpcReply reply);
   // kRead or kReadRange, on the transport's thread: admitted and started with the engine
   // (Engine::TryReadRangeAsync), answered from the read's completion; true when taken. False
   // (the caller runs Execute on an I/O thread) when malformed or when the read would wait.
@@ -87,6 +96,10 @@ class ShardService {
   // kDeadlineExceeded for a request that arrived after its deadline (shard_protocol.h).
   Status CheckDeadline(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
+  // The reply of a kWriteReturnReplaced write: what `key` holds before it is written
+  // (shard_protocol.h), read here or (the second form) read already.
+  RpcReply ReplacedReply(const ShardKey& key);
+  RpcReply ReplacedReply(Result<AlignedBuffer> prefix, const ShardInfo& info);
   // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version
   // with kWriteIfVersion (see RangeWriteHeader).
   RpcReply WriteRange(const RpcRequest& request);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "protocol/object_head.h"
 #include "engine/test_util.h"
 #include "protocol/shard_protocol.h"
 
@@ -81,6 +82,44 @@ TEST_F(ShardServiceTest, WriteReadStatDelete) {
   ASSERT_TRUE(service_->Execute(Request(ShardOp::kDelete, 0)).status.ok());
   EXPECT_EQ(service_->Execute(Request(ShardOp::kRead, 0)).status.code(), StatusCode::kNotFound);
   EXPECT_EQ(service_->Execute(Request(ShardOp::kDelete, 0)).status.code(), StatusCode::kNotFound);
+}
+
+// kWriteReturnReplaced: the write's reply says what it replaced (nothing: version 0), its
+// first kHeadPrefixBytes only; a write refused says nothing of it.
+TEST_F(ShardServiceTest, AWriteCanAnswerWhatItReplaced) {
+  auto write = [&](std::string_view payload, uint64_t version, uint8_t flags) {
+    RpcRequest r = Request(ShardOp::kWrite, UINT64_MAX, payload);
+    ShardRequestHeader h = *DecodeHeader<ShardRequestHeader>(r.header, "write");
+    h.shard_version = version;
+    h.flags = flags;
+    r.header = EncodeHeader(h);
+    return service_->Execute(r);
+  };
+  RpcReply r = write("first", 5, kWriteReturnReplaced);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  auto rh = DecodeHeader<ShardReplyHeader>(r.header, "write reply");
+  ASSERT_TRUE(rh.ok());
+  EXPECT_EQ(rh->shard_version, 0u);
+  EXPECT_EQ(rh->length, 0u);
+  EXPECT_EQ(r.payload.size(), 0u);
+
+  const std::string long_head(kHeadPrefixBytes + 500, 'x');
+  r = write(long_head, 6, kWriteReturnReplaced);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Text(r.payload), "first");
+  EXPECT_EQ(DecodeHeader<ShardReplyHeader>(r.header, "write reply")->shard_version, 5u);
+
+  r = write("third", 7, kWriteReturnReplaced | kWriteIfNotOlder);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Text(r.payload), long_head.substr(0, kHeadPrefixBytes));  // a prefix only
+  rh = DecodeHeader<ShardReplyHeader>(r.header, "write reply");
+  EXPECT_EQ(rh->length, long_head.size());
+  EXPECT_EQ(rh->shard_version, 6u);
+
+  r = write("older", 3, kWriteReturnReplaced | kWriteIfNotOlder);  // refused: a newer one is stored
+  EXPECT_EQ(r.status.code(), StatusCode::kAborted);
+  EXPECT_TRUE(r.header.empty());
+  EXPECT_TRUE(write("plain", 8, 0).header.empty());  // not asked: a plain write's reply
 }
 
 TEST_F(ShardServiceTest, ListHeadsWithData) {
@@ -460,6 +499,52 @@ TEST_F(ShardServiceTest, WholeBlockRangeWritesAreAnsweredFromTheEngine) {
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(answered, kWrites);
   EXPECT_EQ(failed, 0);
+}
+
+// kWrite through Handle: queued with the engine from the transport's thread (no I/O thread),
+// also when it asks what it replaced; answered as Execute answers.
+TEST_F(ShardServiceTest, WholeShardWritesAreAnsweredFromTheEngine) {
+  auto handle = [&](RpcRequest r) {
+    std::promise<RpcReply> answer;
+    service_->Handle(std::move(r), [&](RpcReply reply) { answer.set_value(std::move(reply)); });
+    return answer.get_future().get();
+  };
+  auto write = [](uint64_t stripe, const std::string& bytes, uint64_t version, uint8_t flags) {
+    RpcRequest r = Request(ShardOp::kWrite, stripe, bytes);
+    ShardRequestHeader h = *DecodeHeader<ShardRequestHeader>(r.header, "write");
+    h.shard_version = version;
+    h.flags = flags;
+    r.header = EncodeHeader(h);
+    return r;
+  };
+  RpcReply r = handle(write(40, "first head", 5, kWriteReturnReplaced | kWriteIfNotOlder));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(DecodeHeader<ShardReplyHeader>(r.header, "write reply")->shard_version, 0u);
+  r = handle(write(40, std::string(5000, 'h'), 6, kWriteReturnReplaced | kWriteIfNotOlder));
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Text(r.payload), "first head");
+  EXPECT_EQ(DecodeHeader<ShardReplyHeader>(r.header, "write reply")->shard_version, 5u);
+  EXPECT_EQ(handle(write(40, "stale", 4, kWriteIfNotOlder)).status.code(), StatusCode::kAborted);
+  EXPECT_EQ(Text(service_->Execute(Request(ShardOp::kRead, 40)).payload), std::string(5000, 'h'));
+
+  constexpr int kWrites = 64;
+  std::mutex mu;
+  int answered = 0, failed = 0;
+  auto count = [&](RpcReply reply) {
+    std::lock_guard<std::mutex> lock(mu);
+    failed += !reply.status.ok();
+    ++answered;
+  };
+  for (int i = 0; i < kWrites; ++i) service_->Handle(write(50 + i, std::string(3000 + i, 'w'), 1, 0), count);
+  service_.reset();  // writes still in flight are answered before the destructor returns
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(answered, kWrites);
+  EXPECT_EQ(failed, 0);
+  for (int i = 0; i < kWrites; ++i) {
+    auto got = engine_->Read(ShardKey{1, ObjectId{2, 3}, static_cast<uint64_t>(50 + i), 0});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->size(), 3000u + i);
+  }
 }
 
 TEST_F(ShardServiceTest, HandleRespondsFromThePool) {
