@@ -43,8 +43,11 @@ struct BenchResult {
   uint64_t ops = 0, errors = 0, bytes = 0;
   double seconds = 0, mb_per_s = 0, iops = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
-  // The client's CPU (the process's, less verify_seconds: the bench's own checking).
+  // The client's CPU: the process's, less the bench's own work on the data (verify_seconds,
+  // checking what reads returned; stamp_seconds, writing the pattern into write buffers: an
+  // application's making of its data, not the client's moving of it).
   double cpu_seconds = 0, cpu_seconds_per_gb = 0;
+  double stamp_seconds = 0;
   // Bytes reads delivered, and how many of them the client copied (Client::read_path_stats).
   uint64_t read_bytes = 0, read_bytes_copied = 0;
   uint64_t objects = 0;
