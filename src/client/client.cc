@@ -211,6 +211,14 @@ class Client::Impl : public DataPath {
     return OkStatus();
   }
 
+  // A delete that reads the head first (a read falls back to earlier placements).
+  Status DeleteAfterRead(const ContainerInfo& c, const std::string& name) {
+    PS_ASSIGN_OR_RETURN(ObjectHead head, ReadHead(c, name));
+    PS_RETURN_IF_ERROR(io->DeleteHead(RedundancyOf(c), HeadKey(c, name), NewVersion()));
+    DeleteStripes(*io, Layout(c, head), head.stripe_count());
+    return OkStatus();
+  }
+
   // After `head` was written: the stripes of the head it replaced (its targets said which, in
   // the same requests: kWriteReturnReplaced) when that one named other data. What a target
   // did not say stays behind as orphans for mgmt's repair service.
@@ -509,10 +517,24 @@ Result<std::vector<ObjectInfo>> Client::List(const std::string& container, const
 Status Client::Delete(const std::string& container, const std::string& name) {
   PS_RETURN_IF_ERROR(impl_->InThisProcess());
   PS_ASSIGN_OR_RETURN(ContainerInfo c, impl_->Container(container));
-  PS_ASSIGN_OR_RETURN(ObjectHead head, impl_->ReadHead(c, name));
-  // Head first: the object disappears at once; its stripes are then removed.
-  PS_RETURN_IF_ERROR(impl_->io->DeleteHead(Impl::RedundancyOf(c), impl_->HeadKey(c, name), NewVersion()));
-  DeleteStripes(*impl_->io, Impl::Layout(c, head), head.stripe_count());
+  // Head first: the object disappears at once; its stripes are then removed. The head's
+  // targets say what they held (one request per copy, no read first), except while a join
+  // is not settled: the head may still be only where an earlier placement put it, which
+  // only a read (falling back there) finds.
+  if (impl_->view->has_earlier_placements()) return impl_->DeleteAfterRead(c, name);
+  const uint64_t version = NewVersion();
+  auto deleted = std::make_shared<ReplacedHead>(version);
+  Status s = impl_->io->DeleteHead(Impl::RedundancyOf(c), impl_->HeadKey(c, name), version, deleted);
+  const std::string missing = Impl::What(container, name) + " does not exist; see `penstock ls --container " + container + "`";
+  if (s.code() == StatusCode::kNotFound) return NotFound(missing);
+  PS_RETURN_IF_ERROR(s.WithContext("deleting " + Impl::What(container, name)));
+  if (!deleted->answered()) return OkStatus();  // targets from before the flag: orphans later
+  const std::optional<ShardData> found = deleted->Newest();
+  if (!found || found->data.size() == 0) return NotFound(missing);  // none, or a tombstone: a protected
+                                                                     // head leaves one more
+  auto head = DecodeObjectHeadPrefix(found->data.span());
+  if (!head.ok()) return OkStatus();  // gone all the same; what it named is for orphan collection
+  DeleteStripes(*impl_->io, Impl::Layout(c, *head), head->stripe_count());
   return OkStatus();
 }
 

@@ -176,9 +176,9 @@ size_t StoredStripes(testing::InProcessCluster& cluster, const std::string& c) {
 }
 
 // A head write learns from its targets which head it replaced (kWriteReturnReplaced), so the
-// stripes a replaced object named go at once: no read before the write, no orphans left for
-// mgmt's collection.
-TEST_P(InlineObjectsTest, ReplacingAnObjectFreesTheStripesItNamedAtOnce) {
+// stripes a replaced or deleted object named go at once: no read before the write, no
+// orphans left for mgmt's collection.
+TEST_P(InlineObjectsTest, ReplacingOrDeletingAnObjectFreesTheStripesItNamedAtOnce) {
   const size_t per_stripe = C() == "none" ? 1 : 2;  // shards per stripe (rep:2 keeps two copies)
   const std::string name = "fr";
   auto big = RandomBytes(300000, 11), big2 = RandomBytes(200000, 12), small = RandomBytes(3000, 13);
@@ -200,7 +200,16 @@ TEST_P(InlineObjectsTest, ReplacingAnObjectFreesTheStripesItNamedAtOnce) {
   ASSERT_TRUE((*r)->Write(0, big2).ok());
   ASSERT_TRUE(StripesBecome(*cluster_, C(), before + 4 * per_stripe));
   EXPECT_EQ(*client_->Get(C(), name), big2);
+  // A delete learns what it deleted from the same requests (kDeleteReturnDeleted, or the
+  // tombstone's kWriteReturnReplaced) and frees its stripes.
   ASSERT_TRUE(client_->Delete(C(), name).ok());
+  ASSERT_TRUE(StripesBecome(*cluster_, C(), before));
+  EXPECT_EQ(client_->Get(C(), name).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->Delete(C(), name).code(), StatusCode::kNotFound);  // deleted already
+  EXPECT_EQ(client_->Delete(C(), "never-was").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(client_->Put(C(), name, small).ok());  // an inline one: no stripes to free
+  ASSERT_TRUE(client_->Delete(C(), name).ok());
+  EXPECT_EQ(client_->Get(C(), name).status().code(), StatusCode::kNotFound);
 }
 
 INSTANTIATE_TEST_SUITE_P(Redundancy, InlineObjectsTest, ::testing::Values("none", "rep"));

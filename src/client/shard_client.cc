@@ -64,13 +64,13 @@ bool ShardClient::ShouldRetry(const Status& s, const WireShardKey& key,
 }
 
 RpcReply ShardClient::CallWithRetry(const WireShardKey& key, ShardOp op,
-                                    std::span<const std::byte> payload, uint64_t version) {
+                                    std::span<const std::byte> payload, uint64_t version, uint8_t flags) {
   auto first = std::chrono::steady_clock::now();
   bool refetched = false;
   for (int attempt = 0;; ++attempt) {
     RpcReply reply;
     auto target = Locate(key);
-    std::vector<std::byte> header = RequestHeader(op, key, version);
+    std::vector<std::byte> header = RequestHeader(op, key, version, flags);
     if (!target.ok()) {
       reply.status = target.status();
     } else if (Status t = AttachToken(header, key.container); !t.ok()) {
@@ -106,8 +106,14 @@ Result<AlignedBuffer> ShardClient::Read(const WireShardKey& key, uint64_t* versi
   return std::move(r.payload);
 }
 
-Status ShardClient::Delete(const WireShardKey& key) {
-  return CallWithRetry(key, ShardOp::kDelete, {}, 0).status;
+Status ShardClient::Delete(const WireShardKey& key, ReplacedFn deleted) {
+  RpcReply r = CallWithRetry(key, ShardOp::kDelete, {}, 0, deleted ? kDeleteReturnDeleted : 0);
+  if (r.status.ok() && deleted && !r.header.empty()) {
+    if (auto rh = DecodeHeader<ShardReplyHeader>(r.header, "delete reply"); rh.ok()) {
+      deleted(ShardData{std::move(r.payload), rh->shard_version, rh->length, 0});
+    }
+  }
+  return r.status;
 }
 
 Result<std::vector<ListEntry>> ShardClient::List(const TargetRef& target, uint64_t container,

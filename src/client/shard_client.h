@@ -57,11 +57,19 @@ class ShardClient {
   // Set before the first call.
   void set_capabilities(CapabilityCache* caps) { caps_ = caps; }
 
+  // Asks a write for what it replaced (kWriteReturnReplaced), or a delete for what it deleted
+  // (kDeleteReturnDeleted): called, before the write's or delete's `done`, with the shard as
+  // it was (its first kHeadPrefixBytes, length and version; version 0: there was none) when
+  // the target answered it (not by a target from before it).
+  using ReplacedFn = std::function<void(ShardData)>;
+
   Status Write(const WireShardKey& key, std::span<const std::byte> data, uint64_t version);
   // The shard's bytes. kNotFound when the target has no such shard.
   // `version` (optional): the shard's version, as the target's reply tells it (0 when not).
   Result<AlignedBuffer> Read(const WireShardKey& key, uint64_t* version = nullptr);
-  Status Delete(const WireShardKey& key);
+  // With `deleted`, the target says what it deleted (kDeleteReturnDeleted; called before the
+  // return, as StartWrite's `replaced`).
+  Status Delete(const WireShardKey& key, ReplacedFn deleted = nullptr);
   // List of one target (all pages), filtered by `flags` (ListFlags). `left_out` (optional):
   // how many shards the target left out as corrupt (ListReplyHeader).
   Result<std::vector<ListEntry>> List(const TargetRef& target, uint64_t container, uint8_t flags,
@@ -73,11 +81,6 @@ class ShardClient {
   };
   Result<ListPage> List(const TargetRef& target, uint64_t container, uint8_t flags,
                         std::optional<WireShardKey> start_after, uint32_t limit);
-
-  // Asks a write for what it replaced (kWriteReturnReplaced): called, before the write's
-  // `done`, with the shard as it was (its first kHeadPrefixBytes, length and version; version
-  // 0: there was none) when the target answered it (not by a target from before it).
-  using ReplacedFn = std::function<void(ShardData)>;
 
   // Asynchronous single attempt; `done` runs on a transport thread. `data` must stay valid
   // until then. The caller retries (see ShouldRetry) from its own thread.
@@ -160,7 +163,7 @@ class ShardClient {
   // After a refusal of a token: forgets it; true when the status is such a refusal.
   bool TokenRefused(const Status& s, uint64_t container);
   RpcReply CallWithRetry(const WireShardKey& key, ShardOp op, std::span<const std::byte> payload,
-                         uint64_t version);
+                         uint64_t version, uint8_t flags = 0);
 
   static std::string Name(const TargetRef& t);
   // A write's reply handler: the token check, `replaced` (when asked and answered), `done`.

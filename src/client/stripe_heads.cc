@@ -212,16 +212,17 @@ Status StripeIo::WriteHead(const Redundancy& red, const WireShardKey& key, std::
   }
 }
 
-Status StripeIo::DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version) {
+Status StripeIo::DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version,
+                            std::shared_ptr<ReplacedHead> deleted) {
   if (!red.protected_()) {
     // Where an earlier placement put it first (as DeleteOnce): every copy must go, or a read
-    // would find it there.
+    // would find it there. (What such a copy named is not asked: orphan collection frees it.)
     PS_ASSIGN_OR_RETURN(bool was_earlier, DeleteEarlier(1, key, /*everywhere=*/true));
-    Status s = shards_->Delete(key);
+    Status s = shards_->Delete(key, SawReplaced(deleted));
     if (s.code() == StatusCode::kNotFound && was_earlier) return OkStatus();  // not moved yet
     return s;
   }
-  return WriteHead(red, key, {}, version);  // tombstone
+  return WriteHead(red, key, {}, version, Clock::time_point::max(), std::move(deleted));  // tombstone
 }
 
 }  // namespace penstock

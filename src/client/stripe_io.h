@@ -102,11 +102,14 @@ class ReplacedHead {
   void Saw(ShardData d);
   // The newest older head a copy held (none: no copy held one, or none said).
   std::optional<ShardData> Newest() const;
+  // Whether any copy's target said (false: none answered, or all predate the flag).
+  bool answered() const;
 
  private:
   const uint64_t write_version_;
   mutable std::mutex mu_;
   std::optional<ShardData> newest_;
+  bool answered_ = false;
 };
 
 // A granted stripe write lease (StripeIo::LockStripe): the target holding it, and whether the
@@ -211,7 +214,11 @@ class StripeIo {
                    std::chrono::steady_clock::time_point give_up_at = std::chrono::steady_clock::time_point::max(),
                    std::shared_ptr<ReplacedHead> replaced = nullptr);
   Result<ShardData> ReadHead(const Redundancy& red, const WireShardKey& key);
-  Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version);
+  // With `deleted`, learns what head it deleted (a ReplacedHead of `version`) in the same
+  // requests: a protected head's tombstone write asks what it replaced, an unprotected
+  // head's delete what it deleted.
+  Status DeleteHead(const Redundancy& red, const WireShardKey& key, uint64_t version,
+                    std::shared_ptr<ReplacedHead> deleted = nullptr);
   // Asynchronous head write (replicated like WriteHead); `retry` as for Write (without: one
   // attempt).
   void StartWriteHead(const Redundancy& red, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> bytes,

@@ -52,9 +52,15 @@ std::string QuorumPhrase(const Redundancy& red) {
 }  // namespace
 
 void ReplacedHead::Saw(ShardData d) {
-  if (d.version == 0 || d.version >= write_version_) return;  // none, ours, or newer than ours
   std::lock_guard<std::mutex> lock(mu_);
+  answered_ = true;
+  if (d.version == 0 || d.version >= write_version_) return;  // none, ours, or newer than ours
   if (!newest_ || d.version > newest_->version) newest_ = std::move(d);
+}
+
+bool ReplacedHead::answered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return answered_;
 }
 
 std::optional<ShardData> ReplacedHead::Newest() const {

@@ -159,6 +159,10 @@ inline constexpr uint8_t kWriteReturnReplaced = 0x04;
 // shard_version; otherwise kAborted (the shard was rewritten since). Used by repair to remove
 // tombstones without racing a new put of the same name.
 inline constexpr uint8_t kDeleteIfVersion = 0x02;
+// Bit of a delete's flags byte: the reply also says what was deleted, as kWriteReturnReplaced's
+// says what a write replaced (the shard's length, version and first kHeadPrefixBytes, read just
+// before the delete). A deleter of an object head learns which stripes it named.
+inline constexpr uint8_t kDeleteReturnDeleted = 0x04;
 
 // Bit of the flags byte (offset 1 of every request header: ShardRequestHeader, RangeReadHeader,
 // ListRequestHeader) saying a capability token follows the fixed header: u16 length, then the

@@ -499,7 +499,10 @@ RpcReply ShardService::Delete(const RpcRequest& request) {
   if (!h.ok()) return ErrorReply(h.status());
   std::optional<uint64_t> expected;
   if (h->flags & kDeleteIfVersion) expected = h->shard_version;
-  return ErrorReply(engine_->Delete(FromWire(h->key), expected));
+  RpcReply reply;
+  if (h->flags & kDeleteReturnDeleted) reply = ReplacedReply(FromWire(h->key));
+  Status s = engine_->Delete(FromWire(h->key), expected);
+  return s.ok() ? std::move(reply) : ErrorReply(std::move(s));
 }
 
 RpcReply ShardService::Stat(const RpcRequest& request) {

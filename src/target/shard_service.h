@@ -96,8 +96,9 @@ class ShardService {
   // kDeadlineExceeded for a request that arrived after its deadline (shard_protocol.h).
   Status CheckDeadline(const RpcRequest& request) const;
   RpcReply Write(const RpcRequest& request);
-  // The reply of a kWriteReturnReplaced write: what `key` holds before it is written
-  // (shard_protocol.h), read here or (the second form) read already.
+  // The reply of a kWriteReturnReplaced write or a kDeleteReturnDeleted delete: what `key`
+  // holds before it is written or deleted (shard_protocol.h), read here or (the second form)
+  // read already.
   RpcReply ReplacedReply(const ShardKey& key);
   RpcReply ReplacedReply(Result<AlignedBuffer> prefix, const ShardInfo& info);
   // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version

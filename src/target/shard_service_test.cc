@@ -120,6 +120,17 @@ TEST_F(ShardServiceTest, AWriteCanAnswerWhatItReplaced) {
   EXPECT_EQ(r.status.code(), StatusCode::kAborted);
   EXPECT_TRUE(r.header.empty());
   EXPECT_TRUE(write("plain", 8, 0).header.empty());  // not asked: a plain write's reply
+
+  // kDeleteReturnDeleted: the same for a delete; a missing shard is kNotFound as ever.
+  RpcRequest del = Request(ShardOp::kDelete, UINT64_MAX);
+  ShardRequestHeader dh = *DecodeHeader<ShardRequestHeader>(del.header, "delete");
+  dh.flags = kDeleteReturnDeleted;
+  del.header = EncodeHeader(dh);
+  r = service_->Execute(del);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Text(r.payload), "plain");
+  EXPECT_EQ(DecodeHeader<ShardReplyHeader>(r.header, "delete reply")->shard_version, 8u);
+  EXPECT_EQ(service_->Execute(del).status.code(), StatusCode::kNotFound);
 }
 
 TEST_F(ShardServiceTest, ListHeadsWithData) {
