@@ -50,10 +50,13 @@ struct RecordCondition {
   enum class Kind : uint8_t {
     kAny,      // always (replaces what is there)
     kCreate,   // only when the key holds no record: kAlreadyExists otherwise
-    kVersion,  // only over `version` (as read): kAborted when it changed, kNotFound when gone
+    kVersion,  // only over `version` (as read): kAborted when it changed, kNotFound when gone;
+               // in an unprotected container without leases held, one request (no lease, no read)
     // Without reading first and without taking the lease: for a key no other writer can be
     // using (a fresh random one, or one whose lease the caller holds and has just read, giving
-    // the version it read: the write's is newer). Whatever is stored there is replaced.
+    // the version it read: the write's is newer). Whatever is stored there is replaced; in an
+    // unprotected container, a `version` given must still be the stored one (kAborted when a
+    // writer without the lease, a kVersion update, changed it since).
     kBlind,
   };
   Kind kind = Kind::kAny;

@@ -146,13 +146,16 @@ Result<uint64_t> RecordStore::Put(const ContainerInfo& c, const std::string& gro
     if (held != nullptr && (h == nullptr || !h->Covers(k))) {
       return InvalidArgument("the leases given do not cover this record");
     }
+    if (cond.version != 0 && OneRequest(c)) return RewriteUnprotected(c, k, bytes, cond.version, What(c, group, key));
     const uint64_t version = NewerThan(NewVersion(), cond.version);
     PS_RETURN_IF_ERROR(io_->WriteHead(c.redundancy, k, bytes, version).WithContext("writing " + What(c, group, key)));
     return version;
   }
-  if (cond.kind == RecordCondition::Kind::kCreate && held == nullptr && !c.redundancy.protected_() &&
-      !view_->has_earlier_placements()) {
+  if (cond.kind == RecordCondition::Kind::kCreate && held == nullptr && OneRequest(c)) {
     return CreateUnprotected(c, k, bytes, What(c, group, key));
+  }
+  if (cond.kind == RecordCondition::Kind::kVersion && held == nullptr && OneRequest(c)) {
+    return RewriteUnprotected(c, k, bytes, cond.version, What(c, group, key));
   }
   uint64_t written = 0;
   PS_RETURN_IF_ERROR(WithLease(c, k, held, [&]() -> Status {
@@ -186,11 +189,30 @@ Result<uint64_t> RecordStore::CreateUnprotected(const ContainerInfo& c, const Wi
   }
 }
 
+Result<uint64_t> RecordStore::RewriteUnprotected(const ContainerInfo& c, const WireShardKey& k,
+                                                 std::span<const std::byte> bytes, uint64_t expected,
+                                                 const std::string& what) {
+  const uint64_t version = NewerThan(NewVersion(), expected);
+  const auto first = std::chrono::steady_clock::now();
+  for (int attempt = 0;; ++attempt) {
+    Status s = Await<Status>([&](auto done) { io_->shards().StartRewrite(k, bytes, version, expected, std::move(done)); });
+    if (s.ok()) return version;
+    if (s.code() == StatusCode::kAborted || s.code() == StatusCode::kFailedPrecondition) {
+      auto stored = io_->ReadHead(c.redundancy, k);
+      // An earlier attempt may have landed: then the stored record is ours.
+      if (attempt > 0 && stored.ok() && stored->version == version) return version;
+      if (stored.status().code() == StatusCode::kNotFound) return NotFound(what + " does not exist (any more)");
+      return Aborted(what + " was changed by another writer");
+    }
+    if (!io_->shards().Backoff(s, first, attempt)) return s.WithContext("writing " + what);
+  }
+}
+
 Status RecordStore::Delete(const ContainerInfo& c, const std::string& group, const std::string& key,
                            std::optional<uint64_t> version, const RecordLeases* held) {
   PS_RETURN_IF_ERROR(Validate(group, key));
   const WireShardKey k = Key(c, group, key);
-  if (version && held == nullptr && !c.redundancy.protected_() && !view_->has_earlier_placements()) {
+  if (version && held == nullptr && OneRequest(c)) {
     // One copy and no tombstone: the target deletes it only at that version (kDeleteIfVersion).
     PS_ASSIGN_OR_RETURN(std::vector<TargetRef> slots, io_->Slots(k, 1));
     Status s = io_->shards().DeleteTo(slots.at(0), k, *version);

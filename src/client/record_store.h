@@ -55,6 +55,17 @@ class RecordStore {
   // the key holds nothing (kWriteIfVersion over version 0).
   Result<uint64_t> CreateUnprotected(const ContainerInfo& c, const WireShardKey& k, std::span<const std::byte> bytes,
                                      const std::string& what);
+  // An update over version `expected` in an unprotected container: one kRewrite, which the
+  // target applies only over that stored version (no lease, no read). kAborted when the record
+  // changed since, kNotFound when it is gone.
+  Result<uint64_t> RewriteUnprotected(const ContainerInfo& c, const WireShardKey& k, std::span<const std::byte> bytes,
+                                      uint64_t expected, const std::string& what);
+  // Whether a conditional operation on a record of `c` is one request to its one copy: an
+  // unprotected container, with no join unsettled (a record may still be where an earlier
+  // placement put it, which only a read finds).
+  bool OneRequest(const ContainerInfo& c) const {
+    return !c.redundancy.protected_() && !view_->has_earlier_placements();
+  }
   // One page of the group from target `t` (an error for a target that cannot be listed).
   Result<std::vector<ListEntry>> ListTarget(const ContainerInfo& c, const TargetRef& t, uint64_t hi,
                                             uint64_t after_lo, uint32_t limit);

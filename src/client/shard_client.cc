@@ -201,6 +201,17 @@ void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std:
              });
 }
 
+void ShardClient::StartRewrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version,
+                               uint64_t expected, std::function<void(Status)> done) {
+  auto target = Locate(key);
+  if (!target.ok()) return done(target.status());
+  std::vector<std::byte> header =
+      Header({.op = ShardOp::kRewrite, .key = key, .shard_version = version, .expected_version = expected});
+  if (Status t = AttachToken(header, key.container); !t.ok()) return done(t);
+  rpc_->Call(target->address, static_cast<uint16_t>(ShardOp::kRewrite), header, data,
+             WriteReplied(key.container, "", std::move(done), nullptr));
+}
+
 void ShardClient::StartRead(const WireShardKey& key,
                             std::function<void(Result<AlignedBuffer>)> done) {
   auto target = Locate(key);

@@ -92,6 +92,11 @@ class ShardClient {
   // (kWriteIfVersion; 0: only when the shard is absent).
   void StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data, uint64_t version,
                        std::function<void(Status)> done, std::optional<uint64_t> expected = std::nullopt);
+  // Replaces the shard whole with `data` (version `version`) only over stored version
+  // `expected` (kRewrite; 0: only when absent): kAborted when a newer one is stored,
+  // kFailedPrecondition when an older one or none is.
+  void StartRewrite(const WireShardKey& key, std::span<const std::byte> data, uint64_t version, uint64_t expected,
+                    std::function<void(Status)> done);
   // Bytes [offset, offset + length) of the shard; shorter when the shard is shorter.
   void StartReadRange(const WireShardKey& key, uint64_t offset, uint64_t length,
                       std::function<void(Result<ShardData>)> done,

@@ -69,7 +69,7 @@ struct CommitRequest {
   bool conditional = false;
   std::optional<ShardRecord> expected;     // conditional: the key's record (nullopt: absent)
   std::optional<uint64_t> max_old_length;  // the key's length at most this (absent: 0)
-  // kWriteRange: the key's stored shard version must be exactly this (absent: 0). A newer one
+  // kWriteRange, kWrite: the key's stored shard version must be exactly this (absent: 0). A newer one
   // fails the request kAborted, an older one (or none) kFailedPrecondition. kDelete: any other
   // stored version fails it kAborted.
   std::optional<uint64_t> expected_version;

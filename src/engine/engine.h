@@ -229,8 +229,10 @@ class Engine {
   // Errors: kInvalidArgument (larger than a segment), kResourceExhausted "no space" (delete
   // shards, then retry), I/O errors from the device or index. With `not_older`, kAborted (and
   // nothing changes) when the stored shard's version is newer than `version`, decided in queue
-  // order with every other write of the key.
-  Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older = false);
+  // order with every other write of the key. With `expected_version`, only over that stored
+  // version, as WriteRangeAsync's (newer: kAborted; older or none: kFailedPrecondition).
+  Status Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older = false,
+               std::optional<uint64_t> expected_version = std::nullopt);
   // Writes `data` at byte `offset` of shard `key`, leaving its other bytes as they were; creates
   // the shard when absent. Bytes between the shard's old end and `offset` read as zeros. The
   // shard's length becomes max(old length, offset + data.size()) and its version `version`.
@@ -273,7 +275,7 @@ class Engine {
   // write would first wait for space (a GC pass or an index sync): call Write from a thread
   // that may block then. `data` must stay valid until `done` runs; `not_older` as Write's.
   bool TryWriteAsync(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older,
-                     std::function<void(Status)>& done);
+                     std::function<void(Status)>& done, std::optional<uint64_t> expected_version = std::nullopt);
   // True for WriteRangeAsync's "too many runs" kAborted (rewrite the shard with WriteRange),
   // as opposed to a version condition's kAborted (a newer version is stored).
   static bool MustRewriteWhole(const Status& status);

@@ -6,7 +6,8 @@
 // applied, CommitPipeline::pending; the committer's RecordCache; else the index) plus the
 // batch's own earlier updates (two writes of one key in a batch: the later wins). Its verdict
 // is OK with the key's record after it (an IndexUpdate), or why it does not apply:
-//   kWrite       kAborted when `not_older` and the stored version is newer;
+//   kWrite       kAborted when `not_older` and the stored version is newer; with
+//                `expected_version`, as kWriteRange's (VersionVerdict);
 //   kDelete      kNotFound when absent, kAborted when `expected_version` is not the stored one;
 //   kRelocate    moves only the blocks still where GC read them (ApplyMove, block_map.h), and is
 //                kAborted when none are;
@@ -44,11 +45,11 @@ namespace {
 Status VersionVerdict(const ShardKey& key, const engine::SharedRecord& old, uint64_t expected) {
   const uint64_t stored = old ? old->version : 0;
   if (stored > expected) {
-    return Aborted(fmt::format("shard {} holds version {}, newer than the {} this range write patches; a "
+    return Aborted(fmt::format("shard {} holds version {}, newer than the {} this write expects; a "
                                "later write won", key.ToString(), stored, expected));
   }
   if (stored < expected) {
-    return FailedPrecondition(fmt::format("shard {} {}, older than the {} this range write patches: this copy "
+    return FailedPrecondition(fmt::format("shard {} {}, older than the {} this write expects: this copy "
                                           "missed a write and must be repaired whole", key.ToString(),
                                           old ? fmt::format("holds version {}", stored) : "is missing", expected));
   }
@@ -63,6 +64,12 @@ Status DecideWrite(CommitRequest& r, engine::IndexUpdate& u) {
     r.version_refused = true;
     return Aborted(fmt::format("shard {} holds version {}, newer than {}; a later write won",
                                r.key.ToString(), old->version, r.record.version));
+  }
+  if (r.expected_version) {
+    if (Status v = VersionVerdict(r.key, old, *r.expected_version); !v.ok()) {
+      r.version_refused = true;
+      return v;
+    }
   }
   u.record = r.record;
   return OkStatus();

@@ -86,7 +86,8 @@ constexpr std::string_view kTooManyRuns = "has too many runs for a range write: 
 
 }  // namespace
 
-Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older) {
+Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older,
+                     std::optional<uint64_t> expected_version) {
   if (data.size() > segment_bytes_) {
     return InvalidArgument(fmt::format("shard {} is {} bytes, larger than the segment size {}; "
                                        "split it into smaller shards", key.ToString(),
@@ -98,6 +99,7 @@ Status Engine::Write(const ShardKey& key, std::span<const std::byte> data, uint6
   req.record.length = data.size();
   req.record.version = version;
   req.not_older = not_older;
+  req.expected_version = expected_version;
   AlignedBuffer padded;  // lives until the committer has written it
   if (!data.empty()) {
     std::span<const std::byte> blocks = data;
@@ -277,7 +279,7 @@ bool Engine::StartRangeAsync(const ShardKey& key, uint64_t offset, std::span<con
 }
 
 bool Engine::TryWriteAsync(const ShardKey& key, std::span<const std::byte> data, uint64_t version, bool not_older,
-                           std::function<void(Status)>& done) {
+                           std::function<void(Status)>& done, std::optional<uint64_t> expected_version) {
   if (data.size() > segment_bytes_) {
     done(InvalidArgument(fmt::format("shard {} is {} bytes, larger than the segment size {}; split it into "
                                      "smaller shards", key.ToString(), data.size(), segment_bytes_)));
@@ -290,6 +292,7 @@ bool Engine::TryWriteAsync(const ShardKey& key, std::span<const std::byte> data,
   w->req.record.length = data.size();
   w->req.record.version = version;
   w->req.not_older = not_older;
+  w->req.expected_version = expected_version;
   if (!data.empty()) {
     std::span<const std::byte> blocks = data;
     if (reinterpret_cast<uintptr_t>(data.data()) % kBlockSize != 0 || data.size() % kBlockSize != 0) {

@@ -435,5 +435,23 @@ TEST(EngineTest, AsynchronousWholeWritesShareCommits) {
   EXPECT_EQ(got.code(), StatusCode::kInvalidArgument) << got.ToString();
 }
 
+// Write with an expected version (a record's conditional update): applied only over that
+// stored version (none: 0); a newer one kAborted, an older one or none kFailedPrecondition.
+TEST(EngineTest, WritesOverAnExpectedVersion) {
+  ScratchDir dir;
+  auto e = MustOpen(SmallOptions(dir));
+  EXPECT_EQ(e->Write(Key(8, 1), Pattern(100, 1), 5, false, 3).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(e->Write(Key(8, 1), Pattern(5000, 2), 5, false, 0).ok());  // over none
+  EXPECT_EQ(e->Write(Key(8, 1), Pattern(10, 3), 7, false, 4).code(), StatusCode::kAborted);
+  EXPECT_EQ(e->Write(Key(8, 1), Pattern(10, 3), 7, false, 6).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(e->Write(Key(8, 1), Pattern(10, 4), 7, false, 5).ok());
+  EXPECT_TRUE(SameBytes(*e->Read(Key(8, 1)), Pattern(10, 4)));  // replaced whole: shorter
+  std::promise<Status> refused;
+  std::function<void(Status)> done = [&](Status s) { refused.set_value(s); };
+  ASSERT_TRUE(e->TryWriteAsync(Key(8, 1), Pattern(10, 5), 9, false, done, 5));
+  EXPECT_EQ(refused.get_future().get().code(), StatusCode::kAborted);
+  EXPECT_TRUE(SameBytes(*e->Read(Key(8, 1)), Pattern(10, 4)));
+}
+
 }  // namespace
 }  // namespace penstock::engine

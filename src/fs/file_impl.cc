@@ -12,8 +12,9 @@
 
 namespace penstock::fs {
 
-FileImpl::FileImpl(FileSystemImpl* fs, uint64_t ino, unsigned flags, uint64_t size, bool fresh)
-    : fs_(fs), ino_(ino), flags_(flags), fresh_(fresh), size_(size) {
+FileImpl::FileImpl(FileSystemImpl* fs, uint64_t ino, unsigned flags, uint64_t size, bool fresh,
+                   std::optional<VersionedInode> known)
+    : fs_(fs), ino_(ino), flags_(flags), fresh_(fresh), size_(size), known_(std::move(known)) {
   fs_->Opened(this);
 }
 
@@ -118,8 +119,9 @@ Status FileImpl::TruncateAny(uint64_t size) {
 
 Status FileImpl::Flush() {
   if (closed_) return FsError(EBADF, "inode " + std::to_string(ino_) + "'s file handle is closed");
+  std::lock_guard<std::mutex> lock(flush_mu_);
   if (!dirty_.exchange(false)) return OkStatus();
-  Status s = fs_->PublishSize(ino_, size());
+  Status s = fs_->PublishSize(ino_, size(), &known_);
   if (!s.ok()) dirty_ = true;
   return s;
 }

@@ -12,7 +12,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
+
+#include "fs/inode.h"
 #include "penstock/fs.h"
 #include "penstock/object_io.h"
 
@@ -22,8 +25,10 @@ class FileSystemImpl;
 
 class FileImpl : public File {
  public:
-  // `fresh`: the inode was just created by this FileSystem (no object can exist yet).
-  FileImpl(FileSystemImpl* fs, uint64_t ino, unsigned flags, uint64_t size, bool fresh);
+  // `fresh`: the inode was just created by this FileSystem (no object can exist yet);
+  // `known`: the inode as written then (Flush updates it over that version).
+  FileImpl(FileSystemImpl* fs, uint64_t ino, unsigned flags, uint64_t size, bool fresh,
+           std::optional<VersionedInode> known = std::nullopt);
   ~FileImpl() override;
 
   uint64_t ino() const override { return ino_; }
@@ -57,6 +62,8 @@ class FileImpl : public File {
   uint64_t size_;  // until the object is open
   std::atomic<bool> dirty_{false};
   std::atomic<bool> closed_{false};
+  std::mutex flush_mu_;                  // one Flush at a time: it owns known_
+  std::optional<VersionedInode> known_;  // the inode as this handle last wrote it
 };
 
 }  // namespace penstock::fs

@@ -58,16 +58,26 @@ Result<FileSystemImpl::Versioned> FileSystemImpl::ReadInode(uint64_t ino) {
 }
 
 Result<Inode> FileSystemImpl::UpdateInode(uint64_t ino, const std::function<Status(Inode&)>& change) {
-  // Under the inode's lease: read, change, write (no other writer in between).
-  PS_ASSIGN_OR_RETURN(std::unique_ptr<RecordLeases> lease,
-                      client_.LockRecords(container_, {{kInodeGroup, InodeKey(ino)}}));
-  PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
-  PS_RETURN_IF_ERROR(change(v.inode));
-  PS_RETURN_IF_ERROR(client_
-                         .PutRecord(container_, kInodeGroup, InodeKey(ino), EncodeInode(v.inode),
-                                    RecordCondition::Blind(v.version), lease.get())
-                         .status());
-  return std::move(v.inode);
+  // Under the inode's lease: read, change, write (no other leaseholder in between). A
+  // handle's Flush updates the inode it wrote without the lease, over its version: then
+  // this write finds another version than it read (kAborted) and goes again.
+  constexpr int kAttempts = 8;
+  Status last;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    PS_ASSIGN_OR_RETURN(std::unique_ptr<RecordLeases> lease,
+                        client_.LockRecords(container_, {{kInodeGroup, InodeKey(ino)}}));
+    PS_ASSIGN_OR_RETURN(Versioned v, ReadInode(ino));
+    PS_RETURN_IF_ERROR(change(v.inode));
+    last = client_
+               .PutRecord(container_, kInodeGroup, InodeKey(ino), EncodeInode(v.inode),
+                          RecordCondition::Blind(v.version), lease.get())
+               .status();
+    if (last.code() != StatusCode::kAborted) {
+      PS_RETURN_IF_ERROR(last);
+      return std::move(v.inode);
+    }
+  }
+  return last;
 }
 
 Result<FileSystemImpl::Entry> FileSystemImpl::ReadEntry(uint64_t parent, const std::string& name) {

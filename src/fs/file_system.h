@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,14 +77,14 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   // Open files of this FileSystem, per inode: an unlinked inode's data stays while one is open.
   void Opened(FileImpl* f);
   void Closed(FileImpl* f);
-  // Writes a file's size and mtime to its inode (File::Flush).
-  Status PublishSize(uint64_t ino, uint64_t size);
+  // Writes a file's size and mtime to its inode (File::Flush). With `known` (the inode as
+  // this handle last wrote it), one conditional write over that version (no lease, no read),
+  // `known` updated; when another writer changed the inode since, `known` is dropped and the
+  // inode updated under its lease.
+  Status PublishSize(uint64_t ino, uint64_t size, std::optional<VersionedInode>* known = nullptr);
 
  private:
-  struct Versioned {
-    Inode inode;
-    uint64_t version = 0;
-  };
+  using Versioned = VersionedInode;
   struct Entry {
     Dirent dirent;
     uint64_t version = 0;
@@ -102,7 +103,9 @@ class FileSystemImpl : public FileSystem, public std::enable_shared_from_this<Fi
   Status TruncateData(uint64_t ino, uint64_t size);
   // Creation (fs_create.cc): writes `inode` (a fresh number) and its entry `name` in `parent`;
   // EEXIST (the inode removed again) when the name is taken.
-  Result<Inode> AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked = false);
+  // `version` (optional): the inode record's version as written.
+  Result<Inode> AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked = false,
+                       uint64_t* version = nullptr);
   // A new regular file `name` in `parent`, open for reading and writing; EEXIST when the name
   // is taken. `parent_checked`: the caller knows `parent` is a directory.
   Result<std::pair<Attr, std::shared_ptr<File>>> CreateIn(uint64_t parent, const std::string& name, uint32_t mode,

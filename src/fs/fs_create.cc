@@ -36,15 +36,17 @@ Inode NewInode(FileType type, uint32_t mode, uint32_t uid, uint32_t gid) {
 
 }  // namespace
 
-Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked) {
+Result<Inode> FileSystemImpl::AddNew(uint64_t parent, const std::string& name, Inode inode, bool parent_checked,
+                                     uint64_t* version) {
   PS_RETURN_IF_ERROR(CheckName(name));
   if (!parent_checked) PS_RETURN_IF_ERROR(CheckDirectory(parent));
   inode.ino = NewIno();
   inode.atime_ns = inode.mtime_ns = inode.ctime_ns = NowNs();
   if (inode.type == FileType::kDirectory) inode.parent = parent;
   const std::string key = InodeKey(inode.ino);
-  PS_RETURN_IF_ERROR(
-      client_.PutRecord(container_, kInodeGroup, key, EncodeInode(inode), RecordCondition::Blind()).status());
+  PS_ASSIGN_OR_RETURN(uint64_t written,
+                      client_.PutRecord(container_, kInodeGroup, key, EncodeInode(inode), RecordCondition::Blind()));
+  if (version) *version = written;
   auto entry = client_.PutRecord(container_, DirGroup(parent), name, EncodeDirent({inode.ino, inode.type}),
                                  RecordCondition::Create());
   if (!entry.ok()) {
@@ -77,9 +79,11 @@ Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::Create(uint64_t p
 Result<std::pair<Attr, std::shared_ptr<File>>> FileSystemImpl::CreateIn(uint64_t parent, const std::string& name,
                                                                         uint32_t mode, uint32_t uid, uint32_t gid,
                                                                         bool parent_checked) {
+  uint64_t version = 0;
   PS_ASSIGN_OR_RETURN(Inode made,
-                      AddNew(parent, name, NewInode(FileType::kRegular, mode, uid, gid), parent_checked));
-  auto f = std::make_shared<FileImpl>(this, made.ino, kRead | kWrite, 0, /*fresh=*/true);
+                      AddNew(parent, name, NewInode(FileType::kRegular, mode, uid, gid), parent_checked, &version));
+  auto f = std::make_shared<FileImpl>(this, made.ino, kRead | kWrite, 0, /*fresh=*/true,
+                                      VersionedInode{made, version});
   return std::make_pair(made.ToAttr(), std::shared_ptr<File>(std::move(f)));
 }
 

@@ -127,8 +127,22 @@ void FileSystemImpl::Closed(FileImpl* f) {
   }
 }
 
-Status FileSystemImpl::PublishSize(uint64_t ino, uint64_t size) {
+Status FileSystemImpl::PublishSize(uint64_t ino, uint64_t size, std::optional<VersionedInode>* known) {
   const int64_t now = NowNs();
+  if (known && *known) {
+    Inode i = (*known)->inode;
+    i.size = size;
+    i.mtime_ns = i.ctime_ns = now;
+    auto v = client_.PutRecord(container_, kInodeGroup, InodeKey(ino), EncodeInode(i),
+                               RecordCondition::Version((*known)->version));
+    if (v.ok()) {
+      *known = VersionedInode{std::move(i), *v};
+      return OkStatus();
+    }
+    known->reset();  // changed by another writer (or gone): under the lease, as any update
+    const StatusCode code = v.status().code();
+    if (code != StatusCode::kAborted && code != StatusCode::kNotFound) return v.status();
+  }
   auto done = UpdateInode(ino, [&](Inode& i) {
     i.size = size;
     i.mtime_ns = i.ctime_ns = now;

@@ -232,6 +232,28 @@ TEST_P(FsTest, CloseToOpenAcrossClients) {
   EXPECT_EQ(fs2->StatPath("/shared")->size, data.size());
 }
 
+// A handle that created its file updates the inode at close over the version it wrote (one
+// request, no lease); when another client changed the inode meanwhile, it updates it under the
+// lease instead and keeps the other's change.
+TEST_P(FsTest, CloseOfACreatedFileKeepsAnotherClientsChange) {
+  auto other = ConnectAnother();
+  auto fs2 = *FileSystem::Open(*other, container_);
+  auto f = *fs_->OpenPath("/made", kWrite | kCreate, 0600);
+  ASSERT_TRUE(f->Write(0, Bytes("first")).ok());
+  ASSERT_TRUE(f->Flush().ok());  // over the version it created
+  EXPECT_EQ(fs2->StatPath("/made")->size, 5u);
+  AttrChange chmod;
+  chmod.mode = 0640;
+  ASSERT_TRUE(fs2->SetAttr(f->ino(), chmod).ok());
+  ASSERT_TRUE(f->Write(5, Bytes(" and more")).ok());
+  ASSERT_TRUE(f->Close().ok());  // the version changed: under the lease
+  auto a = fs2->StatPath("/made");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->size, 14u);
+  EXPECT_EQ(a->mode & 07777, 0640u);
+  EXPECT_EQ(ReadFile("/made"), "first and more");
+}
+
 TEST_P(FsTest, ListsLargeDirectoriesPageByPage) {
   ASSERT_TRUE(fs_->MkdirPath("/many").ok());
   const uint64_t dir = fs_->StatPath("/many")->ino;

@@ -36,6 +36,12 @@ struct Inode {
   bool operator==(const Inode&) const = default;
 };
 
+// An inode as stored, with its record's version.
+struct VersionedInode {
+  Inode inode;
+  uint64_t version = 0;
+};
+
 struct Dirent {
   uint64_t ino = 0;
   FileType type = FileType::kRegular;

@@ -31,7 +31,8 @@ size_t RequestHeaderSize(uint16_t op) {
     case ShardOp::kList: return sizeof(ListRequestHeader);
     case ShardOp::kLockStripe:
     case ShardOp::kUnlockStripe: return sizeof(LockRequestHeader);
-    case ShardOp::kWriteRange: return sizeof(RangeWriteHeader);
+    case ShardOp::kWriteRange:
+    case ShardOp::kRewrite: return sizeof(RangeWriteHeader);
   }
   return 0;
 }
@@ -123,6 +124,7 @@ std::string_view ShardOpName(uint16_t op) {
     case ShardOp::kLockStripe: return "lock_stripe";
     case ShardOp::kUnlockStripe: return "unlock_stripe";
     case ShardOp::kWriteRange: return "write_range";
+    case ShardOp::kRewrite: return "rewrite";
   }
   return "unknown";
 }

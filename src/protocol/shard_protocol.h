@@ -37,6 +37,8 @@ enum class ShardOp : uint16_t {
   kLockStripe = 7,    // header: LockRequestHeader; see "Stripe write leases" below
   kUnlockStripe = 8,  // header: LockRequestHeader
   kWriteRange = 9,    // header: RangeWriteHeader; payload: the bytes to write at its offset
+  kRewrite = 10,      // header: RangeWriteHeader (offset 0, kWriteIfVersion set); payload: the
+                      // shard's new bytes, replacing it whole (see RangeWriteHeader)
 };
 
 #pragma pack(push, 1)
@@ -76,6 +78,9 @@ static_assert(sizeof(RangeReadHeader) == 80);
 // 0); otherwise kAborted when the stored version is newer (another write won) or
 // kFailedPrecondition when it is older or the shard is missing (this copy missed a write: it
 // must be repaired whole, never patched).
+// kRewrite carries the same header, with offset 0 and kWriteIfVersion: the payload replaces
+// the whole shard (its length becomes the payload's), only over `expected_version`, with the
+// same answers. A record's conditional update is then one request (no lease, no read).
 struct RangeWriteHeader {
   ShardRequestHeader base;
   uint64_t offset;

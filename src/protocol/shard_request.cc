@@ -23,7 +23,8 @@ std::vector<std::byte> Fixed(const ShardRequest& r) {
       h.length = r.length;
       return EncodeHeader(h);
     }
-    case ShardOp::kWriteRange: {
+    case ShardOp::kWriteRange:
+    case ShardOp::kRewrite: {
       RangeWriteHeader h{};
       h.base = Base(r);
       if (r.expected_version) h.base.flags |= kWriteIfVersion;

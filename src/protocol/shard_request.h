@@ -25,7 +25,7 @@ struct ShardRequest {
                               // from expected_version
   uint64_t offset = 0;        // kReadRange, kWriteRange
   uint64_t length = 0;        // kReadRange
-  std::optional<uint64_t> expected_version = std::nullopt;  // kWriteRange: patch only over this stored version
+  std::optional<uint64_t> expected_version = std::nullopt;  // kWriteRange, kRewrite: only over this stored version
   uint64_t owner = 0;         // kLockStripe, kUnlockStripe
   uint32_t ttl_ms = 0;        // kLockStripe
   uint32_t limit = 0;         // kList: entries per page

@@ -38,7 +38,8 @@ void ExpectBase(const ShardRequestHeader& h, uint8_t flags) {
 // Every opcode gets the header a target decodes for it, of the size it expects.
 TEST(ShardRequestTest, EveryOpcodeGetsItsHeader) {
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
-                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange}) {
+                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange,
+                     ShardOp::kRewrite}) {
     auto bytes = EncodeShardRequest(Sample(op));
     EXPECT_EQ(bytes.size(), RequestHeaderSize(static_cast<uint16_t>(op))) << ShardOpName(static_cast<uint16_t>(op));
     uint64_t epoch;

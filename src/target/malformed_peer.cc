@@ -94,7 +94,8 @@ std::vector<Case> Cases() {
       id);
   // Shard requests (shard_protocol.h) in good envelopes.
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
-                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange}) {
+                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange,
+                     ShardOp::kRewrite}) {
     const auto code = static_cast<uint16_t>(op);
     const std::string name(ShardOpName(code));
     ++id;

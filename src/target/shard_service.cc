@@ -51,7 +51,8 @@ ShardService::ShardService(Engine* engine, MetricsRegistry* metrics, unsigned io
     : engine_(engine), metrics_(metrics), pool_(io_threads, "ps-io") {
   // Every series exists from the start, so a scrape before the first request sees zeros.
   for (ShardOp op : {ShardOp::kWrite, ShardOp::kRead, ShardOp::kDelete, ShardOp::kStat, ShardOp::kList,
-                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange}) {
+                     ShardOp::kReadRange, ShardOp::kLockStripe, ShardOp::kUnlockStripe, ShardOp::kWriteRange,
+                     ShardOp::kRewrite}) {
     const auto code = static_cast<uint16_t>(op);
     std::string name(ShardOpName(code));
     op_metrics_[code].ops = &metrics_->GetCounter("penstock_target_ops_total", "Shard operations served.", {{"op", name}});
@@ -73,7 +74,11 @@ void ShardService::Handle(RpcRequest request, Responder respond) {
   // and answered from its completion: no I/O thread takes part, so as many as arrive can share
   // a flush, and each costs no hand-off to the pool.
   if (shared->opcode == static_cast<uint16_t>(ShardOp::kWriteRange) && StartWriteRange(shared, respond)) return;
-  if (shared->opcode == static_cast<uint16_t>(ShardOp::kWrite) && StartWrite(shared, respond)) return;
+  if ((shared->opcode == static_cast<uint16_t>(ShardOp::kWrite) ||
+       shared->opcode == static_cast<uint16_t>(ShardOp::kRewrite)) &&
+      StartWrite(shared, respond)) {
+    return;
+  }
   // So are reads whose shard record is in memory and whose bytes are one device read: the
   // reply is sent from the device's completion.
   if ((shared->opcode == static_cast<uint16_t>(ShardOp::kRead) ||
@@ -167,6 +172,7 @@ Status ShardService::Authorize(const RpcRequest& request) const {
     }
     case ShardOp::kWrite:
     case ShardOp::kWriteRange:
+    case ShardOp::kRewrite:
     case ShardOp::kDelete:
     case ShardOp::kLockStripe:
     case ShardOp::kUnlockStripe: right = kRightWrite; [[fallthrough]];
@@ -259,6 +265,7 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
     case ShardOp::kLockStripe: reply = Lease(request, true); break;
     case ShardOp::kUnlockStripe: reply = Lease(request, false); break;
     case ShardOp::kWriteRange: reply = WriteRange(request); break;
+    case ShardOp::kRewrite: reply = Rewrite(request); break;
     default:
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
@@ -308,9 +315,11 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
 bool ShardService::StartWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
   auto h = DecodeHeader<ShardRequestHeader>(request->header, "write");
   if (!h.ok()) return false;  // malformed: Execute answers
+  const bool rewrite = request->opcode == static_cast<uint16_t>(ShardOp::kRewrite);
+  if (rewrite && !RewriteHeader(*request).ok()) return false;  // Execute answers
   const auto start = std::chrono::steady_clock::now();
   if (Refused(*request, respond, start)) return true;
-  if (!(h->flags & kWriteReturnReplaced)) return QueueWrite(request, respond, start, RpcReply{});
+  if (rewrite || !(h->flags & kWriteReturnReplaced)) return QueueWrite(request, respond, start, RpcReply{});
   // What it replaces first: from the record in memory and one device read (else Execute
   // reads and writes, blocking), then the write from the read's completion.
   Hold();
@@ -329,6 +338,8 @@ bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const 
                               std::chrono::steady_clock::time_point start, RpcReply reply) {
   ShardRequestHeader h;
   std::memcpy(&h, request->header.data(), sizeof(h));  // decoded by StartWrite
+  std::optional<uint64_t> expected;
+  if (request->opcode == static_cast<uint16_t>(ShardOp::kRewrite)) expected = RewriteHeader(*request)->expected_version;
   Hold();
   auto answer = std::make_shared<RpcReply>(std::move(reply));
   std::function<void(Status)> done = [this, request, respond, start, answer](Status s) {
@@ -338,7 +349,7 @@ bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const 
     Unhold();
   };
   if (engine_->TryWriteAsync(FromWire(h.key), request->payload.span(), h.shard_version,
-                             (h.flags & kWriteIfNotOlder) != 0, done)) {
+                             (h.flags & kWriteIfNotOlder) != 0, done, expected)) {
     return true;
   }
   Unhold();  // space must be made first: Execute, blocking, on an I/O thread
@@ -419,6 +430,26 @@ RpcReply ShardService::WriteRange(const RpcRequest& request) {
   // engine refuses a range past the largest shard (kInvalidArgument, naming it).
   Status s = engine_->WriteRange(FromWire(h->base.key), h->offset, request.payload.span(), h->base.shard_version,
                                  ExpectedVersion(*h));
+  if (s.ok()) CountWritten(request.payload.size());
+  return ErrorReply(std::move(s));
+}
+
+Result<RangeWriteHeader> ShardService::RewriteHeader(const RpcRequest& request) {
+  PS_ASSIGN_OR_RETURN(RangeWriteHeader h, DecodeHeader<RangeWriteHeader>(request.header, "rewrite"));
+  if (h.offset != 0 || !(h.base.flags & kWriteIfVersion)) {
+    return InvalidArgument("a rewrite replaces a shard whole over an expected version: offset 0 and "
+                           "kWriteIfVersion, please (got offset " + std::to_string(h.offset) + ")");
+  }
+  PS_RETURN_IF_ERROR(PatchRaisesVersion(h));
+  return h;
+}
+
+RpcReply ShardService::Rewrite(const RpcRequest& request) {
+  auto h = RewriteHeader(request);
+  if (!h.ok()) return ErrorReply(h.status());
+  // Decided by the engine's committer in queue order, as a range write's kWriteIfVersion.
+  Status s = engine_->Write(FromWire(h->base.key), request.payload.span(), h->base.shard_version, false,
+                            h->expected_version);
   if (s.ok()) CountWritten(request.payload.size());
   return ErrorReply(std::move(s));
 }

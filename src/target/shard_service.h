@@ -77,7 +77,7 @@ class ShardService {
   // completion; true when taken. False (the caller runs Execute on an I/O thread) for any other
   // request and when the engine would have to make space first.
   bool StartWriteRange(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
-  // A whole-shard write (kWrite) the same way (Engine::TryWriteAsync); with
+  // A whole-shard write (kWrite, kRewrite) the same way (Engine::TryWriteAsync); with
   // kWriteReturnReplaced, the shard's prefix is read first (Engine::TryReadRangeAsync) and
   // the write queued from that read's completion. False as StartWriteRange's, and when the
   // read would wait.
@@ -104,6 +104,10 @@ class ShardService {
   // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version
   // with kWriteIfVersion (see RangeWriteHeader).
   RpcReply WriteRange(const RpcRequest& request);
+  // kRewrite: a whole-shard write over an expected version (shard_protocol.h).
+  RpcReply Rewrite(const RpcRequest& request);
+  // A kRewrite's header, checked (offset 0, kWriteIfVersion, a version above the expected one).
+  static Result<RangeWriteHeader> RewriteHeader(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
   RpcReply ReadRange(const RpcRequest& request);
   // Reads [offset, offset + length) of `key` (the whole shard with 0, UINT64_MAX) and builds

@@ -133,6 +133,38 @@ TEST_F(ShardServiceTest, AWriteCanAnswerWhatItReplaced) {
   EXPECT_EQ(service_->Execute(del).status.code(), StatusCode::kNotFound);
 }
 
+// kRewrite: a whole-shard write over an expected version, through Execute and Handle.
+TEST_F(ShardServiceTest, RewritesReplaceAShardOverItsVersion) {
+  auto rewrite = [](const std::string& bytes, uint64_t version, uint64_t expected, uint64_t offset = 0,
+                    uint8_t flags = kWriteIfVersion) {
+    RpcRequest r = Request(ShardOp::kRewrite, 60, bytes);
+    RangeWriteHeader h{};
+    std::memcpy(&h.base, r.header.data(), sizeof(h.base));
+    h.base.shard_version = version;
+    h.base.flags = flags;
+    h.offset = offset;
+    h.expected_version = expected;
+    r.header = EncodeHeader(h);
+    return r;
+  };
+  auto handle = [&](RpcRequest r) {
+    std::promise<RpcReply> answer;
+    service_->Handle(std::move(r), [&](RpcReply reply) { answer.set_value(std::move(reply)); });
+    return answer.get_future().get();
+  };
+  ASSERT_TRUE(service_->Execute(rewrite(std::string(6000, 'a'), 5, 0)).status.ok());  // over none
+  EXPECT_EQ(service_->Execute(rewrite("b", 6, 4)).status.code(), StatusCode::kAborted);
+  EXPECT_EQ(handle(rewrite("b", 7, 6)).status.code(), StatusCode::kFailedPrecondition);
+  RpcReply r = handle(rewrite("short", 7, 5));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Text(service_->Execute(Request(ShardOp::kRead, 60)).payload), "short");  // whole
+  // Malformed: not at offset 0, no condition, a version that does not rise.
+  EXPECT_EQ(handle(rewrite("x", 9, 7, 4096)).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(handle(rewrite("x", 9, 7, 0, 0)).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->Execute(rewrite("x", 7, 7)).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Text(service_->Execute(Request(ShardOp::kRead, 60)).payload), "short");
+}
+
 TEST_F(ShardServiceTest, ListHeadsWithData) {
   ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, 0, "data")).status.ok());
   ASSERT_TRUE(service_->Execute(Request(ShardOp::kWrite, UINT64_MAX, "head")).status.ok());
