@@ -223,11 +223,9 @@ class Client::Impl : public DataPath {
   // the same requests: kWriteReturnReplaced) when that one named other data. What a target
   // did not say stays behind as orphans for mgmt's repair service.
   void FreeReplaced(const ContainerInfo& c, const ObjectHead& head, const ReplacedHead& replaced) {
-    const std::optional<ShardData> found = replaced.Newest();
-    if (!found) return;
-    auto old = DecodeObjectHeadPrefix(found->data.span());
-    if (!old.ok() || (old->data_hi == head.data_hi && old->data_lo == head.data_lo)) return;
-    if (old->stripe_count() > 0) DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+    if (auto old = replaced.OtherObject(head.data_hi, head.data_lo)) {
+      DeleteStripes(*io, Layout(c, *old), old->stripe_count());
+    }
   }
 
   // A small object's put: its bytes go in its head, one shard write per head copy.

@@ -159,7 +159,8 @@ Result<ObjectHead> ObjectImpl::CommitNewHead(const std::function<void(ObjectHead
   h.dense = false;
   const uint64_t version = NextVersion();
   auto replaced = Replacing(version);
-  Status s = io_->WriteHead(red_, head_key_, EncodeObjectHead(h), version, std::chrono::steady_clock::time_point::max(), replaced);
+  Status s = io_->WriteHead(red_, head_key_, EncodeObjectHead(h), version,
+                            std::chrono::steady_clock::time_point::max(), replaced);
   if (!s.ok()) return s;
   if (replaced) FreeReplaced(*replaced);
   std::lock_guard<std::mutex> lock(mu_);
@@ -173,11 +174,9 @@ std::shared_ptr<ReplacedHead> ObjectImpl::Replacing(uint64_t version) {
 }
 
 void ObjectImpl::FreeReplaced(const ReplacedHead& replaced) {
-  const std::optional<ShardData> found = replaced.Newest();
-  if (!found) return;
-  auto old = DecodeObjectHeadPrefix(found->data.span());
   const auto [hi, lo] = DataId();
-  if (!old.ok() || (old->data_hi == hi && old->data_lo == lo) || old->stripe_count() == 0) return;
+  const std::optional<ObjectHead> old = replaced.OtherObject(hi, lo);
+  if (!old) return;
   const StripeLayout layout{container_id_, old->data_hi, old->data_lo, old->size, old->stripe_unit, red_, false};
   tracker_->RunBlocking([io = io_, layout, n = old->stripe_count()] { DeleteStripes(*io, layout, n); });
 }

@@ -108,11 +108,7 @@ Result<AlignedBuffer> ShardClient::Read(const WireShardKey& key, uint64_t* versi
 
 Status ShardClient::Delete(const WireShardKey& key, ReplacedFn deleted) {
   RpcReply r = CallWithRetry(key, ShardOp::kDelete, {}, 0, deleted ? kDeleteReturnDeleted : 0);
-  if (r.status.ok() && deleted && !r.header.empty()) {
-    if (auto rh = DecodeHeader<ShardReplyHeader>(r.header, "delete reply"); rh.ok()) {
-      deleted(ShardData{std::move(r.payload), rh->shard_version, rh->length, 0});
-    }
-  }
+  if (r.status.ok()) TellReplaced(deleted, r);
   return r.status;
 }
 
@@ -176,14 +172,17 @@ std::function<void(RpcReply)> ShardClient::WriteReplied(uint64_t container, std:
   return [this, container, name = std::move(name), done = std::move(done), replaced = std::move(replaced)](RpcReply r) {
     TokenRefused(r.status, container);
     if (!r.status.ok()) return done(name.empty() ? std::move(r.status) : r.status.WithContext(name));
-    if (replaced && !r.header.empty()) {
-      // A malformed answer says nothing of what was replaced; the write itself succeeded.
-      if (auto rh = DecodeHeader<ShardReplyHeader>(r.header, "write reply"); rh.ok()) {
-        replaced(ShardData{std::move(r.payload), rh->shard_version, rh->length, 0});
-      }
-    }
+    TellReplaced(replaced, r);
     done(OkStatus());
   };
+}
+
+void ShardClient::TellReplaced(const ReplacedFn& replaced, RpcReply& r) {
+  if (!replaced || r.header.empty()) return;  // not asked, or a target from before the flags
+  // A malformed answer says nothing of what was replaced; the write or delete itself succeeded.
+  if (auto rh = DecodeHeader<ShardReplyHeader>(r.header, "write or delete reply"); rh.ok()) {
+    replaced(ShardData{std::move(r.payload), rh->shard_version, rh->length, 0});
+  }
 }
 
 void ShardClient::StartWriteRange(const WireShardKey& key, uint64_t offset, std::span<const std::byte> data,

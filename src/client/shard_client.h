@@ -174,6 +174,8 @@ class ShardClient {
   // A write's reply handler: the token check, `replaced` (when asked and answered), `done`.
   std::function<void(RpcReply)> WriteReplied(uint64_t container, std::string name, std::function<void(Status)> done,
                                              ReplacedFn replaced);
+  // Calls `replaced` (if set) with what a successful reply `r` says was replaced or deleted.
+  static void TellReplaced(const ReplacedFn& replaced, RpcReply& r);
 
   RpcCaller* rpc_;
   ClusterView* view_;

@@ -56,6 +56,7 @@
 #include "client/timer.h"
 #include "client/write_version.h"
 #include "codec/erasure.h"
+#include "protocol/object_head.h"
 #include "common/thread_pool.h"
 #include "penstock/redundancy.h"
 
@@ -102,6 +103,9 @@ class ReplacedHead {
   void Saw(ShardData d);
   // The newest older head a copy held (none: no copy held one, or none said).
   std::optional<ShardData> Newest() const;
+  // That head decoded, when it named data other than `data_hi`/`data_lo` stored in stripes:
+  // the stripes a replace may free (none otherwise, or when it does not decode).
+  std::optional<ObjectHead> OtherObject(uint64_t data_hi, uint64_t data_lo) const;
   // Whether any copy's target said (false: none answered, or all predate the flag).
   bool answered() const;
 

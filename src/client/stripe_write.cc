@@ -69,6 +69,16 @@ std::optional<ShardData> ReplacedHead::Newest() const {
   return ShardData{AlignedBuffer::CopyOf(newest_->data.span()), newest_->version, newest_->length, 0};
 }
 
+std::optional<ObjectHead> ReplacedHead::OtherObject(uint64_t data_hi, uint64_t data_lo) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!newest_) return std::nullopt;
+  auto old = DecodeObjectHeadPrefix(newest_->data.span());
+  if (!old.ok() || (old->data_hi == data_hi && old->data_lo == data_lo) || old->stripe_count() == 0) {
+    return std::nullopt;
+  }
+  return std::move(*old);
+}
+
 void StripeIo::Write(const StripeGeometry& g, const WireShardKey& key, std::shared_ptr<const AlignedBuffer> data,
                      uint64_t version, std::function<void(Status)> done, std::optional<RetryPolicy> retry,
                      std::shared_ptr<StripeKnowledge> known, std::shared_ptr<ReplacedHead> replaced) {

@@ -265,7 +265,7 @@ RpcReply ShardService::Execute(const RpcRequest& request) {
     case ShardOp::kLockStripe: reply = Lease(request, true); break;
     case ShardOp::kUnlockStripe: reply = Lease(request, false); break;
     case ShardOp::kWriteRange: reply = WriteRange(request); break;
-    case ShardOp::kRewrite: reply = Rewrite(request); break;
+    case ShardOp::kRewrite: reply = Write(request); break;
     default:
       reply = ErrorReply(InvalidArgument("unknown shard opcode " + std::to_string(request.opcode) +
                                          "; client and target versions differ?"));
@@ -312,34 +312,45 @@ bool ShardService::StartWriteRange(const std::shared_ptr<RpcRequest>& request, c
   return false;
 }
 
+Result<ShardService::WholeWrite> ShardService::WholeWriteOf(const RpcRequest& request) {
+  WholeWrite w;
+  if (request.opcode == static_cast<uint16_t>(ShardOp::kRewrite)) {
+    PS_ASSIGN_OR_RETURN(RangeWriteHeader h, RewriteHeader(request));
+    w.key = FromWire(h.base.key);
+    w.version = h.base.shard_version;
+    w.expected = h.expected_version;
+    return w;
+  }
+  PS_ASSIGN_OR_RETURN(ShardRequestHeader h, DecodeHeader<ShardRequestHeader>(request.header, "write"));
+  w.key = FromWire(h.key);
+  w.version = h.shard_version;
+  w.not_older = (h.flags & kWriteIfNotOlder) != 0;
+  w.return_replaced = (h.flags & kWriteReturnReplaced) != 0;
+  return w;
+}
+
 bool ShardService::StartWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond) {
-  auto h = DecodeHeader<ShardRequestHeader>(request->header, "write");
-  if (!h.ok()) return false;  // malformed: Execute answers
-  const bool rewrite = request->opcode == static_cast<uint16_t>(ShardOp::kRewrite);
-  if (rewrite && !RewriteHeader(*request).ok()) return false;  // Execute answers
+  auto w = WholeWriteOf(*request);
+  if (!w.ok()) return false;  // malformed: Execute answers
   const auto start = std::chrono::steady_clock::now();
   if (Refused(*request, respond, start)) return true;
-  if (rewrite || !(h->flags & kWriteReturnReplaced)) return QueueWrite(request, respond, start, RpcReply{});
+  if (!w->return_replaced) return QueueWrite(request, *w, respond, start, RpcReply{});
   // What it replaces first: from the record in memory and one device read (else Execute
   // reads and writes, blocking), then the write from the read's completion.
   Hold();
-  Engine::ReadDone read = [this, request, respond, start](Result<AlignedBuffer> prefix, ShardInfo info) {
-    if (!QueueWrite(request, respond, start, ReplacedReply(std::move(prefix), info))) {
+  Engine::ReadDone read = [this, request, w = *w, respond, start](Result<AlignedBuffer> prefix, ShardInfo info) {
+    if (!QueueWrite(request, w, respond, start, ReplacedReply(std::move(prefix), info))) {
       Submit([this, request, respond] { respond(Execute(*request)); });
     }
     Unhold();
   };
-  if (engine_->TryReadRangeAsync(FromWire(h->key), 0, kHeadPrefixBytes, read)) return true;
+  if (engine_->TryReadRangeAsync(w->key, 0, kHeadPrefixBytes, read)) return true;
   Unhold();
   return false;
 }
 
-bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond,
-                              std::chrono::steady_clock::time_point start, RpcReply reply) {
-  ShardRequestHeader h;
-  std::memcpy(&h, request->header.data(), sizeof(h));  // decoded by StartWrite
-  std::optional<uint64_t> expected;
-  if (request->opcode == static_cast<uint16_t>(ShardOp::kRewrite)) expected = RewriteHeader(*request)->expected_version;
+bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const WholeWrite& w,
+                              const Responder& respond, std::chrono::steady_clock::time_point start, RpcReply reply) {
   Hold();
   auto answer = std::make_shared<RpcReply>(std::move(reply));
   std::function<void(Status)> done = [this, request, respond, start, answer](Status s) {
@@ -348,8 +359,7 @@ bool ShardService::QueueWrite(const std::shared_ptr<RpcRequest>& request, const 
     respond(s.ok() ? std::move(*answer) : ErrorReply(std::move(s)));
     Unhold();
   };
-  if (engine_->TryWriteAsync(FromWire(h.key), request->payload.span(), h.shard_version,
-                             (h.flags & kWriteIfNotOlder) != 0, done, expected)) {
+  if (engine_->TryWriteAsync(w.key, request->payload.span(), w.version, w.not_older, done, w.expected)) {
     return true;
   }
   Unhold();  // space must be made first: Execute, blocking, on an I/O thread
@@ -386,14 +396,13 @@ bool ShardService::StartRead(const std::shared_ptr<RpcRequest>& request, const R
 }
 
 RpcReply ShardService::Write(const RpcRequest& request) {
-  auto h = DecodeHeader<ShardRequestHeader>(request.header, "write");
-  if (!h.ok()) return ErrorReply(h.status());
+  auto w = WholeWriteOf(request);
+  if (!w.ok()) return ErrorReply(w.status());
   RpcReply reply;
-  if (h->flags & kWriteReturnReplaced) reply = ReplacedReply(FromWire(h->key));
-  // kWriteIfNotOlder: the engine's committer refuses it over a newer stored version (kAborted),
-  // in order with every other write of the key.
-  Status s = engine_->Write(FromWire(h->key), request.payload.span(), h->shard_version,
-                            (h->flags & kWriteIfNotOlder) != 0);
+  if (w->return_replaced) reply = ReplacedReply(w->key);
+  // kWriteIfNotOlder and kRewrite's expected version: the engine's committer decides them in
+  // order with every other write of the key (newer stored: kAborted).
+  Status s = engine_->Write(w->key, request.payload.span(), w->version, w->not_older, w->expected);
   if (!s.ok()) return ErrorReply(std::move(s));
   CountWritten(request.payload.size());
   return reply;
@@ -442,16 +451,6 @@ Result<RangeWriteHeader> ShardService::RewriteHeader(const RpcRequest& request) 
   }
   PS_RETURN_IF_ERROR(PatchRaisesVersion(h));
   return h;
-}
-
-RpcReply ShardService::Rewrite(const RpcRequest& request) {
-  auto h = RewriteHeader(request);
-  if (!h.ok()) return ErrorReply(h.status());
-  // Decided by the engine's committer in queue order, as a range write's kWriteIfVersion.
-  Status s = engine_->Write(FromWire(h->base.key), request.payload.span(), h->base.shard_version, false,
-                            h->expected_version);
-  if (s.ok()) CountWritten(request.payload.size());
-  return ErrorReply(std::move(s));
 }
 
 void ShardService::CountWritten(uint64_t bytes) { bytes_written_->Inc(bytes); }

@@ -82,9 +82,18 @@ class ShardService {
   // the write queued from that read's completion. False as StartWriteRange's, and when the
   // read would wait.
   bool StartWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond);
-  // Queues an admitted kWrite with the engine, answering `reply` (or the error) once durable;
+  // A kWrite's or kRewrite's request, decoded (kRewrite's checked: RewriteHeader).
+  struct WholeWrite {
+    ShardKey key;
+    uint64_t version = 0;
+    bool not_older = false;        // kWriteIfNotOlder
+    bool return_replaced = false;  // kWriteReturnReplaced
+    std::optional<uint64_t> expected;  // kRewrite's expected version
+  };
+  static Result<WholeWrite> WholeWriteOf(const RpcRequest& request);
+  // Queues admitted write `w` with the engine, answering `reply` (or the error) once durable;
   // false when the engine would have to make space first.
-  bool QueueWrite(const std::shared_ptr<RpcRequest>& request, const Responder& respond,
+  bool QueueWrite(const std::shared_ptr<RpcRequest>& request, const WholeWrite& w, const Responder& respond,
                   std::chrono::steady_clock::time_point start, RpcReply reply);
   // kRead or kReadRange, on the transport's thread: admitted and started with the engine
   // (Engine::TryReadRangeAsync), answered from the read's completion; true when taken. False
@@ -95,6 +104,7 @@ class ShardService {
   Status CheckEpoch(const RpcRequest& request) const;
   // kDeadlineExceeded for a request that arrived after its deadline (shard_protocol.h).
   Status CheckDeadline(const RpcRequest& request) const;
+  // kWrite and kRewrite, blocking (a whole-shard write; kRewrite's over its expected version).
   RpcReply Write(const RpcRequest& request);
   // The reply of a kWriteReturnReplaced write or a kDeleteReturnDeleted delete: what `key`
   // holds before it is written or deleted (shard_protocol.h), read here or (the second form)
@@ -104,8 +114,6 @@ class ShardService {
   // kWriteRange: a partial-shard write (Engine::WriteRange), conditional on the stored version
   // with kWriteIfVersion (see RangeWriteHeader).
   RpcReply WriteRange(const RpcRequest& request);
-  // kRewrite: a whole-shard write over an expected version (shard_protocol.h).
-  RpcReply Rewrite(const RpcRequest& request);
   // A kRewrite's header, checked (offset 0, kWriteIfVersion, a version above the expected one).
   static Result<RangeWriteHeader> RewriteHeader(const RpcRequest& request);
   RpcReply Read(const RpcRequest& request);
